@@ -1,0 +1,172 @@
+"""All known backends, name resolution, detection, visibility isolation, device enumeration.
+
+Everything here is pure or takes its I/O as arguments (``exists``, ``which``,
+``run_listing``), so it is tested without hardware. Nothing probes at import.
+"""
+
+from __future__ import annotations
+
+import glob
+import shutil
+import subprocess
+from collections.abc import Callable, Mapping, Sequence
+
+from harness.backends import ascend, cpu, cuda, musa, rocm
+from harness.backends.base import (
+    Backend,
+    Capabilities,
+    CaptureFailure,
+    classify_capture_error,
+    capture_denied,
+    parse_listing,
+    read_visibility,
+)
+from harness.errors import UsageError
+
+__all__ = [
+    "BACKENDS",
+    "Backend",
+    "Capabilities",
+    "CaptureFailure",
+    "all_visibility_keys",
+    "capture_denied",
+    "classify_capture_error",
+    "detect_backend",
+    "enumerate_devices",
+    "get_backend",
+    "isolated_env",
+    "known_names",
+]
+
+BACKENDS: tuple[Backend, ...] = (
+    cuda.BACKEND,
+    musa.BACKEND,
+    rocm.BACKEND,
+    ascend.BACKEND,
+    cpu.BACKEND,
+)
+# Order of detection when --backend auto: accelerators first, the CPU last.
+_DETECT_ORDER = ("cuda", "rocm", "musa", "ascend")
+
+
+def known_names() -> str:
+    parts = [f"{b.name} ({', '.join(b.aliases)})" if b.aliases else b.name for b in BACKENDS]
+    return ", ".join(parts) + ", auto"
+
+
+def get_backend(name: str) -> Backend:
+    """Resolve a backend name or alias; unknown names fail closed with the known list."""
+    wanted = name.strip().lower()
+    for backend in BACKENDS:
+        if wanted == backend.name or wanted in backend.aliases:
+            return backend
+    raise UsageError(
+        f"Unknown backend {name!r}. Known backends (aliases in brackets): {known_names()}. "
+        "Pick one of these with --backend, or 'auto' to detect the accelerator present."
+    )
+
+
+def _glob_exists(pattern: str) -> bool:
+    return bool(glob.glob(pattern))
+
+
+def detect_backend(
+    exists: Callable[[str], bool] = _glob_exists,
+    which: Callable[[str], str | None] = shutil.which,
+) -> Backend:
+    """The accelerator backend whose device nodes or listing CLI are present, else cpu."""
+    by_name = {b.name: b for b in BACKENDS}
+    for name in _DETECT_ORDER:
+        backend = by_name[name]
+        if any(exists(p) for p in backend.detect_paths):
+            return backend
+    for name in _DETECT_ORDER:
+        backend = by_name[name]
+        if backend.listing is not None and which(backend.listing.command[0]):
+            return backend
+    return by_name["cpu"]
+
+
+def resolve_backend(name: str, **detect_kwargs: object) -> Backend:
+    if name.strip().lower() == "auto":
+        return detect_backend(**detect_kwargs)  # type: ignore[arg-type]
+    return get_backend(name)
+
+
+def all_visibility_keys() -> tuple[str, ...]:
+    keys: list[str] = []
+    for backend in BACKENDS:
+        keys.extend(k for k in backend.visibility_keys if k not in keys)
+    # HIP also honours CUDA_VISIBLE_DEVICES, so it is cleared for every child anyway.
+    return tuple(keys)
+
+
+def isolated_env(
+    backend: Backend, parent_env: Mapping[str, str], device: str | None
+) -> dict[str, str]:
+    """The environment of a child pinned to ``device``.
+
+    Every vendor's visibility variable is cleared first, so a parent's
+    CUDA_VISIBLE_DEVICES never reaches a MUSA, ROCm or Ascend child; then the
+    active backend's primary key is set to the device (a physical id, already
+    taken from inherited visibility by :func:`enumerate_devices`).
+    """
+    env = {k: v for k, v in parent_env.items() if k not in all_visibility_keys()}
+    key = backend.visibility_key()
+    if key is not None and device is not None:
+        env[key] = device
+    return env
+
+
+def _run_listing(command: Sequence[str]) -> str | None:
+    try:
+        done = subprocess.run(
+            list(command), capture_output=True, text=True, timeout=20, check=False
+        )
+    except (OSError, subprocess.TimeoutExpired):
+        return None
+    return done.stdout if done.returncode == 0 else None
+
+
+def enumerate_devices(
+    backend: Backend,
+    explicit: Sequence[str] | None,
+    env: Mapping[str, str],
+    run_listing: Callable[[Sequence[str]], str | None] = _run_listing,
+    torch_count: Callable[[], int] | None = None,
+) -> tuple[str, ...]:
+    """Physical device ids to use: explicit list > inherited visibility > listing CLI > torch count.
+
+    An explicit list is taken as indices into the inherited visibility when
+    there is one (``--devices 0,1`` under CUDA_VISIBLE_DEVICES=5,6 means 5 and 6).
+    """
+    if not backend.capabilities.accelerator:
+        return ("cpu",)
+    inherited = read_visibility(backend, env)
+    if explicit:
+        if inherited is None:
+            return tuple(explicit)
+        picked = []
+        for item in explicit:
+            if not item.isdigit() or int(item) >= len(inherited):
+                raise UsageError(
+                    f"--devices {','.join(explicit)}: {item!r} is not an index into the "
+                    f"{len(inherited)} device(s) already made visible by "
+                    f"{backend.visibility_key()}={','.join(inherited)}. Use indices 0.."
+                    f"{len(inherited) - 1}, or unset the variable."
+                )
+            picked.append(inherited[int(item)])
+        return tuple(picked)
+    if inherited is not None:
+        return inherited
+    if backend.listing is not None:
+        output = run_listing(backend.listing.command)
+        if output:
+            found = parse_listing(backend.listing, output)
+            if found:
+                return found
+    if torch_count is not None:
+        count = torch_count()
+        if count > 0:
+            return tuple(str(i) for i in range(count))
+    return ("0",)

@@ -1,0 +1,161 @@
+"""The frozen description of an accelerator backend, and pure functions over it.
+
+Backends are data: code above this package reads capabilities and wording from
+a :class:`Backend`, never branches on a vendor's name.
+"""
+
+from __future__ import annotations
+
+import re
+from collections.abc import Mapping, Sequence
+from dataclasses import dataclass, field
+from enum import Enum
+
+__all__ = [
+    "Backend",
+    "Capabilities",
+    "CaptureErrorWording",
+    "CaptureFailure",
+    "DeviceListing",
+    "Passthrough",
+    "Peaks",
+    "classify_capture_error",
+    "capture_denied",
+]
+
+
+@dataclass(frozen=True)
+class Capabilities:
+    """What a backend can do; plugin and timer planning read only this."""
+
+    accelerator: bool
+    device_events: bool
+    graph_capture: bool
+    profiler: bool
+    triton_interpreter: bool = False
+
+
+class CaptureFailure(str, Enum):
+    """How a failed graph capture is handled (DESIGN.md, "Capture failures split three ways")."""
+
+    RECOVERABLE = "recoverable"  # fall back to direct timing, mark the row
+    FATAL = "fatal"  # the kernel broke on the device: the case fails, no latency
+    POISONED = "poisoned"  # the context is dead: stop this op's process
+
+
+@dataclass(frozen=True)
+class CaptureErrorWording:
+    """Substrings of a backend's own error text that decide the class of a capture failure.
+
+    ``ignore`` lists boilerplate the runtime appends to *every* error (for CUDA,
+    the "TORCH_USE_CUDA_DSA" footer mentions "device-side assertions" even for
+    harmless errors); it is cut away before matching.
+    """
+
+    fatal: tuple[str, ...] = ()
+    poisoned: tuple[str, ...] = ()
+    ignore: tuple[str, ...] = ()
+
+
+@dataclass(frozen=True)
+class DeviceListing:
+    """A vendor CLI that lists devices, and a regex whose group 1 is a device index."""
+
+    command: tuple[str, ...]
+    index_pattern: str
+
+
+@dataclass(frozen=True)
+class Passthrough:
+    """What a container needs to see this backend's devices (planned in harness.container).
+
+    ``per_device_nodes`` are templates formatted with ``index``; ``shared_nodes``
+    are needed whatever devices are chosen. ``visible_env`` is set to the
+    comma-joined device list inside the container.
+    """
+
+    gpu_requests: bool = False
+    runtime: str | None = None
+    per_device_nodes: tuple[str, ...] = ()
+    shared_nodes: tuple[str, ...] = ()
+    optional_nodes: tuple[str, ...] = ()
+    visible_env: tuple[str, ...] = ()
+    static_env: tuple[tuple[str, str], ...] = ()
+    groups: tuple[str, ...] = ()
+    mounts: tuple[tuple[str, str], ...] = ()  # (host path, container path), read-only
+    security_opt: tuple[str, ...] = ()
+    ipc_mode: str | None = None
+    shm_size: str | None = None
+
+
+@dataclass(frozen=True)
+class Peaks:
+    """Datasheet ceilings of a representative device, for roofline percentages only."""
+
+    device: str
+    bandwidth_gbps: float
+    bf16_tflops: float
+
+
+@dataclass(frozen=True)
+class Backend:
+    name: str
+    description: str
+    aliases: tuple[str, ...]
+    torch_namespace: str | None  # attribute of ``torch`` holding the device API ("cuda", "musa", "npu")
+    torch_extension: str | None  # module to import first to register that namespace
+    device_type: str  # torch device type string ("cuda", "musa", "npu", "cpu")
+    visibility_keys: tuple[str, ...]  # the first is written when pinning a child
+    capabilities: Capabilities
+    listing: DeviceListing | None = None
+    detect_paths: tuple[str, ...] = ()  # glob patterns whose presence suggests this backend
+    capture_errors: CaptureErrorWording = field(default_factory=CaptureErrorWording)
+    capture_deny: frozenset[str] = frozenset()  # op ids never captured (keyed by run-time op id)
+    passthrough: Passthrough = field(default_factory=Passthrough)
+    driver_query: DeviceListing | None = None  # CLI whose regex group 1 is the driver version
+    gems_vendor: str | None = None
+    peaks: Peaks | None = None
+    hardware_verified: str = "no"  # what has run on real hardware, said plainly
+
+    def visibility_key(self) -> str | None:
+        return self.visibility_keys[0] if self.visibility_keys else None
+
+
+def _strip(text: str, boilerplate: Sequence[str]) -> str:
+    for piece in boilerplate:
+        # The footer is a whole sentence; remove the line(s) carrying it.
+        text = "\n".join(line for line in text.splitlines() if piece not in line)
+    return text
+
+
+def classify_capture_error(backend: Backend, error_text: str) -> CaptureFailure:
+    """Classify a capture failure by the backend's own wording; unknown text is recoverable."""
+    text = _strip(error_text, backend.capture_errors.ignore).lower()
+    if any(w.lower() in text for w in backend.capture_errors.poisoned):
+        return CaptureFailure.POISONED
+    if any(w.lower() in text for w in backend.capture_errors.fatal):
+        return CaptureFailure.FATAL
+    return CaptureFailure.RECOVERABLE
+
+
+def capture_denied(backend: Backend, op_id: str) -> bool:
+    """Whether graph capture is skipped for ``op_id`` (the exact id used at run time)."""
+    return op_id in backend.capture_deny
+
+
+def parse_listing(listing: DeviceListing, output: str) -> tuple[str, ...]:
+    """Device indices found in a listing CLI's output, in order, without duplicates."""
+    seen: list[str] = []
+    for match in re.finditer(listing.index_pattern, output, flags=re.MULTILINE):
+        if match.group(1) not in seen:
+            seen.append(match.group(1))
+    return tuple(seen)
+
+
+def read_visibility(backend: Backend, env: Mapping[str, str]) -> tuple[str, ...] | None:
+    """Devices the parent environment already restricted this backend to, if any."""
+    for key in backend.visibility_keys:
+        value = env.get(key)
+        if value is not None and value.strip() != "":
+            return tuple(v.strip() for v in value.split(",") if v.strip())
+    return None

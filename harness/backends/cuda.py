@@ -1,0 +1,49 @@
+"""NVIDIA CUDA."""
+
+from __future__ import annotations
+
+from harness.backends.base import (
+    Backend,
+    Capabilities,
+    CaptureErrorWording,
+    DeviceListing,
+    Passthrough,
+    Peaks,
+)
+
+# Error texts of the CUDA runtime that mean the kernel broke on the device.
+# torch appends "Compile with `TORCH_USE_CUDA_DSA` to enable device-side assertions."
+# to every CUDA error; that footer is ignored so it never reads as an assert.
+CUDA_FATAL = (
+    "an illegal memory access was encountered",
+    "out of memory",
+    "device-side assert triggered",
+    "an illegal instruction was encountered",
+    "misaligned address",
+    "uncorrectable ecc error encountered",
+)
+CUDA_FOOTERS = ("TORCH_USE_CUDA_DSA", "CUDA_LAUNCH_BLOCKING")
+
+BACKEND = Backend(
+    name="cuda",
+    description="NVIDIA GPUs through CUDA (torch.cuda)",
+    aliases=("nvidia", "nv"),
+    torch_namespace="cuda",
+    torch_extension=None,
+    device_type="cuda",
+    visibility_keys=("CUDA_VISIBLE_DEVICES",),
+    capabilities=Capabilities(accelerator=True, device_events=True, graph_capture=True, profiler=True),
+    listing=DeviceListing(command=("nvidia-smi", "-L"), index_pattern=r"^GPU (\d+):"),
+    detect_paths=("/dev/nvidiactl", "/dev/nvidia[0-9]*"),
+    capture_errors=CaptureErrorWording(fatal=CUDA_FATAL, ignore=CUDA_FOOTERS),
+    passthrough=Passthrough(
+        gpu_requests=True,
+        visible_env=("NVIDIA_VISIBLE_DEVICES",),
+        static_env=(("NVIDIA_DRIVER_CAPABILITIES", "compute,utility"),),
+        ipc_mode="host",
+    ),
+    driver_query=DeviceListing(command=("nvidia-smi", "--query-gpu=driver_version", "--format=csv,noheader"), index_pattern=r"^\s*(\S+)"),
+    gems_vendor="nvidia",
+    peaks=Peaks(device="H200 SXM", bandwidth_gbps=4800.0, bf16_tflops=989.0),
+    hardware_verified="H200 (host run, no docker engine there)",
+)

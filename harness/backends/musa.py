@@ -1,0 +1,48 @@
+"""Moore Threads MUSA (torch_musa registers ``torch.musa``)."""
+
+from __future__ import annotations
+
+from harness.backends.base import (
+    Backend,
+    Capabilities,
+    CaptureErrorWording,
+    DeviceListing,
+    Passthrough,
+    Peaks,
+)
+
+BACKEND = Backend(
+    name="musa",
+    description="Moore Threads GPUs through MUSA (torch_musa, torch.musa)",
+    aliases=("mthreads", "moore"),
+    torch_namespace="musa",
+    torch_extension="torch_musa",
+    device_type="musa",
+    visibility_keys=("MUSA_VISIBLE_DEVICES",),
+    capabilities=Capabilities(accelerator=True, device_events=True, graph_capture=True, profiler=True),
+    listing=DeviceListing(command=("mthreads-gmi", "-L"), index_pattern=r"^GPU\s*(\d+)\s*:"),
+    detect_paths=("/dev/mtgpu.[0-9]*",),
+    capture_errors=CaptureErrorWording(
+        fatal=(
+            "an illegal memory access was encountered",
+            "out of memory",
+            "device-side assert triggered",
+            "misaligned address",
+        ),
+        # Seen on MUSA: an "unknown error" raised while a stream captures leaves the
+        # context unusable for the rest of the process.
+        poisoned=("MUSA error: unknown error",),
+    ),
+    # unique2 poisons the context when captured on MUSA; keyed by the run-time op id.
+    capture_deny=frozenset({"unique2"}),
+    passthrough=Passthrough(
+        runtime="mthreads",
+        visible_env=("MTHREADS_VISIBLE_DEVICES",),
+        per_device_nodes=("/dev/mtgpu.{index}",),
+        shared_nodes=("/dev/dri",),
+        ipc_mode="host",
+    ),
+    driver_query=DeviceListing(command=("mthreads-gmi", "-q"), index_pattern=r"Driver Version\s*:\s*(\S+)"),
+    gems_vendor="mthreads",
+    peaks=Peaks(device="MTT S4000", bandwidth_gbps=768.0, bf16_tflops=100.0),
+)

@@ -1,0 +1,46 @@
+"""AMD ROCm (HIP). torch exposes it under the ``cuda`` namespace."""
+
+from __future__ import annotations
+
+from harness.backends.base import (
+    Backend,
+    Capabilities,
+    CaptureErrorWording,
+    DeviceListing,
+    Passthrough,
+    Peaks,
+)
+
+BACKEND = Backend(
+    name="rocm",
+    description="AMD GPUs through ROCm/HIP (torch.cuda on a ROCm build of torch)",
+    aliases=("amd", "hip"),
+    torch_namespace="cuda",
+    torch_extension=None,
+    device_type="cuda",
+    # HIP_VISIBLE_DEVICES indexes the devices ROCR_VISIBLE_DEVICES leaves; pinning writes HIP's.
+    visibility_keys=("HIP_VISIBLE_DEVICES", "ROCR_VISIBLE_DEVICES"),
+    capabilities=Capabilities(accelerator=True, device_events=True, graph_capture=True, profiler=True),
+    listing=DeviceListing(command=("rocm-smi", "--showid"), index_pattern=r"^GPU\[(\d+)\]"),
+    detect_paths=("/dev/kfd",),
+    capture_errors=CaptureErrorWording(
+        fatal=(
+            "an illegal memory access was encountered",
+            "out of memory",
+            "device-side assert triggered",
+            "memory access fault",
+            "illegal instruction",
+        ),
+        ignore=("AMD_SERIALIZE_KERNEL", "TORCH_USE_HIP_DSA"),
+    ),
+    passthrough=Passthrough(
+        shared_nodes=("/dev/kfd", "/dev/dri"),
+        groups=("video", "render"),
+        security_opt=("seccomp=unconfined",),
+        ipc_mode="host",
+        shm_size="16g",
+    ),
+    driver_query=DeviceListing(command=("rocm-smi", "--showdriverversion"), index_pattern=r"[Dd]river version:\s*(\S+)"),
+    gems_vendor=None,  # see docs/flaggems.md for AMD's status in FlagGems
+    peaks=Peaks(device="MI300X", bandwidth_gbps=5300.0, bf16_tflops=1307.0),
+)

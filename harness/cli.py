@@ -1,0 +1,178 @@
+"""The `harness` command. Only ``main`` catches HarnessError; it prints the message and exits."""
+
+from __future__ import annotations
+
+import argparse
+import os
+import shutil
+import sys
+from collections.abc import Mapping, Sequence
+from pathlib import Path
+from typing import Any
+
+from harness import __version__
+from harness.errors import HarnessError
+
+__all__ = ["build_parser", "main"]
+
+_RUN_EPILOG = """\
+examples:
+  harness run --ops softmax                       # auto-detect the backend (cpu if no accelerator)
+  harness run --backend cuda --ops softmax mm --dtypes bf16 --level core
+  harness run --ops-module my_ops.py --ops my_op --shapes-file my_shapes.yaml
+  harness run --resume reports/20261129T120000Z-cuda-abc123
+
+Every option can also come from HARNESS_<NAME> (for example HARNESS_BACKEND=cuda)
+or from [tool.harness] in ./pyproject.toml; the command line wins.
+Outputs: run.json, records.jsonl, summary.csv, junit.xml, report.md, ops_status.csv.
+Exit codes: 0 all passed, 1 a case or op failed, 2 bad input, 3 missing environment, 130 interrupted.
+"""
+
+
+def _add_run(sub: argparse._SubParsersAction[argparse.ArgumentParser]) -> None:
+    p = sub.add_parser(
+        "run",
+        help="benchmark ops: check each against torch, time both, write reports",
+        description="Benchmark operators: each case is checked against the torch baseline "
+        "(upcast reference), then both are timed. Each op runs in its own process.",
+        epilog=_RUN_EPILOG,
+        formatter_class=argparse.RawDescriptionHelpFormatter,
+    )
+    p.add_argument("--backend", help="cuda, musa, rocm, ascend, cpu, or auto (default: auto; aliases: nvidia, nv, amd, hip, npu, huawei)")
+    p.add_argument("--ops", nargs="+", metavar="OP", help="op ids (default: every op); see `harness list ops`")
+    p.add_argument("--dtypes", nargs="+", metavar="DTYPE", help="float16 bfloat16 float32 (aliases fp16 bf16 fp32; default: all three)")
+    p.add_argument("--level", help="shape level: smoke, core, comprehensive, or auto (smoke on cpu, core on accelerators)")
+    p.add_argument("--shapes-file", help="YAML mapping op id -> list of shapes; overrides the level for the ops it names")
+    p.add_argument("--ops-module", dest="ops_modules", action="append", metavar="PATH_OR_MODULE",
+                   help="load extra ops from a Python file or module defining HARNESS_OPS (repeatable); see docs/ops.md")
+    p.add_argument("--provider", help="where candidates come from (default: builtin)")
+    p.add_argument("--timer", help="auto, direct, cpu (default: auto = direct on accelerators, cpu on the cpu backend)")
+    p.add_argument("--cache", help="cold (flush L2 before each timed call, default) or warm")
+    p.add_argument("--seed", type=int, help="base seed; each case derives its own (default 0)")
+    p.add_argument("--warmup-ms", type=float, help="warm-up budget per measurement in ms (default 25)")
+    p.add_argument("--rep-ms", type=float, help="measurement budget per timing in ms (default 100)")
+    p.add_argument("--devices", nargs="+", metavar="ID", help="device ids to shard ops over (default: the backend's visible devices)")
+    p.add_argument("--op-timeout", type=float, help="seconds before a hung op's process group is killed (default 1800)")
+    p.add_argument("--reports-dir", help="where run directories are created (default: reports)")
+    p.add_argument("--out", help="exact run directory (default: REPORTS_DIR/RUN_ID)")
+    p.add_argument("--run-id", help="run id (default: UTC time, backend and a random token)")
+    p.add_argument("--resume", metavar="RUN_DIR", help="finish an interrupted run: redo only ops without a completion marker")
+
+
+def build_parser() -> argparse.ArgumentParser:
+    parser = argparse.ArgumentParser(
+        prog="harness",
+        description="Benchmark and CI harness for Triton operators on CUDA, MUSA, ROCm, Ascend and CPU.",
+    )
+    parser.add_argument("--version", action="version", version=f"harness {__version__}")
+    sub = parser.add_subparsers(dest="command", metavar="COMMAND")
+    _add_run(sub)
+    lp = sub.add_parser("list", help="list ops or backends", description="List what the harness knows.")
+    lp.add_argument("what", choices=("ops", "backends"), help="ops or backends")
+    lp.add_argument("--ops-module", dest="ops_modules", action="append", metavar="PATH_OR_MODULE",
+                    help="also list ops from this module")
+    pp = sub.add_parser("plugins", help="print the pytest plugins planned for a backend",
+                        description="Print which harness plugins load for a backend, and why.")
+    pp.add_argument("--backend", default="auto", help="backend name or alias (default: auto)")
+    pp.add_argument("--timer", default="auto", help="timer to plan for (default: auto)")
+    sub.add_parser("doctor", help="what is detected and what is missing",
+                   description="Report the detected backend, devices, packages and tools.")
+    return parser
+
+
+def _cli_values(ns: argparse.Namespace) -> dict[str, Any]:
+    keys = ("backend", "ops", "dtypes", "level", "shapes_file", "ops_modules", "provider", "timer",
+            "cache", "seed", "warmup_ms", "rep_ms", "devices", "op_timeout", "reports_dir", "out", "run_id")
+    return {k: getattr(ns, k, None) for k in keys}
+
+
+def _cmd_run(ns: argparse.Namespace, env: Mapping[str, str]) -> int:
+    from harness.options import read_pyproject, resolve_run_options
+    from harness.run import execute, prepare, prepare_resume
+
+    if ns.resume:
+        prepared = prepare_resume(Path(ns.resume), env)
+    else:
+        options = resolve_run_options(_cli_values(ns), env, read_pyproject(Path("pyproject.toml")))
+        prepared = prepare(options, env)
+    return execute(prepared, env, sys.stdout)
+
+
+def _cmd_list(ns: argparse.Namespace) -> int:
+    if ns.what == "backends":
+        from harness.backends import BACKENDS
+
+        print(f"{'name':8} {'aliases':22} {'torch':7} {'visibility':45} description")
+        for b in BACKENDS:
+            print(f"{b.name:8} {', '.join(b.aliases):22} {b.torch_namespace or '-':7} "
+                  f"{', '.join(b.visibility_keys) or '-':45} {b.description}")
+        return 0
+    from harness.ops.registry import build_catalog
+    from harness.ops.shapes import LEVELS, load_level
+
+    catalog = build_catalog(ns.ops_modules or ())
+    counts = {level: load_level(level) for level in LEVELS}
+    print(f"{'op':14} {'source':10} {'aten':28} {'shapes s/c/x':13} description")
+    for op in catalog.values():
+        n = "/".join(str(len(counts[lv].get(op.id, ()))) for lv in LEVELS)
+        print(f"{op.id:14} {op.source[:10]:10} {op.aten or '-':28} {n:13} {op.description}")
+    return 0
+
+
+def _cmd_plugins(ns: argparse.Namespace) -> int:
+    from harness.backends import resolve_backend
+    from harness.plugins.planning import plan_plugins
+
+    backend = resolve_backend(ns.backend)
+    plan = plan_plugins(backend, ns.timer)
+    print(f"backend {backend.name}: timer {plan.timer}")
+    for module, reason in zip(plan.modules, plan.reasons):
+        print(f"  {module:30} {reason}")
+    return 0
+
+
+def _cmd_doctor(env: Mapping[str, str]) -> int:
+    import importlib.metadata
+
+    from harness.backends import BACKENDS, detect_backend, enumerate_devices
+
+    detected = detect_backend()
+    print(f"detected backend: {detected.name} ({detected.description})")
+    if detected.capabilities.accelerator:
+        print(f"devices: {', '.join(enumerate_devices(detected, None, env))}")
+    for name in ("torch", "triton", "numpy", "pytest", "pyyaml", "junit-xml", "docker", "nox", "rich"):
+        try:
+            version = importlib.metadata.version(name)
+        except importlib.metadata.PackageNotFoundError:
+            version = "MISSING"
+        print(f"  package {name:10} {version}")
+    for b in BACKENDS:
+        if b.listing is None:
+            continue
+        tool = b.listing.command[0]
+        print(f"  {b.name:7} listing CLI {tool:14} {'found' if shutil.which(tool) else 'not found'}")
+    for b in BACKENDS:
+        for key in b.visibility_keys:
+            if env.get(key):
+                print(f"  visibility: {key}={env[key]}")
+    return 0
+
+
+def main(argv: Sequence[str] | None = None, env: Mapping[str, str] | None = None) -> int:
+    parser = build_parser()
+    ns = parser.parse_args(argv)
+    environ = dict(os.environ if env is None else env)
+    try:
+        if ns.command == "run":
+            return _cmd_run(ns, environ)
+        if ns.command == "list":
+            return _cmd_list(ns)
+        if ns.command == "plugins":
+            return _cmd_plugins(ns)
+        if ns.command == "doctor":
+            return _cmd_doctor(environ)
+        parser.print_help()
+        return 2
+    except HarnessError as exc:
+        print(f"harness: error: {exc.message}", file=sys.stderr)
+        return exc.exit_code

@@ -1,0 +1,53 @@
+"""One exception family for everything the harness reports to a user.
+
+Each subclass carries its process exit code. Only ``harness.cli.main`` catches
+them; everywhere else raises with a message that names the input, the cause
+and the fix.
+"""
+
+from __future__ import annotations
+
+__all__ = [
+    "HarnessError",
+    "UsageError",
+    "ConfigError",
+    "EnvironmentProblem",
+    "ContainerError",
+    "GateFailed",
+]
+
+
+class HarnessError(Exception):
+    """Base class: a problem the user can act on."""
+
+    exit_code: int = 2
+
+    def __init__(self, message: str) -> None:
+        super().__init__(message)
+        self.message = message
+
+
+class UsageError(HarnessError):
+    """Bad input on the command line or in a file the user named (exit 2)."""
+
+    exit_code = 2
+
+
+class ConfigError(UsageError):
+    """A malformed or inconsistent configuration file (shapes YAML, pyproject) (exit 2)."""
+
+
+class EnvironmentProblem(HarnessError):
+    """Something the machine lacks: a package, a device node, a driver (exit 3)."""
+
+    exit_code = 3
+
+
+class ContainerError(EnvironmentProblem):
+    """The container engine is missing, unreachable or refused the request (exit 3)."""
+
+
+class GateFailed(HarnessError):
+    """A comparison found regressions (exit 1)."""
+
+    exit_code = 1

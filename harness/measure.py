@@ -1,0 +1,160 @@
+"""One case, measured: inputs, correctness against an upcast reference, then timing.
+
+Runs in the op's child process (called from the pytest suite). Correctness
+comes first: a mismatch or a NaN fails the case and nothing is timed.
+"""
+
+from __future__ import annotations
+
+import datetime as _dt
+import time
+from collections.abc import Callable
+from dataclasses import dataclass
+from typing import Any
+
+from harness.ops.base import OpSpec, Shape
+from harness.results.schema import Correctness, Measurement, Timing, case_id
+from harness.timing.base import Timer
+
+__all__ = ["Case", "CaseContext", "check_close", "measure_case"]
+
+
+@dataclass(frozen=True)
+class Case:
+    op: str
+    provider: str
+    dtype: str
+    shape: Shape
+
+    @property
+    def case_id(self) -> str:
+        return case_id(self.op, self.provider, self.dtype, self.shape)
+
+
+@dataclass(frozen=True)
+class CaseContext:
+    """What the child knows about where it runs; copied onto every record."""
+
+    run_id: str
+    backend: str
+    device: str  # physical id as the parent sees it
+    torch_device: str  # what torch calls it inside the child ("cuda:0", "cpu")
+    device_name: str
+    timer_name: str
+    cache: str
+
+
+def _torch_dtype(name: str) -> Any:
+    import torch
+
+    return getattr(torch, name)
+
+
+def _upcast(value: Any) -> Any:
+    import torch
+
+    if isinstance(value, torch.Tensor) and value.is_floating_point():
+        return value.to(torch.float64)
+    return value
+
+
+def check_close(candidate: Any, reference: Any, atol: float, rtol: float) -> Correctness:
+    """Compare ``candidate`` with a float64 ``reference``; NaN anywhere the reference has none fails."""
+    import torch
+
+    c = candidate.detach().to(torch.float64)
+    r = reference.detach().to(torch.float64)
+    if c.shape != r.shape:
+        return Correctness(passed=False, max_abs=float("inf"), max_rel=float("inf"), atol=atol, rtol=rtol,
+                           mismatched=r.numel(), numel=r.numel())
+    nan = bool(torch.isnan(c).logical_and(~torch.isnan(r)).any().item())
+    diff = (c - r).abs()
+    finite = torch.isfinite(diff)
+    max_abs = float(diff[finite].max().item()) if finite.any() else 0.0
+    rel = diff / r.abs().clamp_min(1e-12)
+    max_rel = float(rel[finite].max().item()) if finite.any() else 0.0
+    bad = ~(diff <= atol + rtol * r.abs())
+    both_nan = torch.isnan(c) & torch.isnan(r)
+    mismatched = int((bad & ~both_nan).sum().item())
+    return Correctness(
+        passed=(mismatched == 0 and not nan),
+        max_abs=max_abs,
+        max_rel=max_rel,
+        atol=atol,
+        rtol=rtol,
+        nan=nan,
+        mismatched=mismatched,
+        numel=int(r.numel()),
+    )
+
+
+def measure_case(
+    ctx: CaseContext,
+    op: OpSpec,
+    candidate: Callable[..., Any],
+    case: Case,
+    timer: Timer,
+    seed: int,
+) -> Measurement:
+    import torch
+
+    started = _dt.datetime.now(_dt.timezone.utc).isoformat(timespec="seconds")
+    t0 = time.perf_counter()
+    gen = torch.Generator(device=ctx.torch_device)
+    gen.manual_seed(seed)
+    dtype = _torch_dtype(case.dtype)
+    args = op.make_inputs(case.shape, dtype, gen, ctx.torch_device)
+    out = candidate(*args)
+    reference = op.baseline(*[_upcast(a) for a in args])
+    tol = op.tolerance(case.dtype)
+    correctness = check_close(out, reference, tol.atol, tol.rtol)
+    common: dict[str, Any] = dict(
+        run_id=ctx.run_id,
+        op=case.op,
+        provider=case.provider,
+        dtype=case.dtype,
+        shape=tuple(case.shape),
+        backend=ctx.backend,
+        device=ctx.device,
+        device_name=ctx.device_name,
+        timer=ctx.timer_name,
+        cache=ctx.cache,
+        seed=seed,
+        started_at=started,
+    )
+    if not correctness.passed:
+        what = "NaN in the output" if correctness.nan else (
+            f"{correctness.mismatched} of {correctness.numel} elements outside "
+            f"atol={tol.atol:g} rtol={tol.rtol:g}"
+        )
+        message = (
+            f"{case.case_id}: candidate does not match the reference ({what}); "
+            f"max abs err {correctness.max_abs:.3g}, max rel err {correctness.max_rel:.3g}"
+        )
+        return Measurement(status="fail", correctness=correctness, message=message,
+                           duration_s=time.perf_counter() - t0, **common)
+    del reference, out
+    baseline_samples = timer.measure(lambda: op.baseline(*args))
+    candidate_samples = timer.measure(lambda: candidate(*args))
+    base = Timing.of(baseline_samples)
+    cand = Timing.of(candidate_samples)
+    cand_s = cand.summary.median * 1e-3
+    itemsize = torch.empty((), dtype=dtype).element_size()
+    nbytes = op.bytes_moved(case.shape, itemsize)
+    flops = op.flops(case.shape)
+    return Measurement(
+        status="pass",
+        correctness=correctness,
+        baseline=base,
+        candidate=cand,
+        speedup=base.summary.median / cand.summary.median if cand.summary.median > 0 else None,
+        gbps=nbytes / cand_s / 1e9 if cand_s > 0 else None,
+        tflops=flops / cand_s / 1e12 if cand_s > 0 and flops else None,
+        extra={
+            "bytes": nbytes,
+            "flops": flops,
+            "baseline_gbps": nbytes / (base.summary.median * 1e-3) / 1e9 if base.summary.median > 0 else None,
+        },
+        duration_s=time.perf_counter() - t0,
+        **common,
+    )

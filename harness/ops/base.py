@@ -1,0 +1,81 @@
+"""The operator contract: what a benchmarkable op provides.
+
+An op is a frozen :class:`OpSpec`. Built-in ops live one module each in this
+package and are listed explicitly in :mod:`harness.ops.registry`; users add
+their own from a module of theirs (``--ops-module``), which exposes
+``HARNESS_OPS`` (a sequence of OpSpec) or ``harness_ops()`` returning one.
+See docs/ops.md for the contract.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable, Mapping, Sequence
+from dataclasses import dataclass, field
+from typing import Any
+
+__all__ = [
+    "DTYPES",
+    "DEFAULT_TOLERANCES",
+    "InputMaker",
+    "OpSpec",
+    "Shape",
+    "Tolerance",
+]
+
+Shape = tuple[int, ...]
+# (shape, torch dtype, torch.Generator, device string) -> positional args for baseline/candidate
+InputMaker = Callable[[Shape, Any, Any, str], tuple[Any, ...]]
+
+# The dtypes the harness knows, by the name used on the command line and in records.
+DTYPES: tuple[str, ...] = ("float16", "bfloat16", "float32")
+
+
+@dataclass(frozen=True)
+class Tolerance:
+    """Elementwise check |candidate - reference| <= atol + rtol * |reference|."""
+
+    atol: float
+    rtol: float
+
+
+DEFAULT_TOLERANCES: Mapping[str, Tolerance] = {
+    "float32": Tolerance(atol=1e-4, rtol=1e-4),
+    "float16": Tolerance(atol=2e-3, rtol=2e-3),
+    "bfloat16": Tolerance(atol=1.6e-2, rtol=1.6e-2),
+}
+
+
+@dataclass(frozen=True)
+class OpSpec:
+    """One benchmarkable operator.
+
+    ``baseline`` is the torch reference (also what the candidate is timed
+    against); ``candidate`` is the implementation under test (for built-in ops,
+    a Triton kernel written in this project). Both take the tuple produced by
+    ``make_inputs`` and return one tensor. ``bytes_moved`` and ``flops`` model
+    the minimum traffic and arithmetic for GB/s and TFLOP/s.
+    """
+
+    id: str
+    baseline: Callable[..., Any]
+    candidate: Callable[..., Any]
+    make_inputs: InputMaker
+    bytes_moved: Callable[[Shape, int], int]
+    flops: Callable[[Shape], int]
+    dtypes: tuple[str, ...] = DTYPES
+    tolerances: Mapping[str, Tolerance] = field(default_factory=lambda: dict(DEFAULT_TOLERANCES))
+    shape_rank: int | None = None
+    aten: str | None = None  # the torch op this corresponds to (for providers such as flaggems)
+    description: str = ""
+    source: str = "builtin"
+
+    def tolerance(self, dtype: str) -> Tolerance:
+        return self.tolerances.get(dtype, DEFAULT_TOLERANCES[dtype])
+
+    def check_shape(self, shape: Sequence[int]) -> str | None:
+        """Why ``shape`` is unusable for this op, or None."""
+        if self.shape_rank is not None and len(shape) != self.shape_rank:
+            return f"op {self.id!r} takes shapes of {self.shape_rank} dimensions, got {list(shape)}"
+        if any((not isinstance(d, int)) or isinstance(d, bool) or d <= 0 for d in shape):
+            return f"shape {list(shape)} for op {self.id!r} must be positive integers"
+        return None

@@ -1,0 +1,62 @@
+"""Records: one Measurement per case, appended to records.jsonl the moment the case completes."""
+
+from __future__ import annotations
+
+import datetime as _dt
+from collections.abc import Generator
+
+import pytest
+
+from harness.measure import Case
+from harness.plugins.session import get_session
+from harness.results.schema import Measurement
+from harness.results.store import append_record
+
+RESULT_KEY = pytest.StashKey[Measurement]()
+
+
+def _error_record(item: pytest.Item, case: Case, status: str, message: str) -> Measurement:
+    session = get_session(item.config)
+    return Measurement(
+        run_id=session.spec.run_id,
+        op=case.op,
+        provider=case.provider,
+        dtype=case.dtype,
+        shape=tuple(case.shape),
+        backend=session.spec.backend,
+        device=session.spec.device,
+        device_name=str(session.identity.get("device_name", "")),
+        timer=session.spec.timer,
+        cache=session.spec.cache,
+        status=status,
+        message=message,
+        started_at=_dt.datetime.now(_dt.timezone.utc).isoformat(timespec="seconds"),
+    )
+
+
+@pytest.hookimpl(hookwrapper=True)
+def pytest_runtest_makereport(item: pytest.Item, call: pytest.CallInfo[None]) -> Generator[None, None, None]:
+    outcome = yield
+    report: pytest.TestReport = outcome.get_result()
+    case = getattr(item, "callspec", None) and item.callspec.params.get("harness_case")
+    if not isinstance(case, Case):
+        return
+    record = item.stash.get(RESULT_KEY, None)
+    if report.when == "call":
+        if record is None:
+            if report.skipped:
+                reason = report.longrepr[2] if isinstance(report.longrepr, tuple) else "skipped"
+                record = _error_record(item, case, "skip", str(reason).removeprefix("Skipped: "))
+            else:
+                text = call.excinfo.exconly() if call.excinfo else str(report.longrepr)
+                record = _error_record(item, case, "error", text[-2000:])
+    elif report.when == "setup" and not report.passed:
+        if report.skipped:
+            reason = report.longrepr[2] if isinstance(report.longrepr, tuple) else "skipped"
+            record = _error_record(item, case, "skip", str(reason).removeprefix("Skipped: "))
+        else:
+            text = call.excinfo.exconly() if call.excinfo else str(report.longrepr)
+            record = _error_record(item, case, "error", f"setup: {text[-2000:]}")
+    else:
+        return
+    append_record(get_session(item.config).spec.records_path, record)

@@ -1,0 +1,1 @@
+"""Structured records of a run and everything rendered from them."""

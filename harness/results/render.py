@@ -1,0 +1,230 @@
+"""Render records into summary.csv, junit.xml and report.md (pure: records in, text out)."""
+
+from __future__ import annotations
+
+import csv
+import io
+from collections.abc import Mapping, Sequence
+from dataclasses import dataclass
+from typing import Any
+
+import xml.etree.ElementTree as ET
+
+from junit_xml import TestCase, TestSuite
+
+from harness.results.schema import Measurement, shape_str
+
+__all__ = ["SUMMARY_COLUMNS", "Unreached", "render_csv", "render_junit", "render_markdown"]
+
+SUMMARY_COLUMNS = (
+    "case_id",
+    "op",
+    "provider",
+    "dtype",
+    "shape",
+    "backend",
+    "device",
+    "device_name",
+    "timer",
+    "cache",
+    "status",
+    "baseline_median_ms",
+    "candidate_median_ms",
+    "speedup",
+    "gbps",
+    "tflops",
+    "max_abs_err",
+    "max_rel_err",
+    "fallback",
+    "notes",
+)
+
+
+@dataclass(frozen=True)
+class Unreached:
+    """A planned case with no record: its op crashed, hung, or the run stopped first."""
+
+    op: str
+    case_id: str
+    status: str  # "error" or "skip"
+    message: str
+
+
+def _fmt(value: float | None, digits: int = 6) -> str:
+    return "" if value is None else f"{value:.{digits}g}"
+
+
+def _row(r: Measurement) -> dict[str, str]:
+    c = r.correctness
+    fb = r.fallback
+    return {
+        "case_id": r.case_id,
+        "op": r.op,
+        "provider": r.provider,
+        "dtype": r.dtype,
+        "shape": shape_str(r.shape),
+        "backend": r.backend,
+        "device": r.device,
+        "device_name": r.device_name,
+        "timer": r.timer,
+        "cache": r.cache,
+        "status": r.status,
+        "baseline_median_ms": _fmt(r.baseline.summary.median if r.baseline else None),
+        "candidate_median_ms": _fmt(r.candidate.summary.median if r.candidate else None),
+        "speedup": _fmt(r.speedup, 4),
+        "gbps": _fmt(r.gbps, 5),
+        "tflops": _fmt(r.tflops, 5),
+        "max_abs_err": _fmt(c.max_abs if c else None, 3),
+        "max_rel_err": _fmt(c.max_rel if c else None, 3),
+        "fallback": f"{fb.phase}:{fb.reason}" if fb else "",
+        "notes": "; ".join(r.notes),
+    }
+
+
+def render_csv(records: Sequence[Measurement]) -> str:
+    buf = io.StringIO()
+    writer = csv.DictWriter(buf, fieldnames=list(SUMMARY_COLUMNS), lineterminator="\n")
+    writer.writeheader()
+    for r in records:
+        writer.writerow(_row(r))
+    return buf.getvalue()
+
+
+def _properties(r: Measurement) -> dict[str, str]:
+    props: dict[str, str] = {"timer": r.timer, "backend": r.backend, "device": r.device}
+    for key, value in (
+        ("baseline_median_ms", r.baseline.summary.median if r.baseline else None),
+        ("candidate_median_ms", r.candidate.summary.median if r.candidate else None),
+        ("speedup", r.speedup),
+        ("gbps", r.gbps),
+        ("tflops", r.tflops),
+    ):
+        if value is not None:
+            props[key] = _fmt(value)
+    if r.fallback:
+        props["fallback"] = f"{r.fallback.phase}:{r.fallback.reason}"
+    return props
+
+
+def render_junit(
+    records: Sequence[Measurement],
+    unreached: Sequence[Unreached] = (),
+    suite_name: str = "harness",
+    op_notes: Mapping[str, str] | None = None,
+) -> str:
+    """One testsuite per op, one testcase per case; numbers as properties.
+
+    The Jenkins JUnit schema allows <properties> only on a testsuite, so each
+    case's numbers are testsuite properties named "<case id>.<metric>", and the
+    same numbers are repeated in the testcase's system-out.
+    """
+    by_op: dict[str, list[Any]] = {}
+    for r in records:
+        by_op.setdefault(r.op, []).append(r)
+    for u in unreached:
+        by_op.setdefault(u.op, []).append(u)
+    suites: list[TestSuite] = []
+    for op, items in by_op.items():
+        cases: list[TestCase] = []
+        props: dict[str, str] = {}
+        if op_notes and op in op_notes:
+            props["op_status"] = op_notes[op]
+        for item in items:
+            if isinstance(item, Unreached):
+                tc = TestCase(name=item.case_id, classname=f"{suite_name}.{op}", elapsed_sec=0.0)
+                if item.status == "skip":
+                    tc.add_skipped_info(message=item.message)
+                else:
+                    tc.add_error_info(message=item.message, error_type="not-run")
+                cases.append(tc)
+                continue
+            r: Measurement = item
+            numbers = _properties(r)
+            for k, v in numbers.items():
+                props[f"{r.case_id}.{k}"] = v
+            tc = TestCase(
+                name=r.case_id,
+                classname=f"{suite_name}.{op}",
+                elapsed_sec=max(r.duration_s, 0.0),
+                stdout="\n".join(f"{k}={v}" for k, v in numbers.items()),
+            )
+            if r.status == "fail":
+                tc.add_failure_info(message=r.message or "correctness check failed", failure_type="mismatch")
+            elif r.status == "error":
+                tc.add_error_info(message=r.message or "error", error_type="error")
+            elif r.status == "skip":
+                tc.add_skipped_info(message=r.message or "skipped")
+            cases.append(tc)
+        suites.append(TestSuite(name=f"{suite_name}.{op}", test_cases=cases, properties=props or None))
+    if not suites:
+        suites.append(TestSuite(name=suite_name, test_cases=[]))
+    return _serialise(suites)
+
+
+def _serialise(suites: Sequence[TestSuite]) -> str:
+    """junit-xml builds the elements; attributes the Jenkins schema rejects are dropped and
+    times are written as plain decimals (the schema's SUREFIRE_TIME has no exponent)."""
+    root = ET.Element("testsuites")
+    totals = {"tests": 0, "failures": 0, "errors": 0}
+    total_time = 0.0
+    for suite in suites:
+        element = suite.build_xml_doc()
+        element.attrib.pop("disabled", None)
+        for case in element.iter("testcase"):
+            case.attrib.pop("status", None)
+            case.attrib.pop("file", None)
+            case.attrib.pop("line", None)
+            case.attrib.pop("log", None)
+            case.attrib.pop("url", None)
+            case.attrib.pop("timestamp", None)
+            if "time" in case.attrib:
+                case.set("time", f"{float(case.get('time') or 0):.6f}")
+        suite_time = sum(float(c.get("time") or 0) for c in element.iter("testcase"))
+        element.set("time", f"{suite_time:.6f}")
+        for key in totals:
+            totals[key] += int(element.get(key, "0"))
+        total_time += suite_time
+        root.append(element)
+    for key, value in totals.items():
+        root.set(key, str(value))
+    root.set("time", f"{total_time:.6f}")
+    ET.indent(root)
+    return '<?xml version="1.0" encoding="utf-8"?>\n' + ET.tostring(root, encoding="unicode") + "\n"
+
+
+def render_markdown(records: Sequence[Measurement], run_info: Mapping[str, Any], unreached: Sequence[Unreached] = ()) -> str:
+    ident = run_info.get("identity", {})
+    lines = [
+        f"# Run {run_info.get('run_id', '?')}",
+        "",
+        f"- backend: **{run_info.get('backend', '?')}**, device: {ident.get('device_name', '?')}"
+        f" ({ident.get('device_arch', '?')}), driver {ident.get('driver', '?')}",
+        f"- torch {ident.get('torch', '?')}, triton {ident.get('triton', '?')}, harness "
+        f"{run_info.get('harness_version', '?')} ({run_info.get('git_commit') or 'no git'})",
+        f"- level {run_info.get('options', {}).get('level', '?')}, timer "
+        f"{run_info.get('options', {}).get('timer', '?')}, status {run_info.get('status', '?')}",
+        "",
+        "| op | provider | dtype | shape | timer | status | torch ms | candidate ms | speedup | GB/s | TFLOP/s | notes |",
+        "|---|---|---|---|---|---|---:|---:|---:|---:|---:|---|",
+    ]
+    for r in records:
+        row = _row(r)
+        note = row["notes"]
+        if r.fallback:
+            note = f"fallback {row['fallback']}; {note}".strip("; ")
+        if r.status in ("fail", "error") and r.message:
+            note = (r.message.splitlines()[0][:120] + ("; " + note if note else ""))
+        lines.append(
+            f"| {r.op} | {r.provider} | {r.dtype} | {row['shape']} | {r.timer} | {r.status.upper()} | "
+            f"{row['baseline_median_ms']} | {row['candidate_median_ms']} | {row['speedup']} | "
+            f"{row['gbps']} | {row['tflops']} | {note.replace('|', '/')} |"
+        )
+    for u in unreached:
+        lines.append(f"| {u.op} | | | {u.case_id} | | NOT RUN | | | | | | {u.message.replace('|', '/')} |")
+    counts: dict[str, int] = {}
+    for r in records:
+        counts[r.status] = counts.get(r.status, 0) + 1
+    if unreached:
+        counts["not run"] = len(unreached)
+    lines += ["", "Totals: " + ", ".join(f"{k} {v}" for k, v in sorted(counts.items())), ""]
+    return "\n".join(lines)

@@ -1,0 +1,36 @@
+"""The one test function of the harness: each parametrised item is one case."""
+
+from __future__ import annotations
+
+import pytest
+
+from harness.measure import Case, CaseContext, measure_case
+from harness.plugins.records import RESULT_KEY
+from harness.plugins.session import HarnessSession
+from harness.timing.base import Timer
+
+
+def test_case(
+    harness_case: Case,
+    harness_session: HarnessSession,
+    harness_timer: Timer,
+    harness_seed: int,
+    request: pytest.FixtureRequest,
+) -> None:
+    spec = harness_session.spec
+    op = harness_session.op
+    if harness_case.dtype not in op.dtypes:
+        pytest.skip(f"op {op.id!r} does not support dtype {harness_case.dtype} (supports {', '.join(op.dtypes)})")
+    ctx = CaseContext(
+        run_id=spec.run_id,
+        backend=spec.backend,
+        device=spec.device,
+        torch_device=harness_session.torch_device,
+        device_name=str(harness_session.identity.get("device_name", "")),
+        timer_name=harness_timer.name,
+        cache=spec.cache if harness_timer.name != "cpu" else "n/a",
+    )
+    record = measure_case(ctx, op, harness_session.candidate, harness_case, harness_timer, harness_seed)
+    request.node.stash[RESULT_KEY] = record
+    if record.status == "fail":
+        pytest.fail(record.message, pytrace=False)
