@@ -23,13 +23,13 @@ from pathlib import Path
 
 from harness.backends import isolated_env
 from harness.plan import OpPlan, RunPlan
+from harness.plugins.records import POISONED_EXIT
 from harness.plugins.spec import ChildSpec
 from harness.results.store import atomic_write_text, read_json, read_records, write_json
 
 __all__ = ["OP_STATUSES", "OpOutcome", "POISONED_EXIT", "classify_exit", "read_markers", "run_batch"]
 
 OP_STATUSES = ("PASS", "FAIL", "ERROR", "CRASH", "TIMEOUT", "SKIP")
-POISONED_EXIT = 87  # a child that found its device context poisoned exits with this code
 MAX_ATTEMPTS = 3  # one try and at most two retries
 _SUITE = Path(__file__).parent / "suite" / "test_ops.py"
 STATUS_COLUMNS = ("op", "device", "status", "attempts", "elapsed_s", "rows", "notes")

@@ -56,6 +56,10 @@ def _add_run(sub: argparse._SubParsersAction[argparse.ArgumentParser]) -> None:
     p.add_argument("--reports-dir", help="where run directories are created (default: reports)")
     p.add_argument("--out", help="exact run directory (default: REPORTS_DIR/RUN_ID)")
     p.add_argument("--run-id", help="run id (default: UTC time, backend and a random token)")
+    p.add_argument("--all", action="store_true", help="every known op (the default when neither --ops nor --ops-file is given)")
+    p.add_argument("--ops-file", help="text file of op ids, one per line (# starts a comment)")
+    p.add_argument("--dismiss", help="YAML file mapping op id -> reason; those ops are skipped and the reason recorded")
+    p.add_argument("--progress", help="auto (live display on a terminal), rich, or plain lines")
     p.add_argument("--resume", metavar="RUN_DIR", help="finish an interrupted run: redo only ops without a completion marker")
 
 
@@ -82,7 +86,8 @@ def build_parser() -> argparse.ArgumentParser:
 
 def _cli_values(ns: argparse.Namespace) -> dict[str, Any]:
     keys = ("backend", "ops", "dtypes", "level", "shapes_file", "ops_modules", "provider", "timer",
-            "cache", "seed", "warmup_ms", "rep_ms", "devices", "op_timeout", "reports_dir", "out", "run_id")
+            "cache", "seed", "warmup_ms", "rep_ms", "devices", "op_timeout", "reports_dir", "out", "run_id",
+            "ops_file", "dismiss", "progress")
     return {k: getattr(ns, k, None) for k in keys}
 
 

@@ -14,6 +14,7 @@ __all__ = [
     "EnvironmentProblem",
     "ContainerError",
     "GateFailed",
+    "ContextPoisoned",
 ]
 
 
@@ -51,3 +52,9 @@ class GateFailed(HarnessError):
     """A comparison found regressions (exit 1)."""
 
     exit_code = 1
+
+
+class ContextPoisoned(Exception):
+    """Raised inside an op's process when the device context is unusable (for example a graph
+    capture that killed it). Not a user error: the records plugin marks the case, and the op's
+    process stops with ``harness.batch.POISONED_EXIT`` so the rest of the run goes on."""

@@ -41,6 +41,9 @@ class RunOptions:
     reports_dir: str = "reports"
     out: str | None = None
     run_id: str | None = None
+    ops_file: str | None = None  # a text file of op ids, one per line (# comments)
+    dismiss: str | None = None  # a YAML file mapping op id -> reason to skip it
+    progress: str = "auto"  # auto (rich on a terminal), rich, plain
     image: str | None = None  # set by the container runner: the image this run is inside
     image_digest: str | None = None
 
@@ -129,6 +132,9 @@ _PARSERS: dict[str, Callable[[Any], Any]] = {
     "reports_dir": _str,
     "out": _str,
     "run_id": _str,
+    "ops_file": _str,
+    "dismiss": _str,
+    "progress": _choice("progress mode", ("auto", "rich", "plain")),
     "image": _str,
     "image_digest": _str,
 }

@@ -3,16 +3,20 @@
 from __future__ import annotations
 
 import datetime as _dt
+import os
+from dataclasses import replace
 from collections.abc import Generator
 
 import pytest
 
+from harness.errors import ContextPoisoned
 from harness.measure import Case
 from harness.plugins.session import get_session
 from harness.results.schema import Measurement
 from harness.results.store import append_record
 
 RESULT_KEY = pytest.StashKey[Measurement]()
+POISONED_EXIT = 87  # mirrors harness.batch.POISONED_EXIT (the batch must not be imported here)
 
 
 def _error_record(item: pytest.Item, case: Case, status: str, message: str) -> Measurement:
@@ -59,4 +63,11 @@ def pytest_runtest_makereport(item: pytest.Item, call: pytest.CallInfo[None]) ->
             record = _error_record(item, case, "error", f"setup: {text[-2000:]}")
     else:
         return
+    if call.excinfo is not None and call.excinfo.errisinstance(ContextPoisoned):
+        record = _error_record(item, case, "error", f"poisoned: {call.excinfo.value}")
+        record = replace(record, notes=("poisoned",))
+        append_record(get_session(item.config).spec.records_path, record)
+        # The device context is dead: stop this op's process now, under its own exit code,
+        # so the parent marks the op and moves on to the next one.
+        os._exit(POISONED_EXIT)
     append_record(get_session(item.config).spec.records_path, record)

@@ -1,0 +1,139 @@
+"""The real pipeline on the CPU backend: real torch, real Triton (interpreter), real processes."""
+
+from __future__ import annotations
+
+import csv
+import json
+import os
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+
+ROOT = Path(__file__).resolve().parents[1]
+XSD = ROOT / "tests" / "data" / "junit-10.xsd"
+USER_OPS = ROOT / "tests" / "data" / "user_ops.py"
+OUTPUTS = ("run.json", "records.jsonl", "summary.csv", "junit.xml", "report.md", "ops_status.csv")
+
+pytestmark = pytest.mark.slow
+
+
+def harness(*args: str, cwd: Path, env: dict[str, str] | None = None) -> subprocess.CompletedProcess[str]:
+    full_env = {k: v for k, v in os.environ.items() if not k.startswith("HARNESS_")}
+    full_env.update(env or {})
+    full_env["PYTHONPATH"] = str(ROOT)
+    return subprocess.run([sys.executable, "-m", "harness", *args], cwd=cwd, env=full_env,
+                          capture_output=True, text=True, timeout=600)
+
+
+def test_softmax_end_to_end_writes_every_output(tmp_path: Path) -> None:
+    out = tmp_path / "run"
+    done = harness("run", "--backend", "cpu", "--ops", "softmax", "--out", str(out), cwd=tmp_path)
+    assert done.returncode == 0, done.stdout + done.stderr
+    for name in OUTPUTS:
+        assert (out / name).is_file(), name
+    info = json.loads((out / "run.json").read_text())
+    assert info["status"] == "complete"
+    assert info["backend"] == "cpu" and info["timer"] == "cpu" and info["level"] == "smoke"
+    assert info["identity"]["torch"].startswith("2.") and info["identity"]["triton"] != "absent"
+    assert len(info["fingerprint"]) == 16
+    records = [json.loads(line) for line in (out / "records.jsonl").read_text().splitlines()]
+    # smoke: 2 shapes x 3 dtypes, every one checked and timed
+    assert len(records) == 6
+    assert {r["status"] for r in records} == {"pass"}
+    assert all(r["candidate"]["summary"]["n"] >= 3 and r["candidate"]["samples_ms"] for r in records)
+    assert all(r["correctness"]["passed"] for r in records)
+    rows = list(csv.DictReader((out / "summary.csv").open()))
+    assert len(rows) == 6 and all(float(r["speedup"]) > 0 for r in rows)
+    xmlschema = pytest.importorskip("xmlschema")
+    xmlschema.XMLSchema(str(XSD)).validate(str(out / "junit.xml"))
+    assert (out / "junit.xml").read_text().count("<testcase ") == 6
+    assert "reports:" in done.stdout
+
+
+def test_user_ops_module_and_shapes_file(tmp_path: Path) -> None:
+    shapes = tmp_path / "shapes.yaml"
+    shapes.write_text("scale3: [[5, 7]]\n")
+    out = tmp_path / "run"
+    done = harness("run", "--backend", "cpu", "--ops-module", str(USER_OPS), "--ops", "scale3",
+                   "--shapes-file", str(shapes), "--dtypes", "fp16", "bf16", "--out", str(out), cwd=tmp_path)
+    assert done.returncode == 0, done.stdout + done.stderr
+    records = [json.loads(line) for line in (out / "records.jsonl").read_text().splitlines()]
+    by_dtype = {r["dtype"]: r for r in records}
+    assert by_dtype["float16"]["status"] == "pass"
+    # bf16 is not among the op's dtypes: noted on its row, not a failure of the run
+    assert by_dtype["bfloat16"]["status"] == "skip"
+    assert "does not support dtype bfloat16" in by_dtype["bfloat16"]["message"]
+
+
+def test_wrong_kernel_fails_correctness_and_reports_no_speedup(tmp_path: Path) -> None:
+    bad = tmp_path / "bad_ops.py"
+    bad.write_text(USER_OPS.read_text().replace("(x * factor)", "(x * factor + 0.5)"))
+    out = tmp_path / "run"
+    done = harness("run", "--backend", "cpu", "--ops-module", str(bad), "--ops", "scale3",
+                   "--dtypes", "fp32", "--out", str(out), cwd=tmp_path,
+                   env={"HARNESS_SHAPES_FILE": ""})
+    # scale3 has no smoke shapes: the harness says so
+    assert done.returncode == 2 and "no shapes" in done.stderr
+    shapes = tmp_path / "s.yaml"
+    shapes.write_text("scale3: [[3, 3]]\n")
+    done = harness("run", "--backend", "cpu", "--ops-module", str(bad), "--ops", "scale3",
+                   "--dtypes", "fp32", "--shapes-file", str(shapes), "--out", str(out), cwd=tmp_path)
+    assert done.returncode == 1
+    record = json.loads((out / "records.jsonl").read_text().splitlines()[0])
+    assert record["status"] == "fail" and record["speedup"] is None and record["candidate"] is None
+    assert "max abs err" in record["message"]
+    junit = (out / "junit.xml").read_text()
+    assert "<failure" in junit and "max abs err" in junit
+
+
+@pytest.mark.parametrize(
+    "args, needle",
+    [
+        (["--backend", "tpu"], "Unknown backend 'tpu'"),
+        (["--ops", "softmaxx"], "Unknown op(s): softmaxx"),
+        (["--dtypes", "int3"], "Unknown dtype 'int3'"),
+        (["--level", "galactic"], "Unknown level 'galactic'"),
+        (["--timer", "direct", "--backend", "cpu"], "device events"),
+    ],
+)
+def test_bad_input_exits_2_and_leaves_no_run(tmp_path: Path, args: list[str], needle: str) -> None:
+    out = tmp_path / "run"
+    done = harness("run", *args, "--out", str(out), cwd=tmp_path)
+    assert done.returncode == 2, done.stderr
+    assert needle in done.stderr
+    assert "Traceback" not in done.stderr
+    assert not out.exists()
+
+
+def test_bad_shapes_file_and_unwritable_out(tmp_path: Path) -> None:
+    shapes = tmp_path / "s.yaml"
+    shapes.write_text("softmax: [[4, 4]\n")
+    done = harness("run", "--backend", "cpu", "--shapes-file", str(shapes), "--out", str(tmp_path / "r"), cwd=tmp_path)
+    assert done.returncode == 2 and "not valid YAML" in done.stderr
+    shapes.write_text("sofmax: [[4, 4]]\n")
+    done = harness("run", "--backend", "cpu", "--shapes-file", str(shapes), "--out", str(tmp_path / "r"), cwd=tmp_path)
+    assert done.returncode == 2 and "matches no op" in done.stderr
+    blocker = tmp_path / "file"
+    blocker.write_text("x")
+    done = harness("run", "--backend", "cpu", "--ops", "add", "--out", str(blocker / "sub"), cwd=tmp_path)
+    assert done.returncode == 2 and "is a file" in done.stderr
+    if os.geteuid() != 0:  # root can write anywhere
+        ro = tmp_path / "ro"
+        ro.mkdir(mode=0o500)
+        done = harness("run", "--backend", "cpu", "--ops", "add", "--out", str(ro / "r"), cwd=tmp_path)
+        assert done.returncode == 2 and "not writable" in done.stderr
+
+
+def test_list_plugins_and_doctor(tmp_path: Path) -> None:
+    listed = harness("list", "ops", cwd=tmp_path)
+    assert listed.returncode == 0
+    for op in ("softmax", "layer_norm", "rms_norm", "gelu", "silu_and_mul", "add", "sum", "mm"):
+        assert op in listed.stdout
+    backends = harness("list", "backends", cwd=tmp_path)
+    assert "MUSA_VISIBLE_DEVICES" in backends.stdout
+    plugins = harness("plugins", "--backend", "musa", cwd=tmp_path)
+    assert "harness.plugins.device" in plugins.stdout and "timer direct" in plugins.stdout
+    doctor = harness("doctor", cwd=tmp_path, env={"CUDA_VISIBLE_DEVICES": "5"})
+    assert doctor.returncode == 0 and "detected backend: cpu" in doctor.stdout

@@ -1,0 +1,77 @@
+from __future__ import annotations
+
+import json
+from pathlib import Path
+
+import pytest
+
+from harness.errors import UsageError
+from harness.results.schema import (
+    SCHEMA_VERSION,
+    Correctness,
+    Fallback,
+    Measurement,
+    Summary,
+    Timing,
+    record_from_dict,
+)
+from harness.results.store import append_record, read_records
+
+
+def make_record(**over: object) -> Measurement:
+    base = dict(
+        run_id="r1", op="softmax", provider="builtin", dtype="bfloat16", shape=(4, 64),
+        backend="cuda", device="0", device_name="NVIDIA H200", timer="direct", status="pass",
+        cache="cold", seed=7,
+        correctness=Correctness(passed=True, max_abs=1e-3, max_rel=2e-3, atol=1.6e-2, rtol=1.6e-2, numel=256),
+        baseline=Timing.of([0.010, 0.011, 0.012]), candidate=Timing.of([0.005, 0.006, 0.0055]),
+        speedup=2.0, gbps=100.0, tflops=None,
+        fallback=Fallback(phase="capture", reason="capture-refused", detail="rng"),
+        notes=("a note",), extra={"bytes": 1024},
+    )
+    base.update(over)
+    return Measurement(**base)  # type: ignore[arg-type]
+
+
+def test_round_trip_through_json() -> None:
+    record = make_record()
+    data = json.loads(json.dumps(record.to_dict()))
+    assert data["schema_version"] == SCHEMA_VERSION
+    assert data["case_id"] == "softmax[builtin-bfloat16-4x64]"
+    assert record_from_dict(data) == record
+
+
+def test_summary_statistics() -> None:
+    s = Summary.of([5.0, 1.0, 3.0, 2.0, 4.0])
+    assert s.median == 3.0 and s.min == 1.0 and s.n == 5
+    assert s.p10 == pytest.approx(1.4) and s.p90 == pytest.approx(4.6)
+    assert s.iqr == pytest.approx(2.0)
+
+
+def test_failed_case_cannot_carry_a_speedup() -> None:
+    with pytest.raises(ValueError):
+        make_record(status="fail", speedup=1.5)
+
+
+def test_unknown_status_and_timer_rejected() -> None:
+    with pytest.raises(ValueError):
+        make_record(status="ok")
+    with pytest.raises(ValueError):
+        make_record(timer="stopwatch")
+
+
+def test_newer_schema_refused_with_clear_error() -> None:
+    data = make_record().to_dict()
+    data["schema_version"] = SCHEMA_VERSION + 1
+    with pytest.raises(UsageError, match="Upgrade the harness"):
+        record_from_dict(data)
+
+
+def test_store_appends_and_skips_torn_last_line(tmp_path: Path) -> None:
+    path = tmp_path / "records.jsonl"
+    append_record(path, make_record())
+    append_record(path, make_record(op="add"))
+    with open(path, "a") as fh:
+        fh.write('{"schema_version": 1, "op": "trunc')  # a crash mid-write
+    records = read_records(path)
+    assert [r.op for r in records] == ["softmax", "add"]
