@@ -9,7 +9,7 @@ import nox
 nox.options.default_venv_backend = "venv"
 nox.options.sessions = ["tests"]
 
-PYTHON = "3.11"
+PYTHON = None  # the interpreter nox runs with
 # The CPU stack used where no vendor torch is installed: torch 2.13 pairs with triton 3.7.1.
 CPU_TORCH = ("torch==2.13.0", "triton==3.7.1")
 

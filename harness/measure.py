@@ -13,8 +13,8 @@ from dataclasses import dataclass
 from typing import Any
 
 from harness.ops.base import OpSpec, Shape
-from harness.results.schema import Correctness, Measurement, Timing, case_id
-from harness.timing.base import Timer
+from harness.results.schema import Correctness, Fallback, Measurement, Timing, case_id
+from harness.timing.base import CaptureFatal, CaptureRefused, Samples, Timer
 
 __all__ = ["Case", "CaseContext", "check_close", "measure_case"]
 
@@ -95,6 +95,7 @@ def measure_case(
     case: Case,
     timer: Timer,
     seed: int,
+    fallback_timer: Timer | None = None,
 ) -> Measurement:
     import torch
 
@@ -134,10 +135,29 @@ def measure_case(
         return Measurement(status="fail", correctness=correctness, message=message,
                            duration_s=time.perf_counter() - t0, **common)
     del reference, out
-    baseline_samples = timer.measure(lambda: op.baseline(*args))
-    candidate_samples = timer.measure(lambda: candidate(*args))
-    base = Timing.of(baseline_samples)
-    cand = Timing.of(candidate_samples)
+    fallback: Fallback | None = None
+    try:
+        # Candidate first: a refused capture switches the whole row, so both sides share a timer.
+        cand_s = timer.measure(lambda: candidate(*args))
+        base_s = timer.measure(lambda: op.baseline(*args))
+    except CaptureRefused as refused:
+        if fallback_timer is None:
+            raise
+        fallback = Fallback(phase=refused.phase, reason=refused.reason, detail=refused.detail)
+        cand_s = fallback_timer.measure(lambda: candidate(*args))
+        base_s = fallback_timer.measure(lambda: op.baseline(*args))
+    except CaptureFatal as fatal:
+        common["timer"] = timer.name
+        return Measurement(status="error", correctness=correctness, notes=("fatal",),
+                           message=f"{case.case_id}: fatal device error, no latency reported: {fatal}",
+                           duration_s=time.perf_counter() - t0, **common)
+    common["timer"] = cand_s.timer
+    notes = tuple(f"{side} noisy (IQR/median did not settle)" for side, smp in
+                  (("candidate", cand_s), ("baseline", base_s)) if smp.noisy)
+    baseline_samples: Samples = base_s
+    candidate_samples: Samples = cand_s
+    base = Timing.of(baseline_samples.values)
+    cand = Timing.of(candidate_samples.values)
     cand_s = cand.summary.median * 1e-3
     itemsize = torch.empty((), dtype=dtype).element_size()
     nbytes = op.bytes_moved(case.shape, itemsize)
@@ -156,5 +176,7 @@ def measure_case(
             "baseline_gbps": nbytes / (base.summary.median * 1e-3) / 1e9 if base.summary.median > 0 else None,
         },
         duration_s=time.perf_counter() - t0,
+        fallback=fallback,
+        notes=notes,
         **common,
     )

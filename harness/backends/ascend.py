@@ -21,24 +21,33 @@ BACKEND = Backend(
     # ASCEND_RT_VISIBLE_DEVICES is read by the CANN runtime in the process;
     # ASCEND_VISIBLE_DEVICES is the container runtime's.
     visibility_keys=("ASCEND_RT_VISIBLE_DEVICES", "ASCEND_VISIBLE_DEVICES"),
-    capabilities=Capabilities(accelerator=True, device_events=True, graph_capture=True, profiler=True),
+    # profiler=False: the torch profiler path (CUPTI-style kernel events) is unverified here.
+    capabilities=Capabilities(accelerator=True, device_events=True, graph_capture=True, profiler=False),
     listing=DeviceListing(command=("npu-smi", "info", "-l"), index_pattern=r"NPU ID\s*:\s*(\d+)"),
     detect_paths=("/dev/davinci_manager",),
     capture_errors=CaptureErrorWording(
         fatal=("out of memory", "aicore exception", "aivec error"),
     ),
+    # The Ascend Docker Runtime ("ascend", ASCEND_VISIBLE_DEVICES, which takes a list and
+    # has no "all") when the engine has it; otherwise the nodes and read-only driver
+    # mounts of Huawei's manual container instructions.
     passthrough=Passthrough(
+        runtime="ascend",
+        runtime_env=("ASCEND_VISIBLE_DEVICES",),
+        runtime_all=None,
         per_device_nodes=("/dev/davinci{index}",),
         shared_nodes=("/dev/davinci_manager", "/dev/devmm_svm", "/dev/hisi_hdc"),
-        visible_env=("ASCEND_VISIBLE_DEVICES",),
-        mounts=(
-            ("/usr/local/Ascend/driver", "/usr/local/Ascend/driver"),
+        groups=("HwHiAiUser",),
+        mounts=(("/usr/local/Ascend/driver", "/usr/local/Ascend/driver"),),
+        optional_mounts=(
             ("/usr/local/dcmi", "/usr/local/dcmi"),
             ("/usr/local/bin/npu-smi", "/usr/local/bin/npu-smi"),
             ("/etc/ascend_install.info", "/etc/ascend_install.info"),
         ),
         ipc_mode="host",
     ),
+    graph_class="NPUGraph",
+    state_query=None,
     driver_query=DeviceListing(command=("npu-smi", "info"), index_pattern=r"Version:\s*(\S+)"),
     gems_vendor="ascend",
     peaks=Peaks(device="Ascend 910B2", bandwidth_gbps=1600.0, bf16_tflops=354.0),

@@ -67,25 +67,43 @@ class DeviceListing:
 
 @dataclass(frozen=True)
 class Passthrough:
-    """What a container needs to see this backend's devices (planned in harness.container).
+    """What a container needs to see this backend's devices (planned by harness.container.plan).
 
-    ``per_device_nodes`` are templates formatted with ``index``; ``shared_nodes``
-    are needed whatever devices are chosen. ``visible_env`` is set to the
-    comma-joined device list inside the container.
+    There are two ways in. When the engine has the vendor's container ``runtime``
+    (or, with ``gpu_requests``, docker's GPU device requests), the engine maps
+    the devices itself and ``runtime_env`` tells it which: the chosen ids joined
+    by commas, or ``runtime_all`` when every device is wanted (``None`` where the
+    runtime has no "all" and the ids are listed). Otherwise the harness maps
+    device nodes: ``per_device_nodes`` are templates formatted with ``index``
+    (the device id) and ``render`` (128 + index, the DRM render minor), used for
+    the chosen devices; ``all_device_nodes`` replace them when every device is
+    wanted (a whole directory such as /dev/dri); ``shared_nodes`` are needed
+    whatever is chosen. ``host_nodes`` must exist on the host in either way but
+    are never mapped by the harness. ``mounts`` (required) and
+    ``optional_mounts`` are read-only bind mounts of vendor driver files, used
+    only when device nodes are mapped (a vendor runtime brings its own).
     """
 
     gpu_requests: bool = False
     runtime: str | None = None
+    runtime_env: tuple[str, ...] = ()
+    runtime_all: str | None = "all"
     per_device_nodes: tuple[str, ...] = ()
+    all_device_nodes: tuple[str, ...] = ()
     shared_nodes: tuple[str, ...] = ()
-    optional_nodes: tuple[str, ...] = ()
-    visible_env: tuple[str, ...] = ()
+    host_nodes: tuple[str, ...] = ()
     static_env: tuple[tuple[str, str], ...] = ()
-    groups: tuple[str, ...] = ()
+    groups: tuple[str, ...] = ()  # host group names added to the container user when they exist
     mounts: tuple[tuple[str, str], ...] = ()  # (host path, container path), read-only
+    optional_mounts: tuple[tuple[str, str], ...] = ()
     security_opt: tuple[str, ...] = ()
     ipc_mode: str | None = None
     shm_size: str | None = None
+
+    @property
+    def maps_devices(self) -> bool:
+        """Whether this backend needs anything passed through at all (the cpu backend does not)."""
+        return bool(self.gpu_requests or self.runtime or self.per_device_nodes or self.shared_nodes)
 
 
 @dataclass(frozen=True)
@@ -113,6 +131,9 @@ class Backend:
     capture_deny: frozenset[str] = frozenset()  # op ids never captured (keyed by run-time op id)
     passthrough: Passthrough = field(default_factory=Passthrough)
     driver_query: DeviceListing | None = None  # CLI whose regex group 1 is the driver version
+    graph_class: str | None = None  # attribute of the torch namespace that captures device graphs
+    # CLI printing one CSV line per device: index, SM clock MHz, memory clock MHz, temperature C, power W
+    state_query: tuple[str, ...] | None = None
     gems_vendor: str | None = None
     peaks: Peaks | None = None
     hardware_verified: str = "no"  # what has run on real hardware, said plainly

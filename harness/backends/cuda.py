@@ -36,12 +36,18 @@ BACKEND = Backend(
     listing=DeviceListing(command=("nvidia-smi", "-L"), index_pattern=r"^GPU (\d+):"),
     detect_paths=("/dev/nvidiactl", "/dev/nvidia[0-9]*"),
     capture_errors=CaptureErrorWording(fatal=CUDA_FATAL, ignore=CUDA_FOOTERS),
+    # Docker's GPU device requests (--gpus) through the NVIDIA Container Toolkit; the
+    # toolkit maps /dev/nvidia* and the driver libraries itself. "compute" is needed for
+    # CUDA, "utility" for nvidia-smi (identity probe).
     passthrough=Passthrough(
         gpu_requests=True,
-        visible_env=("NVIDIA_VISIBLE_DEVICES",),
+        runtime_env=("NVIDIA_VISIBLE_DEVICES",),
+        host_nodes=("/dev/nvidiactl",),
         static_env=(("NVIDIA_DRIVER_CAPABILITIES", "compute,utility"),),
         ipc_mode="host",
     ),
+    graph_class="CUDAGraph",
+    state_query=("nvidia-smi", "--query-gpu=index,clocks.sm,clocks.mem,temperature.gpu,power.draw", "--format=csv,noheader,nounits"),
     driver_query=DeviceListing(command=("nvidia-smi", "--query-gpu=driver_version", "--format=csv,noheader"), index_pattern=r"^\s*(\S+)"),
     gems_vendor="nvidia",
     peaks=Peaks(device="H200 SXM", bandwidth_gbps=4800.0, bf16_tflops=989.0),

@@ -19,7 +19,8 @@ BACKEND = Backend(
     torch_extension="torch_musa",
     device_type="musa",
     visibility_keys=("MUSA_VISIBLE_DEVICES",),
-    capabilities=Capabilities(accelerator=True, device_events=True, graph_capture=True, profiler=True),
+    # profiler=False: the torch profiler path (CUPTI-style kernel events) is unverified here.
+    capabilities=Capabilities(accelerator=True, device_events=True, graph_capture=True, profiler=False),
     listing=DeviceListing(command=("mthreads-gmi", "-L"), index_pattern=r"^GPU\s*(\d+)\s*:"),
     detect_paths=("/dev/mtgpu.[0-9]*",),
     capture_errors=CaptureErrorWording(
@@ -35,13 +36,20 @@ BACKEND = Backend(
     ),
     # unique2 poisons the context when captured on MUSA; keyed by the run-time op id.
     capture_deny=frozenset({"unique2"}),
+    # The MT Container Toolkit runtime ("mthreads", MTHREADS_VISIBLE_DEVICES) when the
+    # engine has it; otherwise /dev/mtgpu.N (with the dot) and /dev/dri, as Moore
+    # Threads' toolkit-less instructions do.
     passthrough=Passthrough(
         runtime="mthreads",
-        visible_env=("MTHREADS_VISIBLE_DEVICES",),
+        runtime_env=("MTHREADS_VISIBLE_DEVICES",),
         per_device_nodes=("/dev/mtgpu.{index}",),
         shared_nodes=("/dev/dri",),
+        groups=("video", "render"),
+        optional_mounts=(("/usr/bin/mthreads-gmi", "/usr/bin/mthreads-gmi"),),
         ipc_mode="host",
     ),
+    graph_class="MUSAGraph",
+    state_query=None,
     driver_query=DeviceListing(command=("mthreads-gmi", "-q"), index_pattern=r"Driver Version\s*:\s*(\S+)"),
     gems_vendor="mthreads",
     peaks=Peaks(device="MTT S4000", bandwidth_gbps=768.0, bf16_tflops=100.0),

@@ -33,13 +33,21 @@ BACKEND = Backend(
         ),
         ignore=("AMD_SERIALIZE_KERNEL", "TORCH_USE_HIP_DSA"),
     ),
+    # AMD's docker guide: /dev/kfd (shared compute interface) plus /dev/dri, or only the
+    # chosen GPUs' renderD nodes; groups video and render; seccomp unconfined for memory
+    # mapping. The AMD Container Toolkit runtime ("amd") is used when the engine has it.
     passthrough=Passthrough(
-        shared_nodes=("/dev/kfd", "/dev/dri"),
+        runtime="amd",
+        runtime_env=("AMD_VISIBLE_DEVICES",),
+        per_device_nodes=("/dev/dri/renderD{render}",),
+        all_device_nodes=("/dev/dri",),
+        shared_nodes=("/dev/kfd",),
         groups=("video", "render"),
         security_opt=("seccomp=unconfined",),
         ipc_mode="host",
-        shm_size="16g",
     ),
+    graph_class="CUDAGraph",
+    state_query=None,
     driver_query=DeviceListing(command=("rocm-smi", "--showdriverversion"), index_pattern=r"[Dd]river version:\s*(\S+)"),
     gems_vendor=None,  # see docs/flaggems.md for AMD's status in FlagGems
     peaks=Peaks(device="MI300X", bandwidth_gbps=5300.0, bf16_tflops=1307.0),

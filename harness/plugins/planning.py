@@ -1,14 +1,16 @@
-"""Which plugins an op's pytest process loads: a pure function of the backend's capabilities."""
+"""Which plugins an op's pytest process loads, and which timer it uses: pure functions of the
+backend's capabilities and the options."""
 
 from __future__ import annotations
 
 from dataclasses import dataclass
 
 from harness.backends.base import Backend
+from harness.errors import UsageError
 
-__all__ = ["PluginPlan", "plan_plugins", "resolve_timer"]
+__all__ = ["TIMER_CHOICES", "PluginPlan", "plan_plugins", "resolve_timer"]
 
-TIMER_CHOICES = ("auto", "cpu", "direct")
+TIMER_CHOICES = ("auto", "graph", "direct", "profiler", "cpu")
 
 
 @dataclass(frozen=True)
@@ -25,18 +27,24 @@ class PluginPlan:
 
 
 def resolve_timer(backend: Backend, requested: str) -> str:
-    """The timer a run uses: auto means direct (device events) on accelerators, cpu elsewhere."""
-    from harness.errors import UsageError
+    """auto = graph where the backend captures graphs, direct where it only has events, cpu elsewhere.
 
+    ``HARNESS_TIMER=direct`` (read by the options layer) forces direct timing for a whole run.
+    """
     if requested not in TIMER_CHOICES:
         raise UsageError(f"Unknown timer {requested!r}. Timers: {', '.join(TIMER_CHOICES)}.")
     caps = backend.capabilities
     if requested == "auto":
+        if caps.graph_capture:
+            return "graph"
         return "direct" if caps.device_events else "cpu"
-    if requested == "direct" and not caps.device_events:
+    needs = {"direct": caps.device_events, "graph": caps.graph_capture, "profiler": caps.profiler, "cpu": True}
+    if not needs[requested]:
+        what = {"direct": "device events", "graph": "graph capture", "profiler": "a kernel profiler"}[requested]
         raise UsageError(
-            f"--timer direct needs device events, which backend {backend.name!r} does not have. "
-            "Use --timer cpu (or auto)."
+            f"--timer {requested} needs {what}, which backend {backend.name!r} does not have. "
+            "Use --timer auto, or one of the timers the backend supports (`harness plugins --backend "
+            f"{backend.name}` shows the plan)."
         )
     return requested
 
@@ -55,9 +63,10 @@ def plan_plugins(backend: Backend, requested_timer: str = "auto") -> PluginPlan:
         reasons.append("interpreter: no accelerator; Triton kernels run in the Triton interpreter")
     if caps.accelerator:
         modules.append("harness.plugins.device")
-        reasons.append(f"device: pins torch to the {backend.torch_namespace} device and probes its identity")
+        reasons.append(f"device: pins torch to the {backend.torch_namespace} device, probes identity and clocks")
+    fallback = " (falls back to direct per row when a capture is refused)" if timer == "graph" else ""
     modules.append("harness.plugins.timing")
-    reasons.append(f"timing: timer={timer}")
+    reasons.append(f"timing: timer={timer}{fallback}")
     modules.append("harness.plugins.records")
     reasons.append("records: one Measurement per case, appended to records.jsonl as it completes")
     return PluginPlan(modules=tuple(modules), timer=timer, reasons=tuple(reasons))

@@ -7,13 +7,13 @@ import pytest
 from harness.measure import Case, CaseContext, measure_case
 from harness.plugins.records import RESULT_KEY
 from harness.plugins.session import HarnessSession
-from harness.timing.base import Timer
+from harness.plugins.timing import Timers
 
 
 def test_case(
     harness_case: Case,
     harness_session: HarnessSession,
-    harness_timer: Timer,
+    harness_timers: Timers,
     harness_seed: int,
     request: pytest.FixtureRequest,
 ) -> None:
@@ -27,10 +27,11 @@ def test_case(
         device=spec.device,
         torch_device=harness_session.torch_device,
         device_name=str(harness_session.identity.get("device_name", "")),
-        timer_name=harness_timer.name,
-        cache=spec.cache if harness_timer.name != "cpu" else "n/a",
+        timer_name=harness_timers.primary.name,
+        cache=spec.cache if harness_timers.primary.name != "cpu" else "n/a",
     )
-    record = measure_case(ctx, op, harness_session.candidate, harness_case, harness_timer, harness_seed)
+    record = measure_case(ctx, op, harness_session.candidate, harness_case, harness_timers.primary,
+                          harness_seed, fallback_timer=harness_timers.fallback)
     request.node.stash[RESULT_KEY] = record
     if record.status == "fail":
         pytest.fail(record.message, pytrace=False)

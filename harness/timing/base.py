@@ -1,23 +1,63 @@
-"""What every timer shares: the device interface taken from the backend, and the budget."""
+"""What every timer shares: the device interface taken from the backend, budgets, results."""
 
 from __future__ import annotations
 
 import importlib
+import time
 from collections.abc import Callable
 from dataclasses import dataclass
 from typing import Any, Protocol
 
-__all__ = ["Budget", "DeviceApi", "Timer", "device_api", "reps_for"]
+__all__ = [
+    "Budget",
+    "CaptureFatal",
+    "CaptureRefused",
+    "DeviceApi",
+    "Samples",
+    "Timer",
+    "adaptive_samples",
+    "device_api",
+    "rel_spread",
+    "reps_for",
+]
 
 
 @dataclass(frozen=True)
 class Budget:
-    """How long to warm up and to measure, in milliseconds, and the bounds on repetitions."""
+    """How long to warm up and to measure (ms), the bounds on repetitions, and when to stop.
+
+    Sampling stops once the relative spread (IQR / median) is under
+    ``target_spread`` or ``cap_ms`` of measuring has been spent; rows that never
+    settle are marked noisy.
+    """
 
     warmup_ms: float = 25.0
     rep_ms: float = 100.0
     min_reps: int = 5
     max_reps: int = 1000
+    target_spread: float = 0.01
+    cap_ms: float = 1000.0
+
+
+@dataclass(frozen=True)
+class Samples:
+    """Raw per-call samples (ms) and how they were taken."""
+
+    values: tuple[float, ...]
+    timer: str
+    noisy: bool = False
+
+
+class CaptureRefused(Exception):
+    """A graph capture failed in a recoverable way: time this row with the direct timer."""
+
+    def __init__(self, phase: str, reason: str, detail: str) -> None:
+        super().__init__(f"{phase}: {reason}: {detail}")
+        self.phase, self.reason, self.detail = phase, reason, detail
+
+
+class CaptureFatal(Exception):
+    """The kernel broke on the device during capture: the case fails, no latency is reported."""
 
 
 def reps_for(budget_ms: float, estimate_ms: float, lo: int, hi: int) -> int:
@@ -27,15 +67,51 @@ def reps_for(budget_ms: float, estimate_ms: float, lo: int, hi: int) -> int:
     return max(lo, min(hi, int(budget_ms / estimate_ms)))
 
 
+def _quartiles(values: list[float]) -> tuple[float, float, float]:
+    s = sorted(values)
+
+    def q(p: float) -> float:
+        pos = p * (len(s) - 1)
+        lo = int(pos)
+        hi = min(lo + 1, len(s) - 1)
+        return s[lo] + (s[hi] - s[lo]) * (pos - lo)
+
+    return q(0.25), q(0.5), q(0.75)
+
+
+def rel_spread(values: list[float]) -> float:
+    if len(values) < 2:
+        return float("inf")
+    q1, med, q3 = _quartiles(values)
+    return (q3 - q1) / med if med > 0 else float("inf")
+
+
+def adaptive_samples(
+    take: Callable[[int], list[float]], estimate_ms: float, budget: Budget
+) -> tuple[list[float], bool]:
+    """Take batches of samples until the spread settles or the time cap is spent.
+
+    Returns the samples and whether the row is noisy (never settled).
+    """
+    n = reps_for(budget.rep_ms, estimate_ms, budget.min_reps, budget.max_reps)
+    started = time.perf_counter()
+    values = take(n)
+    while rel_spread(values) > budget.target_spread:
+        spent_ms = (time.perf_counter() - started) * 1e3
+        if spent_ms >= budget.cap_ms or len(values) >= 4 * budget.max_reps:
+            return values, True
+        values += take(n)
+    return values, False
+
+
 @dataclass(frozen=True)
 class DeviceApi:
-    """The active device's stream/event/synchronize, taken from the backend's torch namespace.
-
-    Nothing names ``torch.cuda`` directly, so the same timing code serves MUSA
-    (torch.musa) and Ascend (torch.npu).
-    """
+    """The active device's streams, events, graphs and synchronize, from the backend's torch
+    namespace. Nothing names ``torch.cuda`` directly, so the same timing code serves MUSA
+    (torch.musa, MUSAGraph) and Ascend (torch.npu, NPUGraph)."""
 
     namespace: Any
+    graph_class: str | None = None
 
     def synchronize(self) -> None:
         self.namespace.synchronize()
@@ -43,18 +119,23 @@ class DeviceApi:
     def event(self) -> Any:
         return self.namespace.Event(enable_timing=True)
 
+    def new_graph(self) -> Any:
+        if not self.graph_class or not hasattr(self.namespace, self.graph_class):
+            raise CaptureRefused("capture", "no-graph-api", f"torch namespace has no {self.graph_class}")
+        return getattr(self.namespace, self.graph_class)()
 
-def device_api(torch_namespace: str, torch_extension: str | None) -> DeviceApi:
+
+def device_api(torch_namespace: str, torch_extension: str | None, graph_class: str | None = None) -> DeviceApi:
     import torch
 
     if torch_extension:
         importlib.import_module(torch_extension)
-    return DeviceApi(namespace=getattr(torch, torch_namespace))
+    return DeviceApi(namespace=getattr(torch, torch_namespace), graph_class=graph_class)
 
 
 class Timer(Protocol):
     name: str
 
-    def measure(self, fn: Callable[[], Any]) -> list[float]:
+    def measure(self, fn: Callable[[], Any]) -> Samples:
         """Raw samples (ms) of ``fn``; ``fn`` has already been called once for correctness."""
         ...

@@ -1,0 +1,87 @@
+"""Achieved GB/s or TFLOP/s of every built-in op against the device's measured ceilings.
+
+Ceilings: a large device-to-device copy (bytes read + written) and torch.mm on
+4096^3 bf16. Each op is timed on its largest core shape with the harness's
+graph timer (cold L2), bf16.
+
+    python benchmarks/kernels.py --out benchmarks/results/kernels.json
+"""
+
+from __future__ import annotations
+
+import argparse
+import math
+import sys
+from pathlib import Path
+
+sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
+
+from benchmarks._common import cuda_setup, harness_timers, median, write_json  # noqa: E402
+
+
+def main() -> int:
+    parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+    parser.add_argument("--backend", default="cuda")
+    parser.add_argument("--dtype", default="bfloat16")
+    parser.add_argument("--out", default="benchmarks/results/kernels.json")
+    args = parser.parse_args()
+    import torch
+
+    from harness.ops.registry import builtin_ops
+    from harness.ops.shapes import load_level
+
+    backend, api, info = cuda_setup(args.backend)
+    device = f"{backend.device_type}:0"
+    l2 = info["l2_bytes"]
+    dtype = getattr(torch, args.dtype)
+    # Ceiling 1: device-to-device copy of 4 GiB.
+    src = torch.empty(2**30, dtype=torch.float32, device=device).uniform_()
+    dst = torch.empty_like(src)
+    t = harness_timers(backend, api, device, l2, "copy")["graph"].measure(lambda: dst.copy_(src))
+    copy_gbps = 2 * src.numel() * 4 / (median(list(t.values)) * 1e-3) / 1e9
+    del src, dst
+    # Ceiling 2: torch.mm 4096^3 bf16.
+    a = torch.randn(4096, 4096, dtype=torch.bfloat16, device=device)
+    b = torch.randn(4096, 4096, dtype=torch.bfloat16, device=device)
+    t = harness_timers(backend, api, device, l2, "torch_mm")["graph"].measure(lambda: torch.mm(a, b))
+    mm_tflops = 2 * 4096**3 / (median(list(t.values)) * 1e-3) / 1e12
+    del a, b
+    print(f"{info['device']}: copy {copy_gbps:.0f} GB/s, torch.mm 4096^3 bf16 {mm_tflops:.0f} TFLOP/s")
+
+    core = load_level("core")
+    rows = []
+    gen = torch.Generator(device=device)
+    for op in builtin_ops().values():
+        shapes = core[op.id]
+        shape = (4096, 4096, 4096) if op.id == "mm" else max(shapes, key=math.prod)
+        gen.manual_seed(0)
+        inputs = op.make_inputs(tuple(shape), dtype, gen, device)
+        timer = harness_timers(backend, api, device, l2, op.id)["graph"]
+        cand = median(list(timer.measure(lambda: op.candidate(*inputs)).values))
+        base = median(list(timer.measure(lambda: op.baseline(*inputs)).values))
+        nbytes = op.bytes_moved(tuple(shape), torch.empty((), dtype=dtype).element_size())
+        if op.id == "mm":
+            achieved = op.flops(tuple(shape)) / (cand * 1e-3) / 1e12
+            row = {"op": op.id, "shape": list(shape), "candidate_ms": cand, "torch_ms": base,
+                   "tflops": achieved, "pct_of_ceiling": 100 * achieved / mm_tflops, "ceiling": "torch.mm TFLOP/s",
+                   "target_pct": 70}
+        else:
+            achieved = nbytes / (cand * 1e-3) / 1e9
+            row = {"op": op.id, "shape": list(shape), "candidate_ms": cand, "torch_ms": base,
+                   "gbps": achieved, "torch_gbps": nbytes / (base * 1e-3) / 1e9,
+                   "pct_of_ceiling": 100 * achieved / copy_gbps, "ceiling": "copy GB/s", "target_pct": 85}
+        rows.append(row)
+        del inputs
+        torch.cuda.empty_cache() if backend.torch_namespace == "cuda" else None
+    print(f"{'op':13} {'shape':18} {'cand ms':>9} {'torch ms':>9} {'achieved':>12} {'% ceil':>7} {'target':>6}")
+    for r in rows:
+        achieved = f"{r['tflops']:.0f} TFLOP/s" if "tflops" in r else f"{r['gbps']:.0f} GB/s"
+        print(f"{r['op']:13} {'x'.join(map(str, r['shape'])):18} {r['candidate_ms']:9.4f} {r['torch_ms']:9.4f} "
+              f"{achieved:>12} {r['pct_of_ceiling']:6.1f}% {r['target_pct']:5d}%")
+    write_json(args.out, {"device": info, "dtype": args.dtype, "copy_gbps": copy_gbps,
+                          "torch_mm_tflops": mm_tflops, "rows": rows})
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())

@@ -1,0 +1,65 @@
+"""Timer logic that needs no device: sample extraction, unrolling, adaptive stopping."""
+
+from __future__ import annotations
+
+import itertools
+
+from harness.timing.base import Budget, adaptive_samples, rel_spread, reps_for
+from harness.timing.flush import FLUSH_KERNEL_NAME, MARKER_KERNEL_NAME, flush_bytes
+from harness.timing.graph import unroll_for
+from harness.timing.profiler import kernel_samples
+
+
+def test_kernel_samples_exclude_flush_and_group_per_iteration() -> None:
+    kernels = [
+        ("warmup_leftover", 0.0, 9.0),  # before the first boundary: ignored
+        (FLUSH_KERNEL_NAME, 10.0, 30.0),
+        ("softmax_kernel", 41.0, 2.0),
+        (FLUSH_KERNEL_NAME, 50.0, 30.0),
+        ("gemm_part1", 81.0, 3.0),
+        ("gemm_part2", 85.0, 1.0),  # two kernels of one call are summed
+        (FLUSH_KERNEL_NAME, 90.0, 30.0),  # trailing boundary with nothing after it
+    ]
+    assert kernel_samples(kernels) == [0.002, 0.004]
+
+
+def test_kernel_samples_with_markers_and_unsorted_input() -> None:
+    kernels = [("k", 21.0, 5.0), (MARKER_KERNEL_NAME, 20.0, 0.5), (MARKER_KERNEL_NAME, 30.0, 0.5), ("k", 31.0, 7.0)]
+    assert kernel_samples(kernels) == [0.005, 0.007]
+
+
+def test_flush_buffer_is_at_least_twice_l2() -> None:
+    assert flush_bytes(60 * 2**20) == 256 * 2**20  # H200's 60 MiB L2: the 256 MiB floor wins
+    assert flush_bytes(256 * 2**20) == 512 * 2**20
+    assert flush_bytes(None) == 256 * 2**20
+
+
+def test_unroll_and_reps_scale_with_estimate() -> None:
+    assert unroll_for(0.001) == 100  # 1 us kernels: the cap
+    assert unroll_for(0.1) == 20
+    assert unroll_for(5.0) == 1
+    assert reps_for(100.0, 0.01, 5, 1000) == 1000
+    assert reps_for(100.0, 50.0, 5, 1000) == 5
+
+
+def test_adaptive_sampling_stops_when_settled() -> None:
+    calls = []
+
+    def take(n: int) -> list[float]:
+        calls.append(n)
+        return [1.0] * n
+
+    values, noisy = adaptive_samples(take, 1.0, Budget(rep_ms=10.0, min_reps=5))
+    assert not noisy and len(calls) == 1 and len(values) == 10
+
+
+def test_adaptive_sampling_marks_rows_that_never_settle() -> None:
+    wild = itertools.cycle([1.0, 3.0, 0.5, 8.0])
+
+    def take(n: int) -> list[float]:
+        return [next(wild) for _ in range(n)]
+
+    values, noisy = adaptive_samples(take, 1.0, Budget(rep_ms=8.0, min_reps=5, max_reps=8, cap_ms=1e9))
+    assert noisy
+    assert len(values) >= 32  # kept sampling up to the repetition cap before giving up
+    assert rel_spread(values) > 0.01
