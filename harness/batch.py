@@ -1,50 +1,105 @@
-"""Process-per-op execution: isolation, device sharding, timeouts, retries, status.
+"""Process-per-op execution: isolation, device sharding, timeouts, retries, completion markers.
 
-Each op runs as its own pytest process in its own process group, pinned to one
-device through the backend's visibility variables. Devices work in parallel,
-each through its share of ops serially, so two processes never time on the
-same device at once. Records are written by the children as cases complete;
-this module only decides what ran and how it ended.
+Each op runs as its own pytest process in its own session and process group,
+pinned to one device through the backend's visibility variables (every other
+vendor's are cleared). Every device works through its share of ops serially in
+one thread and devices run in parallel; a device's next op starts only after
+the previous op's whole process group is gone, so two processes never time on
+one device at once. Records are written by the children as cases complete; this
+module decides what ran, how it ended, and what a resume still has to do.
+
+The decisions (classify_exit, should_retry, shard_ops, render_status) are pure
+functions; the thin layer below them launches, waits and kills.
 """
 
 from __future__ import annotations
 
 import csv
+import hashlib
 import io
+import math
 import os
+import re
 import signal
 import subprocess
 import sys
 import threading
 import time
-from collections.abc import Callable, Mapping, Sequence
-from dataclasses import dataclass, field, replace
+from collections.abc import Callable, Collection, Mapping, Sequence
+from dataclasses import dataclass, replace
 from pathlib import Path
+from typing import Protocol
 
 from harness.backends import isolated_env
 from harness.plan import OpPlan, RunPlan
 from harness.plugins.records import POISONED_EXIT
 from harness.plugins.spec import ChildSpec
+from harness.procgroup import (
+    StopToken,
+    end_group,
+    reap_group,
+    signal_name,
+    stop_on_signals,
+    wait_exit,
+)
+from harness.results.schema import Measurement
 from harness.results.store import atomic_write_text, read_json, read_records, write_json
 
-__all__ = ["OP_STATUSES", "OpOutcome", "POISONED_EXIT", "classify_exit", "read_markers", "run_batch"]
+__all__ = [
+    "FAILED_STATUSES",
+    "MAX_ATTEMPTS",
+    "OP_STATUSES",
+    "POISONED_EXIT",
+    "AttemptExit",
+    "BatchEvents",
+    "BatchResult",
+    "OpOutcome",
+    "StopToken",
+    "Verdict",
+    "classify_exit",
+    "op_file_stem",
+    "read_markers",
+    "render_status",
+    "repair_records_tail",
+    "run_batch",
+    "shard_ops",
+    "should_retry",
+    "stop_on_signals",
+]
 
-OP_STATUSES = ("PASS", "FAIL", "ERROR", "CRASH", "TIMEOUT", "SKIP")
+OP_STATUSES = ("PASS", "FAIL", "ERROR", "CRASH", "TIMEOUT", "SKIP")  # how an op ended
+FAILED_STATUSES = ("FAIL", "ERROR", "CRASH", "TIMEOUT")  # any of these makes the run exit 1
+# Not ended (yet): shown in ops_status.csv while the run goes on; such an op has no marker.
+PENDING, RUNNING, INTERRUPTED = "PENDING", "RUNNING", "INTERRUPTED"
+RETRIED_STATUSES = ("CRASH", "ERROR")
 MAX_ATTEMPTS = 3  # one try and at most two retries
-_SUITE = Path(__file__).parent / "suite" / "test_ops.py"
 STATUS_COLUMNS = ("op", "device", "status", "attempts", "elapsed_s", "rows", "notes")
 
 
-@dataclass
+# ---------------------------------------------------------------------------------------------
+# Pure decisions
+
+
+@dataclass(frozen=True)
 class OpOutcome:
+    """One op's row in ops_status.csv."""
+
     op: str
     device: str
-    status: str = "SKIP"
+    status: str = PENDING
     attempts: int = 0
     elapsed_s: float = 0.0
     rows: int = 0
-    notes: list[str] = field(default_factory=list)
-    done: bool = False  # completion marker: this op needs no more work on resume
+    notes: tuple[str, ...] = ()
+
+    @property
+    def done(self) -> bool:
+        """Ended one way or another: it gets a completion marker and a resume leaves it alone."""
+        return self.status in OP_STATUSES
+
+    @property
+    def failed(self) -> bool:
+        return self.status in FAILED_STATUSES
 
     def row(self) -> dict[str, str]:
         return {
@@ -58,61 +113,201 @@ class OpOutcome:
         }
 
 
-def classify_exit(returncode: int, timed_out: bool, statuses: Sequence[str]) -> tuple[str, str]:
-    """(op status, note) from how a child ended and the statuses of the records it wrote."""
-    if timed_out:
-        return "TIMEOUT", "op timeout reached; process group killed"
-    if returncode < 0:
-        try:
-            name = signal.Signals(-returncode).name
-        except ValueError:
-            name = f"signal {-returncode}"
-        return "CRASH", f"killed by {name}"
-    if returncode == POISONED_EXIT:
-        return "CRASH", "device context poisoned (graph capture); op process stopped"
-    if returncode == 0:
-        return "PASS", ""
-    if returncode == 1:
-        if "error" in statuses:
-            return "ERROR", "a case raised"
-        if "fail" in statuses:
-            return "FAIL", "correctness check failed"
-        return "ERROR", "pytest reported failures without records"
-    if returncode == 5:
-        return "SKIP", "no cases to run"
-    if returncode in (2, 3, 4):
-        return "ERROR", f"pytest exited with code {returncode} (interrupted, internal or usage error); see the op log"
-    return "ERROR", f"process exited with code {returncode}"
+@dataclass(frozen=True)
+class AttemptExit:
+    """How one attempt's process ended, as the parent saw it."""
+
+    returncode: int
+    timed_out: bool = False
+    # pytest's own exit status, reported by the child wrapper once pytest returned; None when the
+    # process ended before that (a signal, os._exit, a poisoned context, a fatal native error).
+    pytest_exit: int | None = None
 
 
-class _Stopping:
-    def __init__(self) -> None:
-        self.event = threading.Event()
-        self.children: set[subprocess.Popen[bytes]] = set()
-        self.lock = threading.Lock()
-
-    def kill_all(self) -> None:
-        with self.lock:
-            children = list(self.children)
-        for child in children:
-            _kill_group(child)
+@dataclass(frozen=True)
+class Verdict:
+    status: str  # one of OP_STATUSES
+    note: str = ""
 
 
-def _kill_group(child: subprocess.Popen[bytes], grace_s: float = 5.0) -> None:
-    """SIGTERM the child's whole process group, then SIGKILL what is left."""
-    try:
-        os.killpg(child.pid, signal.SIGTERM)
-    except ProcessLookupError:
-        return
-    try:
-        child.wait(timeout=grace_s)
-    except subprocess.TimeoutExpired:
-        pass
-    try:
-        os.killpg(child.pid, signal.SIGKILL)
-    except ProcessLookupError:
-        pass
-    child.wait()
+def classify_exit(
+    end: AttemptExit,
+    statuses: Sequence[str],
+    poisoned: bool = False,
+    timeout_s: float | None = None,
+) -> Verdict:
+    """The op's status after an attempt: from how the process ended and the statuses of every
+    record the op has (this attempt's and earlier ones')."""
+    if end.timed_out:
+        limit = f" {timeout_s:g}s" if timeout_s is not None else ""
+        return Verdict("TIMEOUT", f"no exit within --op-timeout{limit}; process group ended (SIGTERM, then SIGKILL)")
+    if end.pytest_exit is None:
+        if end.returncode < 0:
+            return Verdict("CRASH", f"killed by {signal_name(-end.returncode)}")
+        if end.returncode == POISONED_EXIT:
+            return Verdict("CRASH", "device context poisoned; op process stopped")
+        return Verdict("CRASH", f"exited with code {end.returncode} before pytest finished (os._exit or a native fatal error)")
+    after = ""
+    if end.returncode != end.pytest_exit:
+        after = (f"; then {'killed by ' + signal_name(-end.returncode) if end.returncode < 0 else f'exit code {end.returncode}'}"
+                 " at interpreter exit")
+    code = end.pytest_exit
+    if code in (2, 3, 4):
+        what = {2: "interrupted or a collection error", 3: "internal error", 4: "usage error"}[code]
+        return Verdict("ERROR", f"pytest exited with code {code} ({what}); see the op log{after}")
+    if poisoned:
+        return Verdict("CRASH", f"device context poisoned; op process stopped{after}")
+    counts = {s: statuses.count(s) for s in ("pass", "fail", "error", "skip")}
+    if counts["error"]:
+        return Verdict("ERROR", f"{counts['error']} case(s) raised{after}")
+    if counts["fail"]:
+        return Verdict("FAIL", f"{counts['fail']} case(s) failed the correctness check{after}")
+    if code == 1:
+        return Verdict("ERROR", f"pytest reported a failure outside the cases; see the op log{after}")
+    if code not in (0, 5):
+        return Verdict("ERROR", f"pytest exited with code {code}; see the op log{after}")
+    if not statuses:
+        return Verdict("SKIP", f"no cases to run{after}")
+    if counts["skip"] == len(statuses):
+        return Verdict("SKIP", f"every case skipped (reasons on the rows){after}")
+    if counts["skip"]:
+        return Verdict("PASS", f"{counts['skip']} case(s) skipped (reasons on the rows){after}")
+    return Verdict("PASS", after.removeprefix("; "))
+
+
+FailureKey = tuple[str, str, str]
+
+
+def failure_key(verdict: Verdict, missing: Sequence[str]) -> FailureKey:
+    """Two attempts failed "the same way" when status, note and the first case left unrecorded
+    agree; an attempt that got further before failing again is progress, not a repeat."""
+    return (verdict.status, verdict.note, missing[0] if missing else "")
+
+
+def should_retry(verdict: Verdict, attempts: int, missing: Sequence[str], earlier: Collection[FailureKey]) -> bool:
+    """Retry a crash or error that left cases without a record, at most MAX_ATTEMPTS in all,
+    never after a timeout, and not when this attempt repeated an earlier failure."""
+    if verdict.status not in RETRIED_STATUSES or attempts >= MAX_ATTEMPTS or not missing:
+        return False
+    return failure_key(verdict, missing) not in earlier
+
+
+def _rank(key: str) -> int:
+    return int.from_bytes(hashlib.sha256(key.encode()).digest()[:8], "big")
+
+
+def shard_ops(ops: Sequence[OpPlan], devices: Sequence[str]) -> tuple[OpPlan, ...]:
+    """Give every op a device, stable and balanced.
+
+    Each op ranks the devices by a hash of (op id, device) (rendezvous hashing), so its
+    choice depends neither on the order ops were named in nor on the order of the device
+    list. Ops are placed heaviest first (weight: number of cases), each on its best-ranked
+    device still under an even share of all cases, else on the least loaded one. The same
+    selection on the same devices always gives the same assignment; the plan stored in
+    run.json keeps it for a resume.
+    """
+    devices = list(dict.fromkeys(devices))
+    if not devices:
+        raise ValueError("shard_ops needs at least one device")
+    weight = {o.op: max(1, len(o.cases())) for o in ops}
+    cap = math.ceil(sum(weight.values()) / len(devices))
+    load = dict.fromkeys(devices, 0)
+    chosen: dict[str, str] = {}
+    for o in sorted(ops, key=lambda o: (-weight[o.op], _rank(o.op))):
+        ranked = sorted(devices, key=lambda d: _rank(f"{o.op}\x00{d}"), reverse=True)
+        fits = [d for d in ranked if load[d] + weight[o.op] <= cap]
+        device = fits[0] if fits else min(ranked, key=lambda d: load[d])
+        load[device] += weight[o.op]
+        chosen[o.op] = device
+    return tuple(replace(o, device=chosen[o.op]) for o in ops)
+
+
+def device_shares(ops: Sequence[OpPlan]) -> dict[str, list[OpPlan]]:
+    """Each device's ops, in plan order."""
+    shares: dict[str, list[OpPlan]] = {}
+    for o in ops:
+        shares.setdefault(o.device, []).append(o)
+    return shares
+
+
+def render_status(outcomes: Sequence[OpOutcome]) -> str:
+    buf = io.StringIO()
+    writer = csv.DictWriter(buf, fieldnames=list(STATUS_COLUMNS), lineterminator="\n")
+    writer.writeheader()
+    for o in outcomes:
+        writer.writerow(o.row())
+    return buf.getvalue()
+
+
+def op_file_stem(op: str) -> str:
+    """A file name for an op's marker, spec and log (an id may carry a 'source:' prefix)."""
+    return re.sub(r"[^A-Za-z0-9_.-]", "_", op)
+
+
+# ---------------------------------------------------------------------------------------------
+# Run directory state: markers, records
+
+
+def write_marker(run_dir: Path, outcome: OpOutcome) -> None:
+    """The completion marker: an op that has one is not run again by --resume."""
+    write_json(run_dir / "done" / f"{op_file_stem(outcome.op)}.json", {**outcome.row(), "notes": list(outcome.notes)})
+
+
+def read_markers(run_dir: Path) -> dict[str, OpOutcome]:
+    found: dict[str, OpOutcome] = {}
+    for path in sorted((run_dir / "done").glob("*.json")):
+        data = read_json(path)
+        if data.get("status") not in OP_STATUSES:
+            continue
+        found[data["op"]] = OpOutcome(
+            op=data["op"],
+            device=data["device"],
+            status=data["status"],
+            attempts=int(data["attempts"]),
+            elapsed_s=float(data["elapsed_s"]),
+            rows=int(data["rows"]),
+            notes=tuple(data["notes"]),
+        )
+    return found
+
+
+def repair_records_tail(path: Path) -> int:
+    """Cut a torn last line (a process killed in the middle of writing a record) so the next
+    append starts on a line of its own. Call only while no child is running. Returns the
+    number of bytes dropped."""
+    if not path.exists():
+        return 0
+    size = path.stat().st_size
+    if size == 0:
+        return 0
+    with open(path, "rb+") as fh:
+        fh.seek(-1, os.SEEK_END)
+        if fh.read(1) == b"\n":
+            return 0
+        fh.seek(0)
+        data = fh.read()
+        keep = data.rfind(b"\n") + 1
+        fh.truncate(keep)
+        fh.flush()
+        os.fsync(fh.fileno())
+    return size - keep
+
+
+@dataclass(frozen=True)
+class _OpRecords:
+    recorded: frozenset[str]
+    statuses: tuple[str, ...]
+    poisoned: bool
+
+
+def _op_records(records: Sequence[Measurement], op_plan: OpPlan) -> _OpRecords:
+    planned = {c.case_id for c in op_plan.cases()}
+    mine = [r for r in records if r.op == op_plan.op and r.case_id in planned]
+    return _OpRecords(
+        recorded=frozenset(r.case_id for r in mine),
+        statuses=tuple(r.status for r in mine),
+        poisoned=any("poisoned" in r.notes for r in mine),
+    )
 
 
 def _child_env(plan: RunPlan, device: str, parent_env: Mapping[str, str]) -> dict[str, str]:
@@ -125,215 +320,228 @@ def _child_env(plan: RunPlan, device: str, parent_env: Mapping[str, str]) -> dic
     return env
 
 
-def _child_command(plan: RunPlan, spec_path: Path, run_dir: Path) -> list[str]:
+def _child_command(plan: RunPlan, spec_path: Path, exit_path: Path, run_dir: Path) -> list[str]:
     return [
-        sys.executable,
-        "-m",
-        "pytest",
-        str(_SUITE),
-        "-q",
-        "-rN",
-        "-p",
-        "no:cacheprovider",
-        "--noconftest",
-        "-c",
-        os.devnull,
-        "--rootdir",
-        str(run_dir),
+        sys.executable, "-m", "harness.child", str(exit_path), "--",
+        str(Path(__file__).parent / "suite" / "test_ops.py"),
+        "-q", "-rN", "-p", "no:cacheprovider", "--noconftest", "-c", os.devnull,
+        "--rootdir", str(run_dir),
         *plan.plugins.pytest_args(),
-        "--harness-spec",
-        str(spec_path),
+        "--harness-spec", str(spec_path),
     ]
 
 
-def _op_records(run_dir: Path, op: str) -> list[str]:
-    return [r.case_id for r in read_records(run_dir / "records.jsonl") if r.op == op]
+class BatchEvents(Protocol):
+    """What a progress display hears; called from the device threads."""
+
+    def attempt_started(self, device: str, op: str, attempt: int) -> None: ...
+
+    def op_finished(self, outcome: OpOutcome) -> None: ...
+
+    def note(self, text: str) -> None: ...
 
 
-def _statuses(run_dir: Path, op: str) -> list[str]:
-    return [r.status for r in read_records(run_dir / "records.jsonl") if r.op == op]
+@dataclass(frozen=True)
+class _Batch:
+    plan: RunPlan
+    run_dir: Path
+    parent_env: Mapping[str, str]
+    stop: StopToken
+    events: BatchEvents
+
+    @property
+    def records_path(self) -> Path:
+        return self.run_dir / "records.jsonl"
 
 
-def run_op(
-    plan: RunPlan,
-    op_plan: OpPlan,
-    run_dir: Path,
-    parent_env: Mapping[str, str],
-    stopping: _Stopping,
-) -> OpOutcome:
-    outcome = OpOutcome(op=op_plan.op, device=op_plan.device)
+def _attempt(batch: _Batch, op_plan: OpPlan, attempt: int, skip: Collection[str]) -> AttemptExit | None:
+    """One process for the op's cases not yet recorded; None when a stop ended it."""
+    plan, run_dir = batch.plan, batch.run_dir
+    stem = op_file_stem(op_plan.op)
+    spec = ChildSpec(
+        run_id=plan.run_id, run_dir=str(run_dir), backend=plan.backend.name, device=op_plan.device,
+        op=op_plan.op, provider=op_plan.provider, dtypes=op_plan.dtypes, shapes=op_plan.shapes,
+        seed=plan.options.seed, timer=plan.timer, cache=plan.options.cache,
+        ops_modules=plan.options.ops_modules, warmup_ms=plan.options.warmup_ms,
+        rep_ms=plan.options.rep_ms, skip_cases=tuple(sorted(skip)),
+    )
+    specs = run_dir / "specs"
+    specs.mkdir(exist_ok=True)
+    spec_path, exit_path = specs / f"{stem}.json", specs / f"{stem}.exit"
+    spec.dump(spec_path)
+    exit_path.unlink(missing_ok=True)
+    (run_dir / "logs").mkdir(exist_ok=True)
+    with open(run_dir / "logs" / f"{stem}.log", "ab") as log:
+        log.write(f"\n=== attempt {attempt} on device {op_plan.device} ===\n".encode())
+        log.flush()
+        child = subprocess.Popen(
+            _child_command(plan, spec_path, exit_path, run_dir),
+            env=_child_env(plan, op_plan.device, batch.parent_env),
+            stdout=log, stderr=subprocess.STDOUT, stdin=subprocess.DEVNULL,
+            start_new_session=True,  # its own session and process group: ended as a whole
+        )
+        state = wait_exit(child.pid, time.monotonic() + plan.options.op_timeout, batch.stop)
+        if state == "timeout":
+            end_group(child, signal.SIGTERM, batch.stop)
+            return AttemptExit(child.returncode, timed_out=True)
+        if state == "stopped":
+            # SIGINT first: Python finishes the record write in progress and pytest unwinds.
+            end_group(child, signal.SIGINT, batch.stop)
+            return None
+        reap_group(child)
+    try:
+        pytest_exit: int | None = int(exit_path.read_text())
+    except (OSError, ValueError):
+        pytest_exit = None
+    return AttemptExit(child.returncode, pytest_exit=pytest_exit)
+
+
+def run_op(batch: _Batch, op_plan: OpPlan, on_attempt: Callable[[int], None]) -> OpOutcome:
+    """Attempts until the op ends or should not be retried; INTERRUPTED when a stop cut in."""
     start = time.monotonic()
-    last_signature: str | None = None
-    logs = run_dir / "logs"
-    logs.mkdir(exist_ok=True)
-    planned = {c.case_id for c in op_plan.cases()}
-    while outcome.attempts < MAX_ATTEMPTS and not stopping.event.is_set():
-        outcome.attempts += 1
-        done_cases = set(_op_records(run_dir, op_plan.op)) & planned
-        spec = ChildSpec(
-            run_id=plan.run_id,
-            run_dir=str(run_dir),
-            backend=plan.backend.name,
-            device=op_plan.device,
-            op=op_plan.op,
-            provider=op_plan.provider,
-            dtypes=op_plan.dtypes,
-            shapes=op_plan.shapes,
-            seed=plan.options.seed,
-            timer=plan.timer,
-            cache=plan.options.cache,
-            ops_modules=plan.options.ops_modules,
-            warmup_ms=plan.options.warmup_ms,
-            rep_ms=plan.options.rep_ms,
-            skip_cases=tuple(sorted(done_cases)),
-        )
-        spec_path = run_dir / "specs" / f"{op_plan.op}.json"
-        spec_path.parent.mkdir(exist_ok=True)
-        spec.dump(spec_path)
-        with open(logs / f"{op_plan.op}.log", "ab") as log:
-            log.write(f"\n=== attempt {outcome.attempts} ===\n".encode())
-            log.flush()
-            child = subprocess.Popen(
-                _child_command(plan, spec_path, run_dir),
-                env=_child_env(plan, op_plan.device, parent_env),
-                stdout=log,
-                stderr=subprocess.STDOUT,
-                stdin=subprocess.DEVNULL,
-                start_new_session=True,  # its own process group, killed as a whole
-            )
-            with stopping.lock:
-                stopping.children.add(child)
-            timed_out = False
-            try:
-                child.wait(timeout=plan.options.op_timeout)
-            except subprocess.TimeoutExpired:
-                timed_out = True
-                _kill_group(child)
-            finally:
-                with stopping.lock:
-                    stopping.children.discard(child)
-        if stopping.event.is_set() and not timed_out:
-            outcome.notes.append("run interrupted")
-            outcome.status = "ERROR"
+    planned = [c.case_id for c in op_plan.cases()]
+    facts = _op_records(read_records(batch.records_path), op_plan)
+    notes: list[str] = []
+    earlier: set[FailureKey] = set()
+    attempts = 0
+    verdict = Verdict("SKIP", "no cases to run")
+    while True:
+        missing = [c for c in planned if c not in facts.recorded]
+        if not missing:
+            if attempts == 0 and planned:  # every case recorded by a session whose marker was lost
+                verdict = classify_exit(AttemptExit(0, pytest_exit=0), facts.statuses, facts.poisoned)
+                notes.append("every case was already recorded")
             break
-        status, note = classify_exit(child.returncode, timed_out, _statuses(run_dir, op_plan.op))
-        outcome.status = status
-        if status in ("PASS", "FAIL", "SKIP", "TIMEOUT"):
-            if note:
-                outcome.notes.append(note)
-            outcome.done = status != "TIMEOUT"
+        if batch.stop.requested:
+            return OpOutcome(op_plan.op, op_plan.device, INTERRUPTED if attempts else PENDING, attempts,
+                             time.monotonic() - start, len(facts.recorded),
+                             (*notes, "interrupted; resume with --resume"))
+        attempts += 1
+        on_attempt(attempts)
+        end = _attempt(batch, op_plan, attempts, facts.recorded)
+        facts = _op_records(read_records(batch.records_path), op_plan)
+        if end is None:
+            return OpOutcome(op_plan.op, op_plan.device, INTERRUPTED, attempts, time.monotonic() - start,
+                             len(facts.recorded), (*notes, f"interrupted during attempt {attempts}; resume with --resume"))
+        verdict = classify_exit(end, facts.statuses, facts.poisoned, batch.plan.options.op_timeout)
+        missing = [c for c in planned if c not in facts.recorded]
+        retry = should_retry(verdict, attempts, missing, earlier)
+        if retry or attempts > 1:
+            tail = ""
+            if not retry and verdict.status in RETRIED_STATUSES and missing:
+                repeated = failure_key(verdict, missing) in earlier
+                tail = " (the same failure again: not retried)" if repeated else " (no retries left)"
+            notes.append(f"attempt {attempts} {verdict.status}" + (f": {verdict.note}" if verdict.note else "") + tail)
+        elif verdict.note:
+            notes.append(verdict.note)
+        if not retry:
             break
-        # CRASH or ERROR: retry, unless the same failure repeats or nothing is left to do.
-        signature = f"{status}:{note}"
-        outcome.notes.append(f"attempt {outcome.attempts}: {note}")
-        remaining = planned - set(_op_records(run_dir, op_plan.op))
-        if signature == last_signature or not remaining:
-            break
-        last_signature = signature
-    outcome.rows = len(set(_op_records(run_dir, op_plan.op)) & planned)
-    outcome.elapsed_s = time.monotonic() - start
-    return outcome
+        earlier.add(failure_key(verdict, missing))
+    return OpOutcome(op_plan.op, op_plan.device, verdict.status, attempts, time.monotonic() - start,
+                     len(facts.recorded), tuple(notes))
 
 
-def write_marker(run_dir: Path, outcome: OpOutcome) -> None:
-    """The completion marker: an op with one is not run again by --resume."""
-    write_json(run_dir / "done" / f"{outcome.op}.json", {**outcome.row(), "notes": outcome.notes})
+class _Board:
+    """Every op's current row; ops_status.csv is rewritten atomically on each change."""
+
+    def __init__(self, path: Path, outcomes: Mapping[str, OpOutcome]) -> None:
+        self.path = path
+        self.outcomes = dict(outcomes)
+        self.lock = threading.Lock()
+        self.flush()
+
+    def set(self, outcome: OpOutcome) -> None:
+        with self.lock:
+            self.outcomes[outcome.op] = outcome
+            atomic_write_text(self.path, render_status(list(self.outcomes.values())))
+
+    def flush(self) -> None:
+        with self.lock:
+            atomic_write_text(self.path, render_status(list(self.outcomes.values())))
 
 
-def read_markers(run_dir: Path) -> dict[str, OpOutcome]:
-    found: dict[str, OpOutcome] = {}
-    for path in sorted((run_dir / "done").glob("*.json")):
-        data = read_json(path)
-        found[data["op"]] = OpOutcome(
-            op=data["op"],
-            device=data["device"],
-            status=data["status"],
-            attempts=int(data["attempts"]),
-            elapsed_s=float(data["elapsed_s"]),
-            rows=int(data["rows"]),
-            notes=list(data["notes"]),
-            done=True,
-        )
-    return found
+@dataclass(frozen=True)
+class BatchResult:
+    outcomes: tuple[OpOutcome, ...]  # in plan order
+    interrupted: str = ""  # why the run stopped before every op ended (a signal name), else ""
 
 
-def render_status(outcomes: Sequence[OpOutcome]) -> str:
-    buf = io.StringIO()
-    writer = csv.DictWriter(buf, fieldnames=list(STATUS_COLUMNS), lineterminator="\n")
-    writer.writeheader()
-    for o in outcomes:
-        writer.writerow(o.row())
-    return buf.getvalue()
+Runner = Callable[[_Batch, OpPlan, Callable[[int], None]], OpOutcome]
+
+
+def _device_worker(batch: _Batch, share: Sequence[OpPlan], board: _Board, runner: Runner) -> None:
+    for op_plan in share:
+        if batch.stop.requested:
+            return
+        if board.outcomes[op_plan.op].done:
+            continue
+
+        def started(attempt: int, o: OpPlan = op_plan) -> None:
+            board.set(OpOutcome(o.op, o.device, RUNNING, attempt, notes=(f"attempt {attempt} running",)))
+            batch.events.attempt_started(o.device, o.op, attempt)
+
+        try:
+            result = runner(batch, op_plan, started)
+            if result.done:
+                write_marker(batch.run_dir, result)
+        except Exception as exc:  # a fault of the harness (disk full...): this op is lost, the run goes on
+            result = _harness_fault(op_plan, exc)  # no marker: a resume runs it again
+        try:
+            board.set(result)
+        except Exception as exc:
+            board.outcomes[op_plan.op] = _harness_fault(op_plan, exc)
+        if result.done:
+            batch.events.op_finished(result)
+
+
+def _harness_fault(op_plan: OpPlan, exc: Exception) -> OpOutcome:
+    return OpOutcome(op_plan.op, op_plan.device, "ERROR",
+                     notes=(f"the harness failed while running this op: {type(exc).__name__}: {exc}",))
 
 
 def run_batch(
     plan: RunPlan,
     run_dir: Path,
     parent_env: Mapping[str, str],
-    on_start: Callable[[str, str], None] = lambda device, op: None,
-    on_done: Callable[[OpOutcome], None] = lambda outcome: None,
+    events: BatchEvents,
+    stop: StopToken | None = None,
     already_done: Mapping[str, OpOutcome] | None = None,
-) -> list[OpOutcome]:
-    """Run every op of the plan; ops_status.csv is rewritten atomically after each op ends."""
-    stopping = _Stopping()
-    outcomes: dict[str, OpOutcome] = {o.op: OpOutcome(op=o.op, device=o.device, notes=["not started"]) for o in plan.ops}
-    if already_done:
-        outcomes.update({k: v for k, v in already_done.items() if k in outcomes})
-    lock = threading.Lock()
-    status_path = run_dir / "ops_status.csv"
+    runner: Runner = run_op,
+) -> BatchResult:
+    """Run every op of the plan that has not ended yet, one thread per device.
 
-    def flush_status() -> None:
-        with lock:
-            atomic_write_text(status_path, render_status(list(outcomes.values())))
-
-    def worker(device: str, share: Sequence[OpPlan]) -> None:
-        for op_plan in share:
-            if stopping.event.is_set():
-                return
-            if outcomes[op_plan.op].done:
-                continue
-            on_start(device, op_plan.op)
-            result = run_op(plan, op_plan, run_dir, parent_env, stopping)
-            with lock:
-                outcomes[op_plan.op] = result
-            if result.done:
-                write_marker(run_dir, result)
-            flush_status()
-            on_done(result)
-
-    flush_status()
-    shares: dict[str, list[OpPlan]] = {}
-    for op_plan in plan.ops:
-        shares.setdefault(op_plan.device, []).append(op_plan)
-    threads = [threading.Thread(target=worker, args=(d, s), daemon=True) for d, s in shares.items()]
-
-    previous = {}
-    def _stop(signum: int, _frame: object) -> None:
-        stopping.event.set()
-        stopping.kill_all()
-        raise KeyboardInterrupt
-
-    if threading.current_thread() is threading.main_thread():
-        for sig in (signal.SIGINT, signal.SIGTERM):
-            previous[sig] = signal.signal(sig, _stop)
-    try:
-        for t in threads:
-            t.start()
-        for t in threads:
-            while t.is_alive():
-                t.join(timeout=0.2)
-    except KeyboardInterrupt:
-        stopping.event.set()
-        stopping.kill_all()
-        for t in threads:
-            t.join(timeout=30)
-        for key, o in outcomes.items():
-            if not o.done and o.status not in ("PASS", "FAIL"):
-                outcomes[key] = replace(o, notes=o.notes + ["interrupted; resume with --resume"])
-        flush_status()
-        raise
-    finally:
-        for sig, handler in previous.items():
-            signal.signal(sig, handler)
-    flush_status()
-    return list(outcomes.values())
+    Returns when every op has ended or, after a stop was requested, when every child is gone;
+    the records file is then left with no torn line. ``runner`` runs one op (tests replace it).
+    """
+    stop = stop or StopToken()
+    records = run_dir / "records.jsonl"
+    dropped = repair_records_tail(records)
+    if dropped:
+        events.note(f"records.jsonl: dropped a torn last line ({dropped} bytes) left by a killed process")
+    initial = {o.op: OpOutcome(o.op, o.device) for o in plan.ops}
+    initial.update({k: v for k, v in (already_done or {}).items() if k in initial})
+    board = _Board(run_dir / "ops_status.csv", initial)
+    batch = _Batch(plan, run_dir, parent_env, stop, events)
+    todo = [o for o in plan.ops if not initial[o.op].done]
+    threads = [
+        threading.Thread(target=_device_worker, args=(batch, share, board, runner), name=f"device-{device}", daemon=True)
+        for device, share in device_shares(todo).items()
+    ]
+    for t in threads:
+        t.start()
+    for t in threads:
+        while t.is_alive():  # a timed join keeps the main thread free to run signal handlers
+            t.join(timeout=0.2)
+    if stop.requested:
+        dropped = repair_records_tail(records)
+        if dropped:
+            events.note(f"records.jsonl: dropped a torn last line ({dropped} bytes) left by a stopped process")
+    if not stop.requested:  # every op must have ended; one that did not was lost to a harness fault
+        for o in plan.ops:
+            if not board.outcomes[o.op].done:
+                board.outcomes[o.op] = replace(board.outcomes[o.op], status="ERROR",
+                                               notes=("never ended: its device worker stopped early",))
+    board.flush()
+    outcomes = tuple(board.outcomes[o.op] for o in plan.ops)
+    interrupted = (stop.reason or "stopped") if stop.requested and not all(o.done for o in outcomes) else ""
+    return BatchResult(outcomes=outcomes, interrupted=interrupted)

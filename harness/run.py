@@ -3,36 +3,51 @@
 from __future__ import annotations
 
 import datetime as _dt
+import fcntl
 import hashlib
 import json
 import os
 import subprocess
 import sys
-from collections.abc import Mapping
-from dataclasses import dataclass
+from collections.abc import Iterator, Mapping, Sequence
+from contextlib import contextmanager
+from dataclasses import dataclass, field, replace
 from pathlib import Path
 from typing import Any, TextIO
 
 from harness import __version__
 from harness.backends import enumerate_devices, resolve_backend
-from harness.batch import OpOutcome, read_markers, render_status, run_batch
+from harness.batch import (
+    INTERRUPTED,
+    PENDING,
+    OpOutcome,
+    StopToken,
+    read_markers,
+    render_status,
+    run_batch,
+    shard_ops,
+    stop_on_signals,
+)
 from harness.errors import UsageError
-from harness.ops.registry import build_catalog, select_ops
+from harness.ops.base import Shape
+from harness.ops.registry import build_catalog
 from harness.ops.shapes import load_level, load_shapes_file
 from harness.options import RunOptions
-from harness.plan import OpPlan, RunPlan, make_run_id, plan_run, resolve_level
+from harness.plan import OpPlan, RunPlan, assign_device, make_run_id, plan_run, resolve_level
 from harness.plugins.planning import plan_plugins
+from harness.progress import make_progress
 from harness.providers import check_provider
 from harness.results.render import Unreached, render_csv, render_junit, render_markdown
 from harness.results.store import atomic_write_text, read_json, read_records, write_json
+from harness.selection import select_run_ops
 
-__all__ = ["RUN_SCHEMA_VERSION", "execute", "prepare", "prepare_resume"]
+__all__ = ["RUN_SCHEMA_VERSION", "execute", "finalize", "prepare", "prepare_resume"]
 
 RUN_SCHEMA_VERSION = 1
 
 
 def _now() -> str:
-    return _dt.datetime.now(_dt.timezone.utc).isoformat(timespec="seconds")
+    return _dt.datetime.now(_dt.UTC).isoformat(timespec="seconds")
 
 
 def git_commit(where: Path) -> str | None:
@@ -70,6 +85,7 @@ class Prepared:
     plan: RunPlan
     run_dir: Path
     resumed: bool = False
+    dismissed: Mapping[str, str] = field(default_factory=dict)  # op id -> reason (in plan.ops, never run)
 
 
 def prepare(options: RunOptions, env: Mapping[str, str]) -> Prepared:
@@ -78,16 +94,34 @@ def prepare(options: RunOptions, env: Mapping[str, str]) -> Prepared:
     check_provider(options.provider)
     plan_plugins(backend, options.timer)  # validates the timer for this backend
     catalog = build_catalog(options.ops_modules)
-    ops = select_ops(catalog, options.ops)
+    selection = select_run_ops(catalog, options.ops, options.ops_file, options.dismiss)
     level = resolve_level(options.level, backend)
     level_shapes = load_level(level)
     user_shapes = load_shapes_file(options.shapes_file, catalog.keys()) if options.shapes_file else None
     devices = enumerate_devices(backend, options.devices or None, env)
     run_id = options.run_id or make_run_id(backend.name)
-    plan = plan_run(options, backend, ops, level, level_shapes, user_shapes, devices, run_id)
+    plan = plan_run(options, backend, selection.to_run, level, level_shapes, user_shapes, devices, run_id)
+    runnable = {o.op: o for o in shard_ops(plan.ops, plan.devices)}
+    ops = tuple(
+        runnable.get(op.id) or _dismissed_plan(op.id, options, level_shapes, user_shapes, plan.devices)
+        for op in selection.ops
+    )
     run_dir = Path(options.out) if options.out else Path(options.reports_dir) / run_id
     _check_out_dir(run_dir)
-    return Prepared(plan=plan, run_dir=run_dir)
+    return Prepared(plan=replace(plan, ops=ops), run_dir=run_dir, dismissed=dict(selection.dismissed))
+
+
+def _dismissed_plan(
+    op: str,
+    options: RunOptions,
+    level_shapes: Mapping[str, Sequence[Shape]],
+    user_shapes: Mapping[str, Sequence[Shape]] | None,
+    devices: Sequence[str],
+) -> OpPlan:
+    """A dismissed op stays in the plan so its cases show as skipped; it may have no shapes."""
+    shapes = (user_shapes or {}).get(op) or level_shapes.get(op) or ()
+    return OpPlan(op=op, device=assign_device(op, devices), dtypes=tuple(options.dtypes),
+                  shapes=tuple(tuple(s) for s in shapes), provider=options.provider)
 
 
 def prepare_resume(run_dir: Path, env: Mapping[str, str]) -> Prepared:
@@ -96,8 +130,8 @@ def prepare_resume(run_dir: Path, env: Mapping[str, str]) -> Prepared:
     if not path.is_file():
         raise UsageError(f"--resume {run_dir}: no run.json there. Give the directory of an earlier run.")
     info = read_json(path)
-    opts = info["options"]
-    options = RunOptions(**{k: tuple(v) if isinstance(v, list) else v for k, v in opts.items()})
+    opts: dict[str, Any] = {k: tuple(v) if isinstance(v, list) else v for k, v in info["options"].items()}
+    options = RunOptions(**opts)
     backend = resolve_backend(info["backend"])
     ops = tuple(
         OpPlan(op=o["op"], device=o["device"], dtypes=tuple(o["dtypes"]),
@@ -109,7 +143,7 @@ def prepare_resume(run_dir: Path, env: Mapping[str, str]) -> Prepared:
         plugins=plan_plugins(backend, options.timer), devices=tuple(info["devices"]),
         ops=ops, options=options,
     )
-    return Prepared(plan=plan, run_dir=run_dir, resumed=True)
+    return Prepared(plan=plan, run_dir=run_dir, resumed=True, dismissed=dict(info.get("dismissed", {})))
 
 
 def fingerprint(backend: str, identity: Mapping[str, Any], plan: RunPlan) -> str:
@@ -126,7 +160,9 @@ def fingerprint(backend: str, identity: Mapping[str, Any], plan: RunPlan) -> str
     return hashlib.sha256(json.dumps(key, sort_keys=True).encode()).hexdigest()[:16]
 
 
-def _run_info(plan: RunPlan, status: str, started: str, identity: dict[str, Any]) -> dict[str, Any]:
+def _run_info(
+    plan: RunPlan, status: str, started: str, identity: dict[str, Any], dismissed: Mapping[str, str]
+) -> dict[str, Any]:
     return {
         "schema_version": RUN_SCHEMA_VERSION,
         "run_id": plan.run_id,
@@ -148,6 +184,7 @@ def _run_info(plan: RunPlan, status: str, started: str, identity: dict[str, Any]
              "shapes": [list(s) for s in o.shapes], "provider": o.provider}
             for o in plan.ops
         ],
+        "dismissed": dict(dismissed),
         "fingerprint": fingerprint(plan.backend.name, identity, plan),
         "started_at": started,
         "finished_at": None if status == "running" else _now(),
@@ -158,29 +195,49 @@ def _identity(run_dir: Path) -> tuple[dict[str, Any], dict[str, Any]]:
     per_device: dict[str, Any] = {}
     for path in sorted((run_dir / "identity").glob("*.json")):
         per_device[path.stem] = read_json(path)
-    first = next(iter(per_device.values()), {})
+    first: dict[str, Any] = next(iter(per_device.values()), {})
     return dict(first), per_device
 
 
+def _unreached_message(outcome: OpOutcome | None, first: bool) -> tuple[str, str]:
+    """(JUnit status, message) for a planned case that has no record."""
+    if outcome is None or outcome.status in (PENDING, INTERRUPTED):
+        return "error", "not run: the run was interrupted first; finish it with `harness run --resume RUN_DIR`"
+    why = "; ".join(outcome.notes) or outcome.status
+    tries = f" after {outcome.attempts} attempts" if outcome.attempts > 1 else ""
+    if outcome.status == "SKIP":
+        return "skip", f"op skipped: {why}"
+    if outcome.status in ("CRASH", "TIMEOUT"):
+        where = "during this case" if first else "before reaching this case"
+        return "error", f"op {outcome.status} {where}{tries}: {why}"
+    return "error", f"not run: op {outcome.status}{tries}: {why}"
+
+
 def _unreached(plan: RunPlan, records: list[Any], outcomes: dict[str, OpOutcome]) -> list[Unreached]:
+    """Every planned case without a record, with why: cases are never silently missing."""
     seen = {r.case_id for r in records}
     missing: list[Unreached] = []
     for op_plan in plan.ops:
         outcome = outcomes.get(op_plan.op)
-        why = "; ".join(outcome.notes) if outcome and outcome.notes else "not run"
-        status = outcome.status if outcome else "not started"
-        for case in op_plan.cases():
-            if case.case_id not in seen:
-                missing.append(Unreached(op=op_plan.op, case_id=case.case_id, status="error",
-                                         message=f"op {status}: {why}"))
+        cases = [c.case_id for c in op_plan.cases()] or [op_plan.op]  # a dismissed op may have no shapes
+        for index, case_id in enumerate(c for c in cases if c not in seen):
+            status, message = _unreached_message(outcome, first=index == 0)
+            missing.append(Unreached(op=op_plan.op, case_id=case_id, status=status, message=message))
     return missing
 
 
-def finalize(plan: RunPlan, run_dir: Path, outcomes: list[OpOutcome], status: str, started: str) -> dict[str, Any]:
+def finalize(
+    plan: RunPlan,
+    run_dir: Path,
+    outcomes: list[OpOutcome],
+    status: str,
+    started: str,
+    dismissed: Mapping[str, str] | None = None,
+) -> dict[str, Any]:
     """Render every output from the records; each file replaced atomically."""
     records = read_records(run_dir / "records.jsonl")
     identity, per_device = _identity(run_dir)
-    info = _run_info(plan, status, started, identity)
+    info = _run_info(plan, status, started, identity, dismissed or {})
     info["identity_per_device"] = per_device
     by_op = {o.op: o for o in outcomes}
     info["ops"] = [o.row() for o in outcomes]
@@ -196,55 +253,85 @@ def finalize(plan: RunPlan, run_dir: Path, outcomes: list[OpOutcome], status: st
     return info
 
 
+@contextmanager
+def _run_lock(run_dir: Path) -> Iterator[None]:
+    """One harness process per run directory: a resume must not race the run it finishes."""
+    with open(run_dir / "run.lock", "a+") as fh:
+        try:
+            fcntl.flock(fh, fcntl.LOCK_EX | fcntl.LOCK_NB)
+        except BlockingIOError:
+            raise UsageError(
+                f"Run directory {run_dir} is in use by another harness process. Wait for it to "
+                "finish (or stop it), then run `harness run --resume` again."
+            ) from None
+        yield
+
+
 def execute(prepared: Prepared, env: Mapping[str, str], out: TextIO) -> int:
-    plan, run_dir = prepared.plan, prepared.run_dir
+    """Run the plan (or what a resumed run still lacks) and render every output.
+
+    Exit status: 0 every op passed or was skipped, 1 an op failed (FAIL, ERROR, CRASH, TIMEOUT),
+    130 the run was interrupted (SIGINT or SIGTERM) and can be resumed.
+    """
+    run_dir = prepared.run_dir
     run_dir.mkdir(parents=True, exist_ok=True)
+    with _run_lock(run_dir):
+        return _execute_locked(prepared, env, out)
+
+
+def _execute_locked(prepared: Prepared, env: Mapping[str, str], out: TextIO) -> int:
+    plan, run_dir, dismissed = prepared.plan, prepared.run_dir, prepared.dismissed
     started = _now()
     already: dict[str, OpOutcome] = {}
     if prepared.resumed:
-        old = read_json(run_dir / "run.json")
-        started = old.get("started_at", started)
+        started = read_json(run_dir / "run.json").get("started_at", started)
         already = read_markers(run_dir)
-    write_json(run_dir / "run.json", _run_info(plan, "running", started, {}))
-    total = len(plan.ops)
-    done_count = [len(already)]
+    for op_plan in plan.ops:
+        if op_plan.op in dismissed:
+            already[op_plan.op] = OpOutcome(op_plan.op, op_plan.device, "SKIP",
+                                            notes=(f"dismissed: {dismissed[op_plan.op]}",))
+    write_json(run_dir / "run.json", _run_info(plan, "running", started, {}, dismissed))
+    to_run = [o for o in plan.ops if o.op not in already]
     print(
         f"harness run {plan.run_id}: backend {plan.backend.name}, devices {','.join(plan.devices)}, "
-        f"level {plan.level}, timer {plan.timer}, {total} op(s), {plan.total_cases()} case(s)"
-        + (f", resuming ({len(already)} op(s) already complete)" if already else ""),
+        f"level {plan.level}, timer {plan.timer}, {len(plan.ops)} op(s), "
+        f"{sum(len(o.cases()) for o in to_run)} case(s) to run"
+        + (f", {len(dismissed)} dismissed" if dismissed else "")
+        + (f", resuming ({len(already) - len(dismissed)} op(s) already complete)" if prepared.resumed else ""),
         file=out, flush=True,
     )
+    stop = StopToken()
+    progress = make_progress(plan.options.progress, out, len(plan.ops), plan.devices,
+                             list(already.values()))
 
-    def on_start(device: str, op: str) -> None:
-        print(f"[{done_count[0]}/{total}] device {device}: {op} ...", file=out, flush=True)
+    def on_signal(name: str) -> None:
+        if stop.forced:
+            progress.note(f"{name} again: killing the op processes now")
+        else:
+            progress.note(f"{name}: stopping; ending the op processes (send it again to kill them at once)")
 
-    def on_done(o: OpOutcome) -> None:
-        done_count[0] += 1
-        note = f" ({'; '.join(o.notes)})" if o.notes else ""
-        print(f"[{done_count[0]}/{total}] device {o.device}: {o.op} {o.status}, {o.rows} row(s), "
-              f"{o.elapsed_s:.1f}s{note}", file=out, flush=True)
-
-    try:
-        outcomes = run_batch(plan, run_dir, env, on_start, on_done, already_done=already)
-    except KeyboardInterrupt:
-        from harness.batch import read_markers as _markers
-
-        got = _markers(run_dir)
-        outcomes = [got.get(o.op, OpOutcome(op=o.op, device=o.device, status="ERROR",
-                                            notes=["interrupted; resume with --resume"])) for o in plan.ops]
-        finalize(plan, run_dir, outcomes, "interrupted", started)
-        print(f"interrupted: partial results in {run_dir}; finish with `harness run --resume {run_dir}`",
-              file=out, flush=True)
-        return 130
-    bad = [o for o in outcomes if o.status not in ("PASS", "SKIP")]
-    info = finalize(plan, run_dir, outcomes, "complete" if not bad else "complete-with-failures", started)
+    # Signals stay caught until every output is written: a Ctrl-C now only asks the batch to stop.
+    with stop_on_signals(stop, on_signal):
+        with progress:
+            result = run_batch(plan, run_dir, env, progress, stop=stop, already_done=already)
+        outcomes = list(result.outcomes)
+        if result.interrupted:
+            finalize(plan, run_dir, outcomes, "interrupted", started, dismissed)
+            print(f"interrupted ({result.interrupted}): partial results in {run_dir}; finish with "
+                  f"`harness run --resume {run_dir}`", file=out, flush=True)
+            return 130
+        bad = [x for x in outcomes if x.failed]
+        info = finalize(plan, run_dir, outcomes, "complete-with-failures" if bad else "complete", started, dismissed)
     records = read_records(run_dir / "records.jsonl")
     counts: dict[str, int] = {}
     for r in records:
         counts[r.status] = counts.get(r.status, 0) + 1
+    by_status: dict[str, list[str]] = {}
+    for outcome in outcomes:
+        by_status.setdefault(outcome.status, []).append(outcome.op)
     print(
         f"done: {len(records)} case(s) " + ", ".join(f"{k} {v}" for k, v in sorted(counts.items()))
-        + f"; ops: " + ", ".join(f"{o.op} {o.status}" for o in outcomes),
+        + "; ops: " + "; ".join(f"{k} {', '.join(v)}" for k, v in by_status.items()),
         file=out,
     )
     print(f"device: {info['identity'].get('device_name', '?')}; reports: {run_dir}/ "

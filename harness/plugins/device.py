@@ -2,10 +2,15 @@
 
 from __future__ import annotations
 
+import json
+from pathlib import Path
+
 import pytest
 
+from harness.device_state import read_state
+
 from harness.plugins.identity import probe_accelerator, write_identity
-from harness.plugins.session import get_session
+from harness.plugins.session import SESSION_KEY, get_session
 from harness.timing.base import device_api
 
 
@@ -15,7 +20,7 @@ def pytest_configure(config: pytest.Config) -> None:
     backend = session.backend
     assert backend.torch_namespace is not None  # planning loads this plugin only for accelerators
     try:
-        api = device_api(backend.torch_namespace, backend.torch_extension)
+        api = device_api(backend.torch_namespace, backend.torch_extension, backend.graph_class)
     except ImportError as exc:
         raise pytest.UsageError(
             f"backend {backend.name!r} needs the Python module {backend.torch_extension!r}: {exc}. "
@@ -31,3 +36,16 @@ def pytest_configure(config: pytest.Config) -> None:
     session.torch_device = f"{backend.device_type}:0"
     session.identity = probe_accelerator(backend, api.namespace)
     write_identity(session.spec.run_dir, session.spec.device, session.identity)
+
+
+def pytest_sessionfinish(session: pytest.Session) -> None:
+    """Clocks, temperature and power right after the op's cases, while the device is warm."""
+    harness = session.config.stash.get(SESSION_KEY, None)
+    if harness is None:
+        return
+    state = read_state(harness.backend).get(harness.spec.device)
+    if state:
+        line = {"op": harness.spec.op, "device": harness.spec.device, **state}
+        path = Path(harness.spec.run_dir) / "device_state.jsonl"
+        with open(path, "a", encoding="utf-8") as fh:
+            fh.write(json.dumps(line, sort_keys=True) + "\n")

@@ -1,0 +1,56 @@
+"""Device clocks, temperature and power: read where the backend has a query CLI, and a check
+for clock drops during a run (thermal or power throttling makes later ops look slower)."""
+
+from __future__ import annotations
+
+import subprocess
+from collections.abc import Mapping, Sequence
+from typing import Any
+
+from harness.backends.base import Backend
+
+__all__ = ["CLOCK_DROP_FRACTION", "clock_drop", "parse_state", "read_state"]
+
+CLOCK_DROP_FRACTION = 0.10  # an SM clock more than 10% under the run's highest is flagged
+_FIELDS = ("index", "sm_clock_mhz", "mem_clock_mhz", "temperature_c", "power_w")
+
+
+def _number(text: str) -> float | None:
+    try:
+        return float(text.strip())
+    except ValueError:
+        return None  # "[N/A]" and the like
+
+
+def parse_state(output: str) -> dict[str, dict[str, float | None]]:
+    """Per device index: clocks, temperature and power from the CSV lines of the query CLI."""
+    states: dict[str, dict[str, float | None]] = {}
+    for line in output.splitlines():
+        parts = [p.strip() for p in line.split(",")]
+        if len(parts) != len(_FIELDS) or not parts[0].isdigit():
+            continue
+        states[parts[0]] = {name: _number(value) for name, value in zip(_FIELDS[1:], parts[1:])}
+    return states
+
+
+def read_state(backend: Backend) -> dict[str, dict[str, float | None]]:
+    if backend.state_query is None:
+        return {}
+    try:
+        done = subprocess.run(list(backend.state_query), capture_output=True, text=True, timeout=20)
+    except (OSError, subprocess.TimeoutExpired):
+        return {}
+    return parse_state(done.stdout) if done.returncode == 0 else {}
+
+
+def clock_drop(samples: Sequence[Mapping[str, Any]]) -> dict[str, Any] | None:
+    """The largest SM-clock drop across samples taken under load (at the end of each op), if it
+    exceeds CLOCK_DROP_FRACTION of the highest clock seen; None when the clocks held."""
+    clocks = [float(s["sm_clock_mhz"]) for s in samples if s.get("sm_clock_mhz")]
+    if len(clocks) < 2:
+        return None
+    top = max(clocks)
+    low = min(clocks[clocks.index(top):])  # a drop after the peak
+    if top > 0 and (top - low) / top > CLOCK_DROP_FRACTION:
+        return {"max_sm_clock_mhz": top, "min_sm_clock_mhz_after": low, "drop_fraction": round((top - low) / top, 3)}
+    return None

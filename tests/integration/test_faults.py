@@ -1,0 +1,246 @@
+"""Fault injection with real processes on the CPU backend: ops that segfault, hang, raise, return
+NaN, exit the interpreter and poison their context, loaded through --ops-module next to good
+built-in ops; then a run stopped midway by SIGINT/SIGTERM and resumed.
+
+Not marked integration: these need no docker and no GPU, and run in normal CI.
+"""
+
+from __future__ import annotations
+
+import csv
+import hashlib
+import json
+import os
+import signal
+import subprocess
+import sys
+import time
+from collections.abc import Callable
+from pathlib import Path
+
+import pytest
+
+ROOT = Path(__file__).resolve().parents[2]
+FAULT_OPS = ROOT / "tests" / "data" / "fault_ops.py"
+XSD = ROOT / "tests" / "data" / "junit-10.xsd"
+
+pytestmark = pytest.mark.slow
+
+FAST = ("run", "--backend", "cpu", "--ops-module", str(FAULT_OPS), "--warmup-ms", "1", "--rep-ms", "1")
+
+
+def _env(state: Path) -> dict[str, str]:
+    env = {k: v for k, v in os.environ.items() if not k.startswith("HARNESS_")}
+    env["PYTHONPATH"] = str(ROOT)
+    env["FAULT_OPS_STATE"] = str(state)
+    return env
+
+
+def _harness(args: list[str], cwd: Path, state: Path) -> subprocess.CompletedProcess[str]:
+    return subprocess.run([sys.executable, "-m", "harness", *args], cwd=cwd, env=_env(state),
+                          capture_output=True, text=True, timeout=300)
+
+
+def _start(args: list[str], cwd: Path, state: Path) -> subprocess.Popen[str]:
+    return subprocess.Popen([sys.executable, "-m", "harness", *args], cwd=cwd, env=_env(state),
+                            stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True)
+
+
+def _wait_for(condition: Callable[[], bool], what: str, timeout: float = 120.0) -> None:
+    deadline = time.monotonic() + timeout
+    while not condition():
+        if time.monotonic() > deadline:
+            raise AssertionError(f"gave up waiting for {what}")
+        time.sleep(0.1)
+
+
+def _alive(pid: int) -> bool:
+    """Running (a zombie waiting for its reaper counts as gone)."""
+    try:
+        stat = Path(f"/proc/{pid}/stat").read_text()
+    except FileNotFoundError:
+        return False
+    return stat.rsplit(")", 1)[1].split()[0] != "Z"
+
+
+def _status(run: Path) -> dict[str, dict[str, str]]:
+    return {row["op"]: row for row in csv.DictReader((run / "ops_status.csv").open())}
+
+
+def _records(run: Path) -> list[dict[str, object]]:
+    path = run / "records.jsonl"
+    raw = path.read_bytes() if path.exists() else b""
+    assert raw == b"" or raw.endswith(b"\n"), "records.jsonl ends in a torn line"
+    return [json.loads(line) for line in raw.decode().splitlines()]
+
+
+def _assert_files_whole(run: Path) -> None:
+    leftovers = [p.name for p in run.rglob(".*") if p.is_file()]
+    assert leftovers == [], f"temporary files left behind: {leftovers}"
+    _records(run)
+    for name in ("run.json",):
+        json.loads((run / name).read_text())
+    header = (run / "ops_status.csv").read_text().splitlines()[0]
+    assert header == "op,device,status,attempts,elapsed_s,rows,notes"
+
+
+def test_faulty_ops_cost_one_op_each_and_are_classified(tmp_path: Path) -> None:
+    state = tmp_path / "state"
+    state.mkdir()
+    shapes = tmp_path / "shapes.yaml"
+    shapes.write_text("\n".join(f"{op}: [[4]]" for op in (
+        "add", "fault_segv", "fault_hang", "fault_raise", "fault_nan", "fault_exit",
+        "fault_poison", "fault_flaky", "fault_fp32_only")) + "\n")
+    ops = tmp_path / "ops.txt"
+    ops.write_text("# a nightly list: one good op among the broken ones\nadd\nfault_segv fault_hang\n"
+                   "fault_raise\nfault_nan\nfault_exit\nfault_poison\nfault_flaky\nfault_fp32_only\n"
+                   "builtin:softmax\n")
+    dismiss = tmp_path / "dismiss.yaml"
+    dismiss.write_text("builtin:softmax: too slow in the interpreter for this test\n")
+    run = tmp_path / "run"
+    done = _harness([*FAST, "--dtypes", "fp32", "fp16", "--ops-file", str(ops), "--dismiss", str(dismiss), "--shapes-file", str(shapes),
+                     "--op-timeout", "15", "--out", str(run)], tmp_path, state)
+    assert done.returncode == 1, done.stdout + done.stderr
+    status = _status(run)
+    got = {op: (row["status"], row["attempts"], row["rows"]) for op, row in status.items()}
+    assert got == {
+        "add": ("PASS", "1", "2"),
+        "fault_segv": ("CRASH", "2", "0"),  # retried once, then the same failure again: stopped
+        "fault_hang": ("TIMEOUT", "1", "0"),  # never retried
+        "fault_raise": ("ERROR", "1", "2"),
+        "fault_nan": ("FAIL", "1", "2"),
+        "fault_exit": ("CRASH", "2", "0"),
+        "fault_poison": ("CRASH", "2", "2"),  # the retry ran the case the poisoned process never reached
+        "fault_flaky": ("PASS", "2", "2"),  # crashed once, passed on the retry
+        "fault_fp32_only": ("PASS", "1", "2"),
+        "softmax": ("SKIP", "0", "0"),
+    }
+    assert "killed by SIGSEGV" in status["fault_segv"]["notes"]
+    assert "same failure again" in status["fault_segv"]["notes"]
+    assert "--op-timeout 15s" in status["fault_hang"]["notes"]
+    assert "exited with code 3 before pytest finished" in status["fault_exit"]["notes"]
+    assert "poisoned" in status["fault_poison"]["notes"]
+    assert "attempt 1 CRASH: killed by SIGSEGV" in status["fault_flaky"]["notes"]
+    assert status["softmax"]["notes"] == "dismissed: too slow in the interpreter for this test"
+
+    # the hung op's stray process went with its process group
+    stray = int((state / "hang-stray.pid").read_text())
+    _wait_for(lambda: not _alive(stray), "the hung op's stray child to be gone", timeout=10)
+
+    records = _records(run)
+    by_case = {(r["op"], r["dtype"]): r for r in records}
+    assert {by_case["add", d]["status"] for d in ("float32", "float16")} == {"pass"}
+    assert by_case["fault_nan", "float32"]["status"] == "fail" and by_case["fault_nan", "float32"]["speedup"] is None
+    assert "injected failure" in by_case["fault_raise", "float16"]["message"]
+    assert by_case["fault_fp32_only", "float16"]["status"] == "skip"
+    assert "does not support dtype float16" in by_case["fault_fp32_only", "float16"]["message"]
+    assert len({r["case_id"] for r in records}) == len(records), "a case was recorded twice"
+    assert len(list(csv.DictReader((run / "summary.csv").open()))) == len(records)
+
+    info = json.loads((run / "run.json").read_text())
+    assert info["status"] == "complete-with-failures"
+    assert info["dismissed"] == {"softmax": "too slow in the interpreter for this test"}
+
+    junit = (run / "junit.xml").read_text()
+    xmlschema = pytest.importorskip("xmlschema")
+    xmlschema.XMLSchema(str(XSD)).validate(str(run / "junit.xml"))
+    # unreached cases are reported, with the signal or the timeout in the message
+    assert 'name="fault_segv[builtin-float32-4]"' in junit and 'name="fault_segv[builtin-float16-4]"' in junit
+    assert "op CRASH during this case after 2 attempts" in junit and "killed by SIGSEGV" in junit
+    assert "op TIMEOUT during this case: no exit within --op-timeout 15s" in junit
+    softmax = next(o for o in info["plan"] if o["op"] == "softmax")
+    planned = len(softmax["shapes"]) * len(softmax["dtypes"])
+    assert planned > 0 and junit.count('message="op skipped: dismissed: too slow') == planned
+    _assert_files_whole(run)
+
+
+def _digest(lines: list[bytes]) -> str:
+    return hashlib.sha256(b"".join(lines)).hexdigest()
+
+
+def _lines_of(run: Path, op: str) -> list[bytes]:
+    return [line for line in (run / "records.jsonl").read_bytes().splitlines(keepends=True)
+            if json.loads(line)["op"] == op]
+
+
+def test_sigint_midway_then_resume_finishes_without_redoing_anything(tmp_path: Path) -> None:
+    state = tmp_path / "state"
+    state.mkdir()
+    shapes = tmp_path / "shapes.yaml"
+    # fault_gate: its one-element case passes at once, its two-element case waits for the gate
+    shapes.write_text("add: [[64]]\nfault_gate: [[1], [2]]\nfault_nan: [[4]]\n")
+    run = tmp_path / "run"
+    args = [*FAST, "--dtypes", "fp32", "--shapes-file", str(shapes),
+            "--ops", "add", "fault_gate", "fault_nan", "--out", str(run)]
+    parent = _start(args, tmp_path, state)
+    try:
+        _wait_for(lambda: any(state.glob("gate-*.pid")), "fault_gate to reach its waiting case")
+        gate_pid = int(next(state.glob("gate-*.pid")).read_text())
+        parent.send_signal(signal.SIGINT)
+        output, _ = parent.communicate(timeout=60)
+    finally:
+        parent.kill()
+    assert parent.returncode == 130, output
+    assert "--resume" in output
+    assert not _alive(gate_pid), "the op's process outlived the interrupted run"
+
+    info = json.loads((run / "run.json").read_text())
+    assert info["status"] == "interrupted"
+    status = _status(run)
+    assert [status[op]["status"] for op in ("add", "fault_gate", "fault_nan")] == ["PASS", "INTERRUPTED", "PENDING"]
+    assert "not run: the run was interrupted first" in (run / "junit.xml").read_text()
+    _assert_files_whole(run)
+    before = (run / "records.jsonl").read_bytes()
+    add_lines, gate_lines = _lines_of(run, "add"), _lines_of(run, "fault_gate")
+    assert len(add_lines) == 1 and len(gate_lines) == 1  # the gate op's first case finished before the stop
+    add_marker = (run / "done" / "add.json").read_bytes()
+    add_log = (run / "logs" / "add.log").read_bytes()
+
+    (state / "gate-open").write_text("")
+    resumed = _harness(["run", "--resume", str(run)], tmp_path, state)
+    assert resumed.returncode == 1, resumed.stdout + resumed.stderr  # fault_nan fails: the run's verdict
+    assert "resuming (1 op(s) already complete)" in resumed.stdout
+
+    after = (run / "records.jsonl").read_bytes()
+    assert after.startswith(before), "records written before the interruption changed"
+    assert _digest(_lines_of(run, "add")) == _digest(add_lines)
+    assert _lines_of(run, "fault_gate")[0] == gate_lines[0]  # the partial op kept its finished case
+    assert (run / "done" / "add.json").read_bytes() == add_marker
+    assert (run / "logs" / "add.log").read_bytes() == add_log  # add was not run again
+    records = _records(run)
+    assert sorted(r["case_id"] for r in records) == sorted({r["case_id"] for r in records})
+    assert [(r["op"], r["status"]) for r in records[2:]] == [("fault_gate", "pass"), ("fault_nan", "fail")]
+    status = _status(run)
+    assert [status[op]["status"] for op in ("add", "fault_gate", "fault_nan")] == ["PASS", "PASS", "FAIL"]
+    assert json.loads((run / "run.json").read_text())["status"] == "complete-with-failures"
+    _assert_files_whole(run)
+
+
+def test_sigterm_stops_the_op_processes_and_leaves_a_resumable_run(tmp_path: Path) -> None:
+    state = tmp_path / "state"
+    state.mkdir()
+    shapes = tmp_path / "shapes.yaml"
+    shapes.write_text("fault_gate: [[2]]\n")
+    run = tmp_path / "run"
+    parent = _start([*FAST, "--dtypes", "fp32", "--shapes-file", str(shapes), "--ops", "fault_gate",
+                     "--out", str(run)], tmp_path, state)
+    try:
+        _wait_for(lambda: any(state.glob("gate-*.pid")), "fault_gate to start waiting")
+        gate_pid = int(next(state.glob("gate-*.pid")).read_text())
+        parent.send_signal(signal.SIGTERM)
+        output, _ = parent.communicate(timeout=60)
+    finally:
+        parent.kill()
+    assert parent.returncode == 130, output
+    assert "SIGTERM" in output
+    assert not _alive(gate_pid)
+    assert json.loads((run / "run.json").read_text())["status"] == "interrupted"
+    assert _status(run)["fault_gate"]["status"] == "INTERRUPTED"
+    assert not (run / "done").exists() or not any((run / "done").iterdir())
+    _assert_files_whole(run)
+
+    (state / "gate-open").write_text("")
+    resumed = _harness(["run", "--resume", str(run)], tmp_path, state)
+    assert resumed.returncode == 0, resumed.stdout + resumed.stderr
+    assert _status(run)["fault_gate"]["status"] == "PASS"
+    assert [r["status"] for r in _records(run)] == ["pass"]

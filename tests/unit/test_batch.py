@@ -1,0 +1,282 @@
+"""The batch's decisions, without processes: how an op ended, whether to retry, which device,
+what ops_status.csv says, and the per-device scheduling (with a stand-in for the op runner)."""
+
+from __future__ import annotations
+
+import csv
+import io
+import threading
+from collections import Counter
+from pathlib import Path
+
+import pytest
+
+from harness.backends import get_backend
+from harness.batch import (
+    MAX_ATTEMPTS,
+    AttemptExit,
+    OpOutcome,
+    StopToken,
+    Verdict,
+    classify_exit,
+    failure_key,
+    read_markers,
+    render_status,
+    repair_records_tail,
+    run_batch,
+    shard_ops,
+    should_retry,
+    write_marker,
+)
+from harness.options import RunOptions
+from harness.plan import OpPlan, RunPlan
+from harness.plugins.planning import plan_plugins
+from harness.plugins.records import POISONED_EXIT
+
+BUILTIN = ("softmax", "layer_norm", "rms_norm", "gelu", "silu_and_mul", "add", "sum", "mm")
+
+
+# -- classify_exit ------------------------------------------------------------------------------
+
+
+@pytest.mark.parametrize(
+    "end, statuses, poisoned, status, needle",
+    [
+        (AttemptExit(-9, timed_out=True), [], False, "TIMEOUT", "--op-timeout 30s"),
+        (AttemptExit(-11), [], False, "CRASH", "killed by SIGSEGV"),
+        (AttemptExit(-6), ["pass"], False, "CRASH", "killed by SIGABRT"),
+        (AttemptExit(POISONED_EXIT), ["error"], True, "CRASH", "poisoned"),
+        (AttemptExit(3), [], False, "CRASH", "exited with code 3 before pytest finished"),
+        (AttemptExit(0), ["pass"], False, "CRASH", "exited with code 0 before pytest finished"),
+        (AttemptExit(0, pytest_exit=0), ["pass", "pass"], False, "PASS", ""),
+        (AttemptExit(1, pytest_exit=1), ["pass", "fail"], False, "FAIL", "1 case(s) failed"),
+        (AttemptExit(1, pytest_exit=1), ["error", "fail"], False, "ERROR", "1 case(s) raised"),
+        # a case that raised in an earlier attempt still counts after a clean retry
+        (AttemptExit(0, pytest_exit=0), ["error", "pass"], False, "ERROR", "raised"),
+        (AttemptExit(1, pytest_exit=1), [], False, "ERROR", "outside the cases"),
+        (AttemptExit(4, pytest_exit=4), [], False, "ERROR", "usage error"),
+        (AttemptExit(3, pytest_exit=3), [], False, "ERROR", "internal error"),
+        (AttemptExit(5, pytest_exit=5), [], False, "SKIP", "no cases"),
+        (AttemptExit(0, pytest_exit=0), ["skip", "skip"], False, "SKIP", "every case skipped"),
+        (AttemptExit(0, pytest_exit=0), ["pass", "skip"], False, "PASS", "1 case(s) skipped"),
+        (AttemptExit(0, pytest_exit=0), ["error"], True, "CRASH", "poisoned"),
+        # every case measured, then the interpreter died on the way out: the rows stand, noted
+        (AttemptExit(-11, pytest_exit=0), ["pass"], False, "PASS", "killed by SIGSEGV at interpreter exit"),
+    ],
+)
+def test_classify_exit(end: AttemptExit, statuses: list[str], poisoned: bool, status: str, needle: str) -> None:
+    verdict = classify_exit(end, statuses, poisoned, timeout_s=30)
+    assert verdict.status == status
+    assert needle in verdict.note
+    if not needle:
+        assert verdict.note == ""
+
+
+def test_unknown_signal_number_is_still_named() -> None:
+    assert "signal 99" in classify_exit(AttemptExit(-99), []).note
+
+
+# -- retries ------------------------------------------------------------------------------------
+
+
+def test_crash_is_retried_until_it_repeats_itself() -> None:
+    crash = Verdict("CRASH", "killed by SIGSEGV")
+    missing = ["op[a]", "op[b]"]
+    assert should_retry(crash, 1, missing, earlier=set())
+    assert not should_retry(crash, 2, missing, earlier={failure_key(crash, missing)})
+
+
+def test_crash_further_along_is_progress_and_retried() -> None:
+    crash = Verdict("CRASH", "killed by SIGSEGV")
+    first = failure_key(crash, ["op[a]", "op[b]"])
+    assert should_retry(crash, 2, ["op[b]"], earlier={first})
+
+
+def test_at_most_two_retries() -> None:
+    crash = Verdict("CRASH", "killed by SIGSEGV")
+    assert MAX_ATTEMPTS == 3
+    assert not should_retry(crash, MAX_ATTEMPTS, ["op[c]"], earlier=set())
+
+
+@pytest.mark.parametrize("status", ["TIMEOUT", "FAIL", "PASS", "SKIP"])
+def test_timeouts_and_verdicts_from_records_are_not_retried(status: str) -> None:
+    assert not should_retry(Verdict(status, "x"), 1, ["op[a]"], earlier=set())
+
+
+def test_nothing_left_to_run_is_not_retried() -> None:
+    assert not should_retry(Verdict("CRASH", "poisoned"), 1, [], earlier=set())
+
+
+# -- sharding -----------------------------------------------------------------------------------
+
+
+def _plans(ops: tuple[str, ...] = BUILTIN, shapes: int = 2, device: str = "?") -> list[OpPlan]:
+    return [OpPlan(op, device, ("float32",), tuple((i + 1,) for i in range(shapes)), "builtin") for op in ops]
+
+
+def test_sharding_ignores_the_order_ops_and_devices_were_given_in() -> None:
+    forward = {o.op: o.device for o in shard_ops(_plans(), ["0", "1", "2"])}
+    backward = {o.op: o.device for o in shard_ops(_plans(BUILTIN[::-1]), ["2", "1", "0"])}
+    assert forward == backward
+
+
+def test_sharding_keeps_plan_order_and_everything_else() -> None:
+    plans = _plans()
+    sharded = shard_ops(plans, ["0", "1"])
+    assert [o.op for o in sharded] == list(BUILTIN)
+    assert all(s.shapes == p.shapes and s.dtypes == p.dtypes for s, p in zip(sharded, plans, strict=True))
+
+
+@pytest.mark.parametrize("devices", [["0", "1"], ["0", "1", "2", "3"], ["5", "6"]])
+def test_sharding_balances_equal_ops_evenly(devices: list[str]) -> None:
+    counts = Counter(o.device for o in shard_ops(_plans(), devices))
+    assert set(counts) == set(devices)
+    assert max(counts.values()) - min(counts.values()) <= 1
+
+
+def test_sharding_balances_cases_not_op_counts() -> None:
+    heavy = [OpPlan("big", "?", ("float32",), tuple((i + 1,) for i in range(6)), "builtin")]
+    light = _plans(("a", "b", "c", "d", "e", "f"), shapes=1)
+    load = Counter()
+    for o in shard_ops(heavy + light, ["0", "1"]):
+        load[o.device] += len(o.cases())
+    assert sorted(load.values()) == [6, 6]
+
+
+def test_one_device_takes_everything_and_duplicates_are_ignored() -> None:
+    assert {o.device for o in shard_ops(_plans(), ["0"])} == {"0"}
+    assert {o.device for o in shard_ops(_plans(), ["0", "0", "1"])} <= {"0", "1"}
+    with pytest.raises(ValueError):
+        shard_ops(_plans(), [])
+
+
+# -- status file and markers --------------------------------------------------------------------
+
+
+def test_status_csv_has_one_row_per_op_and_survives_awkward_notes() -> None:
+    outcomes = [
+        OpOutcome("add", "0", "PASS", 1, 1.234, 6),
+        OpOutcome("mm", "1", "CRASH", 2, 9.5, 1, ("attempt 1 CRASH: killed by SIGSEGV", 'a "quoted", note')),
+    ]
+    rows = list(csv.DictReader(io.StringIO(render_status(outcomes))))
+    assert [r["op"] for r in rows] == ["add", "mm"]
+    assert rows[0] == {"op": "add", "device": "0", "status": "PASS", "attempts": "1",
+                       "elapsed_s": "1.23", "rows": "6", "notes": ""}
+    assert rows[1]["notes"] == 'attempt 1 CRASH: killed by SIGSEGV; a "quoted", note'
+
+
+def test_markers_round_trip_and_only_ended_ops_count(tmp_path: Path) -> None:
+    ended = OpOutcome("builtin:mm", "1", "TIMEOUT", 1, 30.0, 0, ("no exit within --op-timeout 30s",))
+    write_marker(tmp_path, ended)
+    write_marker(tmp_path, OpOutcome("add", "0", "INTERRUPTED", 1))
+    assert read_markers(tmp_path) == {"builtin:mm": ended}
+    assert ended.done and ended.failed
+    assert not OpOutcome("x", "0", "INTERRUPTED").done
+
+
+def test_torn_last_record_line_is_cut(tmp_path: Path) -> None:
+    path = tmp_path / "records.jsonl"
+    path.write_bytes(b'{"a": 1}\n{"b": 2}\n{"c": ')
+    assert repair_records_tail(path) == len(b'{"c": ')
+    assert path.read_bytes() == b'{"a": 1}\n{"b": 2}\n'
+    assert repair_records_tail(path) == 0
+    assert path.read_bytes() == b'{"a": 1}\n{"b": 2}\n'
+
+
+# -- scheduling (a stand-in runner, real threads) ------------------------------------------------
+
+
+class _Events:
+    def __init__(self) -> None:
+        self.finished: list[OpOutcome] = []
+        self.lock = threading.Lock()
+
+    def attempt_started(self, device: str, op: str, attempt: int) -> None:
+        pass
+
+    def op_finished(self, outcome: OpOutcome) -> None:
+        with self.lock:
+            self.finished.append(outcome)
+
+    def note(self, text: str) -> None:
+        pass
+
+
+def _run_plan(ops: list[OpPlan], devices: tuple[str, ...]) -> RunPlan:
+    cpu = get_backend("cpu")
+    return RunPlan(run_id="r", backend=cpu, level="smoke", plugins=plan_plugins(cpu), devices=devices,
+                   ops=tuple(ops), options=RunOptions())
+
+
+def test_devices_run_in_parallel_but_each_device_one_op_at_a_time(tmp_path: Path) -> None:
+    ops = [OpPlan(f"op{i}", str(i % 2), ("float32",), ((1,),), "builtin") for i in range(6)]
+    both_devices_busy = threading.Barrier(2, timeout=10)
+    busy: Counter[str] = Counter()
+    worst: Counter[str] = Counter()
+    lock = threading.Lock()
+    seen_running: list[str] = []
+
+    def runner(batch, op_plan, on_attempt):  # type: ignore[no-untyped-def]
+        on_attempt(1)
+        rows = {r["op"]: r for r in csv.DictReader((tmp_path / "ops_status.csv").open())}
+        seen_running.append(rows[op_plan.op]["status"])
+        with lock:
+            busy[op_plan.device] += 1
+            worst[op_plan.device] = max(worst[op_plan.device], busy[op_plan.device])
+        if op_plan.op in ("op0", "op1"):  # the first op of each device: both must be running at once
+            both_devices_busy.wait()
+        with lock:
+            busy[op_plan.device] -= 1
+        return OpOutcome(op_plan.op, op_plan.device, "PASS", 1, 0.0, 1)
+
+    events = _Events()
+    result = run_batch(_run_plan(ops, ("0", "1")), tmp_path, {}, events, runner=runner)
+    assert [o.status for o in result.outcomes] == ["PASS"] * 6
+    assert result.interrupted == ""
+    assert dict(worst) == {"0": 1, "1": 1}
+    assert seen_running == ["RUNNING"] * 6  # ops_status.csv showed each op running while it ran
+    assert set(read_markers(tmp_path)) == {f"op{i}" for i in range(6)}
+    final = list(csv.DictReader((tmp_path / "ops_status.csv").open()))
+    assert [r["status"] for r in final] == ["PASS"] * 6
+
+
+def test_ops_already_done_are_not_run_again(tmp_path: Path) -> None:
+    ops = [OpPlan(name, "0", ("float32",), ((1,),), "builtin") for name in ("a", "b", "c")]
+    ran: list[str] = []
+
+    def runner(batch, op_plan, on_attempt):  # type: ignore[no-untyped-def]
+        ran.append(op_plan.op)
+        return OpOutcome(op_plan.op, op_plan.device, "PASS", 1, 0.0, 1)
+
+    done = {"b": OpOutcome("b", "0", "CRASH", 2, 1.0, 0, ("killed by SIGSEGV",))}
+    result = run_batch(_run_plan(ops, ("0",)), tmp_path, {}, _Events(), already_done=done, runner=runner)
+    assert ran == ["a", "c"]
+    assert result.outcomes[1] == done["b"]
+
+
+def test_a_stop_leaves_later_ops_pending_and_unmarked(tmp_path: Path) -> None:
+    ops = [OpPlan(name, "0", ("float32",), ((1,),), "builtin") for name in ("a", "b", "c")]
+    stop = StopToken()
+
+    def runner(batch, op_plan, on_attempt):  # type: ignore[no-untyped-def]
+        stop.request("SIGINT")  # arrives while "a" runs; "a" still ends normally
+        return OpOutcome(op_plan.op, op_plan.device, "PASS", 1, 0.0, 1)
+
+    result = run_batch(_run_plan(ops, ("0",)), tmp_path, {}, _Events(), stop=stop, runner=runner)
+    assert result.interrupted == "SIGINT"
+    assert [o.status for o in result.outcomes] == ["PASS", "PENDING", "PENDING"]
+    assert set(read_markers(tmp_path)) == {"a"}
+
+
+def test_a_harness_fault_costs_one_op(tmp_path: Path) -> None:
+    ops = [OpPlan(name, "0", ("float32",), ((1,),), "builtin") for name in ("a", "b")]
+
+    def runner(batch, op_plan, on_attempt):  # type: ignore[no-untyped-def]
+        if op_plan.op == "a":
+            raise OSError(28, "No space left on device")
+        return OpOutcome(op_plan.op, op_plan.device, "PASS", 1, 0.0, 1)
+
+    result = run_batch(_run_plan(ops, ("0",)), tmp_path, {}, _Events(), runner=runner)
+    assert [o.status for o in result.outcomes] == ["ERROR", "PASS"]
+    assert "No space left on device" in result.outcomes[0].notes[0]
+    assert set(read_markers(tmp_path)) == {"b"}  # no marker: a resume runs "a" again
