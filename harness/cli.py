@@ -75,12 +75,20 @@ def build_parser() -> argparse.ArgumentParser:
     lp.add_argument("what", choices=("ops", "backends"), help="ops or backends")
     lp.add_argument("--ops-module", dest="ops_modules", action="append", metavar="PATH_OR_MODULE",
                     help="also list ops from this module")
+    lp.add_argument("--provider", default="builtin",
+                    help="with 'ops': builtin, or flaggems (what the installed flag_gems registers and "
+                         "which of those have harness cases)")
     pp = sub.add_parser("plugins", help="print the pytest plugins planned for a backend",
                         description="Print which harness plugins load for a backend, and why.")
     pp.add_argument("--backend", default="auto", help="backend name or alias (default: auto)")
     pp.add_argument("--timer", default="auto", help="timer to plan for (default: auto)")
     sub.add_parser("doctor", help="what is detected and what is missing",
                    description="Report the detected backend, devices, packages and tools.")
+    from harness.compare.cli import add_parsers as add_compare_parsers
+    from harness.container.cli import add_parser as add_container_parser
+
+    add_compare_parsers(sub)
+    add_container_parser(sub)
     return parser
 
 
@@ -103,7 +111,7 @@ def _cmd_run(ns: argparse.Namespace, env: Mapping[str, str]) -> int:
     return execute(prepared, env, sys.stdout)
 
 
-def _cmd_list(ns: argparse.Namespace) -> int:
+def _cmd_list(ns: argparse.Namespace, env: Mapping[str, str]) -> int:
     if ns.what == "backends":
         from harness.backends import BACKENDS
 
@@ -116,6 +124,10 @@ def _cmd_list(ns: argparse.Namespace) -> int:
     from harness.ops.shapes import LEVELS, load_level
 
     catalog = build_catalog(ns.ops_modules or ())
+    if ns.provider == "flaggems":
+        from harness.providers.inventory import list_flaggems_ops
+
+        return list_flaggems_ops(catalog, env, sys.stdout)
     counts = {level: load_level(level) for level in LEVELS}
     print(f"{'op':14} {'source':10} {'aten':28} {'shapes s/c/x':13} description")
     for op in catalog.values():
@@ -171,11 +183,20 @@ def main(argv: Sequence[str] | None = None, env: Mapping[str, str] | None = None
         if ns.command == "run":
             return _cmd_run(ns, environ)
         if ns.command == "list":
-            return _cmd_list(ns)
+            return _cmd_list(ns, environ)
         if ns.command == "plugins":
             return _cmd_plugins(ns)
         if ns.command == "doctor":
             return _cmd_doctor(environ)
+        if ns.command == "container":
+            from harness.container.cli import run as run_container
+
+            return run_container(ns, environ)
+        from harness.compare.cli import dispatch
+
+        handled = dispatch(ns, environ)
+        if handled is not None:
+            return handled
         parser.print_help()
         return 2
     except HarnessError as exc:

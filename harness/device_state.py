@@ -3,13 +3,15 @@ for clock drops during a run (thermal or power throttling makes later ops look s
 
 from __future__ import annotations
 
+import json
 import subprocess
 from collections.abc import Mapping, Sequence
+from pathlib import Path
 from typing import Any
 
 from harness.backends.base import Backend
 
-__all__ = ["CLOCK_DROP_FRACTION", "clock_drop", "parse_state", "read_state"]
+__all__ = ["CLOCK_DROP_FRACTION", "append_state", "clock_drop", "parse_state", "read_state", "summarize_states"]
 
 CLOCK_DROP_FRACTION = 0.10  # an SM clock more than 10% under the run's highest is flagged
 _FIELDS = ("index", "sm_clock_mhz", "mem_clock_mhz", "temperature_c", "power_w")
@@ -54,3 +56,33 @@ def clock_drop(samples: Sequence[Mapping[str, Any]]) -> dict[str, Any] | None:
     if top > 0 and (top - low) / top > CLOCK_DROP_FRACTION:
         return {"max_sm_clock_mhz": top, "min_sm_clock_mhz_after": low, "drop_fraction": round((top - low) / top, 3)}
     return None
+
+
+def append_state(run_dir: Path, backend: Backend, label: str, devices: Sequence[str]) -> None:
+    """Append one line per device to RUN_DIR/device_state.jsonl (no-op without a state query)."""
+    states = read_state(backend)
+    lines = [{"op": label, "device": d, **states[d]} for d in devices if d in states]
+    if lines:
+        with open(run_dir / "device_state.jsonl", "a", encoding="utf-8") as fh:
+            for line in lines:
+                fh.write(json.dumps(line, sort_keys=True) + "\n")
+
+
+def summarize_states(run_dir: Path) -> dict[str, Any]:
+    """What run.json says of the device state: every reading, and a clock drop per device."""
+    path = run_dir / "device_state.jsonl"
+    if not path.exists():
+        return {}
+    readings = []
+    for line in path.read_text(encoding="utf-8").splitlines():
+        try:
+            readings.append(json.loads(line))
+        except json.JSONDecodeError:
+            continue  # a torn line from a crash
+    drops = {}
+    for device in sorted({str(r.get("device")) for r in readings}):
+        under_load = [r for r in readings if str(r.get("device")) == device and not str(r.get("op", "")).startswith("<")]
+        drop = clock_drop(under_load)
+        if drop:
+            drops[device] = drop
+    return {"readings": readings, "clock_drop": drops or None}

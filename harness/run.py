@@ -28,6 +28,7 @@ from harness.batch import (
     shard_ops,
     stop_on_signals,
 )
+from harness.device_state import append_state, summarize_states
 from harness.errors import UsageError
 from harness.ops.base import Shape
 from harness.ops.registry import build_catalog
@@ -239,6 +240,8 @@ def finalize(
     identity, per_device = _identity(run_dir)
     info = _run_info(plan, status, started, identity, dismissed or {})
     info["identity_per_device"] = per_device
+    append_state(run_dir, plan.backend, "<run end>", plan.devices)
+    info["device_state"] = summarize_states(run_dir)
     by_op = {o.op: o for o in outcomes}
     info["ops"] = [o.row() for o in outcomes]
     unreached = _unreached(plan, records, by_op)
@@ -283,6 +286,7 @@ def _execute_locked(prepared: Prepared, env: Mapping[str, str], out: TextIO) -> 
     plan, run_dir, dismissed = prepared.plan, prepared.run_dir, prepared.dismissed
     started = _now()
     already: dict[str, OpOutcome] = {}
+    append_state(run_dir, plan.backend, "<run start>", plan.devices)
     if prepared.resumed:
         started = read_json(run_dir / "run.json").get("started_at", started)
         already = read_markers(run_dir)

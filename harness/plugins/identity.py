@@ -10,6 +10,7 @@ from pathlib import Path
 from typing import Any
 
 from harness.backends.base import Backend
+from harness.providers import provider_identity
 from harness.results.store import write_json
 
 __all__ = ["package_versions", "probe_accelerator", "probe_cpu", "write_identity"]
@@ -39,9 +40,11 @@ def _driver(backend: Backend) -> str:
 
 def probe_accelerator(backend: Backend, namespace: Any) -> dict[str, Any]:
     props = namespace.get_device_properties(0)
+    # ROCm builds name the ISA (gfx942); CUDA builds may carry the attribute with the marketing
+    # name in it, so only a gfx name is taken from it.
     arch = getattr(props, "gcnArchName", None)
-    if not arch and hasattr(props, "major"):
-        arch = f"sm_{props.major}{props.minor}"
+    if not (isinstance(arch, str) and arch.startswith("gfx")):
+        arch = f"sm_{props.major}{props.minor}" if hasattr(props, "major") else None
     return {
         "device_name": getattr(props, "name", "unknown"),
         "device_arch": arch or "unknown",
@@ -50,6 +53,7 @@ def probe_accelerator(backend: Backend, namespace: Any) -> dict[str, Any]:
         "memory_bytes": getattr(props, "total_memory", None),
         "multiprocessors": getattr(props, "multi_processor_count", None),
         **package_versions(),
+        **provider_identity(),  # flag_gems version and vendor when this process loaded it
     }
 
 
@@ -60,6 +64,7 @@ def probe_cpu() -> dict[str, Any]:
         "driver": "n/a",
         "l2_bytes": None,
         **package_versions(),
+        **provider_identity(),  # flag_gems version and vendor when this process loaded it
     }
 
 

@@ -18,3 +18,20 @@ def test_clock_drop_flags_throttling_after_the_peak_only() -> None:
     assert clock_drop([{"sm_clock_mhz": 345}, {"sm_clock_mhz": 1980}]) is None
     flagged = clock_drop([{"sm_clock_mhz": 1980}, {"sm_clock_mhz": 1500}])
     assert flagged is not None and flagged["drop_fraction"] > 0.2
+
+
+def test_summarize_states_flags_a_drop_under_load_only(tmp_path) -> None:
+    from harness.device_state import summarize_states
+
+    lines = [
+        '{"op": "<run start>", "device": "0", "sm_clock_mhz": 345}',
+        '{"op": "softmax", "device": "0", "sm_clock_mhz": 1980}',
+        '{"op": "mm", "device": "0", "sm_clock_mhz": 1400}',
+        '{"op": "<run end>", "device": "0", "sm_clock_mhz": 300}',
+        '{"op": "trunc',
+    ]
+    (tmp_path / "device_state.jsonl").write_text("\n".join(lines) + "\n")
+    summary = summarize_states(tmp_path)
+    assert len(summary["readings"]) == 4
+    assert summary["clock_drop"]["0"]["min_sm_clock_mhz_after"] == 1400
+    assert summarize_states(tmp_path / "nothing") == {}

@@ -1,0 +1,304 @@
+"""Command-line entry points: compare, gate, gate-run and history.
+
+``add_parsers`` adds the subcommands to the `harness` parser; ``dispatch``
+runs one and returns its exit code, or None when the command is not one of
+these. Errors are raised as HarnessError and reported by ``harness.cli.main``.
+"""
+
+from __future__ import annotations
+
+import argparse
+import sys
+from collections.abc import Mapping
+from pathlib import Path
+from typing import TYPE_CHECKING, TextIO
+
+from harness.errors import GateFailed, UsageError
+
+if TYPE_CHECKING:  # the statistics pull in numpy: imported only when a command runs
+    from harness.compare.compare import Comparison
+    from harness.compare.stats import Criteria
+
+__all__ = ["COMMANDS", "add_parsers", "dispatch"]
+
+COMMANDS = ("compare", "gate", "gate-run", "history")
+HISTORY_DB_ENV = "HARNESS_HISTORY_DB"
+_VERDICT_ORDER = ("regression", "failing", "improvement", "noisy", "unchanged", "not compared")
+
+_COMPARE_EPILOG = """\
+Rows are paired by case id (op[provider-dtype-shape]) and only rows that passed on both
+sides are compared. A row is a regression when head's candidate median is more than
+THRESHOLD percent slower AND the Mann-Whitney test is significant after correcting for
+the number of rows compared. Runs of a different backend, device model, timer, level
+or cache mode are refused unless --allow-mismatch.
+
+Outputs (with --out): compare.md (fit for $GITHUB_STEP_SUMMARY), compare.csv, compare-junit.xml.
+Exit codes: compare 0; gate 1 on a regression or a case that passed in base and fails
+in head; 2 bad input (missing or unlike runs).
+"""
+
+
+def _percent(text: str) -> float:
+    try:
+        value = float(text.strip().rstrip("%"))
+    except ValueError:
+        raise argparse.ArgumentTypeError(f"expected a percentage such as 5, got {text!r}") from None
+    if not (0 < value < 1000):
+        raise argparse.ArgumentTypeError(f"expected a percentage above 0, got {text!r}")
+    return value / 100.0
+
+
+def _probability(text: str) -> float:
+    try:
+        value = float(text)
+    except ValueError:
+        raise argparse.ArgumentTypeError(f"expected a number in (0, 1), got {text!r}") from None
+    if not (0 < value < 1):
+        raise argparse.ArgumentTypeError(f"expected a number in (0, 1), got {text!r}")
+    return value
+
+
+def _positive_int(text: str) -> int:
+    try:
+        value = int(text)
+    except ValueError:
+        raise argparse.ArgumentTypeError(f"expected a whole number, got {text!r}") from None
+    if value < 1:
+        raise argparse.ArgumentTypeError(f"expected at least 1, got {text!r}")
+    return value
+
+
+def _add_criteria(p: argparse.ArgumentParser) -> None:
+    p.add_argument("--threshold", type=_percent, default=0.05, metavar="PCT",
+                   help="smallest slowdown that counts, in percent (default 5)")
+    p.add_argument("--alpha", type=_probability, default=0.05,
+                   help="significance level after the correction (default 0.05)")
+    p.add_argument("--correction", choices=("holm", "bh", "none"), default="holm",
+                   help="multiple-comparison control over the rows compared: holm (family-wise, "
+                        "default), bh (Benjamini-Hochberg, false discovery rate) or none")
+
+
+def _add_compare(sub: argparse._SubParsersAction[argparse.ArgumentParser], name: str) -> None:
+    gate = name == "gate"
+    p = sub.add_parser(
+        name,
+        help=("compare two runs and exit 1 on a regression (the CI gate)" if gate
+              else "compare two runs: per-case ratio, interval, rank test, verdict"),
+        description=("Same as `harness compare`, but the exit code is 1 when a regression is found."
+                     if gate else "Compare the candidate timings of two runs case by case."),
+        epilog=_COMPARE_EPILOG,
+        formatter_class=argparse.RawDescriptionHelpFormatter,
+    )
+    p.add_argument("base", metavar="BASE", help="run directory of the reference run")
+    p.add_argument("head", metavar="HEAD", help="run directory of the run under test")
+    _add_criteria(p)
+    p.add_argument("--out", metavar="DIR", help="write compare.md, compare.csv and compare-junit.xml here")
+    p.add_argument("--allow-mismatch", action="store_true",
+                   help="compare runs of different backend, device model, timer, level or cache anyway")
+
+
+def _add_gate_run(sub: argparse._SubParsersAction[argparse.ArgumentParser]) -> None:
+    p = sub.add_parser(
+        "gate-run",
+        help="benchmark two versions (git refs or paths) interleaved, then gate (the body of `nox -s gate`)",
+        description="Check out BASE_REF and HEAD_REF (git refs or directories), run `harness run` "
+        "for each on this host's device in ABBA order, pool each side's repeats into OUT/base and "
+        "OUT/head, then compare them as `harness gate` does. Arguments after `--` go to "
+        "`harness run` for both sides.",
+        epilog="example:\n  harness gate-run --base-ref origin/main --head-ref HEAD -- --backend cuda --level core\n"
+        "Exit codes: 0 pass, 1 regression, 2 bad input, 3 missing git.",
+        formatter_class=argparse.RawDescriptionHelpFormatter,
+    )
+    p.add_argument("--base-ref", required=True, help="git ref or directory of the reference version")
+    p.add_argument("--head-ref", required=True, help="git ref or directory of the version under test")
+    p.add_argument("--repeats", type=_positive_int, default=2,
+                   help="runs per side, interleaved base/head then head/base (default 2)")
+    p.add_argument("--out", default="reports/gate", help="output directory (default reports/gate)")
+    p.add_argument("--repo", default=".", help="git repository the refs belong to (default .)")
+    _add_criteria(p)
+    p.add_argument("run_args", nargs=argparse.REMAINDER, metavar="-- RUN_ARGS",
+                   help="arguments for `harness run`, after --")
+
+
+def _add_history(sub: argparse._SubParsersAction[argparse.ArgumentParser]) -> None:
+    p = sub.add_parser(
+        "history",
+        help="store run medians in SQLite and check new runs against them",
+        description="A history of runs in SQLite. The database is --db, else $HARNESS_HISTORY_DB, "
+        "else reports/history.sqlite.",
+    )
+    hs = p.add_subparsers(dest="history_command", metavar="ACTION", required=True)
+
+    def db(q: argparse.ArgumentParser) -> None:
+        q.add_argument("--db", help="SQLite file (default $HARNESS_HISTORY_DB or reports/history.sqlite)")
+
+    add = hs.add_parser("add", help="store a run", description="Store a run's medians (again: replaced).")
+    add.add_argument("run", metavar="RUN", help="run directory")
+    db(add)
+    check = hs.add_parser(
+        "check", help="check a run against the runs before it; exit 1 on a regression",
+        description="Hold each case against the median of the last WINDOW runs of the same "
+        "fingerprint. A case slower by more than THRESHOLD is suspect; it is a regression when "
+        "suspect in PERSIST consecutive runs, or at once when slower by more than LARGE.",
+    )
+    check.add_argument("run", metavar="RUN", help="run directory (added already or not)")
+    db(check)
+    check.add_argument("--window", type=_positive_int, default=5, help="runs in the baseline (default 5)")
+    check.add_argument("--threshold", type=_percent, default=0.05, metavar="PCT",
+                       help="suspect beyond this slowdown, percent (default 5)")
+    check.add_argument("--large", type=_percent, default=0.25, metavar="PCT",
+                       help="flag at once beyond this slowdown, percent (default 25)")
+    check.add_argument("--persist", type=_positive_int, default=2,
+                       help="consecutive suspect runs that make a regression (default 2)")
+    check.add_argument("--out", metavar="DIR", help="write history-check.md and history-check-junit.xml here")
+    export = hs.add_parser("export", help="trend CSV: one line per case and run, grouped by case",
+                           description="Export stored medians as CSV, ordered by case then time.")
+    db(export)
+    export.add_argument("--fingerprint", help="only runs of this fingerprint (see run.json)")
+    export.add_argument("--case", dest="cases", nargs="+", metavar="CASE_ID", default=[],
+                        help="only these case ids")
+    export.add_argument("--out", metavar="FILE", help="CSV file (default: standard output)")
+
+
+def add_parsers(sub: argparse._SubParsersAction[argparse.ArgumentParser]) -> None:
+    """Add compare, gate, gate-run and history to the `harness` subcommands."""
+    _add_compare(sub, "compare")
+    _add_compare(sub, "gate")
+    _add_gate_run(sub)
+    _add_history(sub)
+
+
+def _criteria(ns: argparse.Namespace) -> Criteria:
+    from harness.compare.stats import Criteria
+
+    return Criteria(threshold=ns.threshold, alpha=ns.alpha, correction=ns.correction)
+
+
+def _write_comparison(comparison: Comparison, out: Path | None, stdout: TextIO) -> None:
+    from harness.compare.render import (
+        render_compare_csv,
+        render_compare_junit,
+        render_compare_markdown,
+    )
+    from harness.results.store import atomic_write_text
+
+    markdown = render_compare_markdown(comparison)
+    if out is None:
+        print(markdown, file=stdout)
+        return
+    atomic_write_text(out / "compare.md", markdown)
+    atomic_write_text(out / "compare.csv", render_compare_csv(comparison.rows))
+    atomic_write_text(out / "compare-junit.xml", render_compare_junit(comparison))
+    print(markdown.splitlines()[0].lstrip("# "), file=stdout)
+    print(", ".join(f"{v} {comparison.count(v)}" for v in _VERDICT_ORDER), file=stdout)
+    for r in comparison.regressions + comparison.failing:
+        print(f"  {r.verdict}: {r.case_id}: {r.reason}", file=stdout)
+    print(f"reports: {out}/compare.md, compare.csv, compare-junit.xml", file=stdout)
+
+
+def _gate_outcome(comparison: Comparison, what: str) -> int:
+    if comparison.regressions or comparison.failing:
+        raise GateFailed(
+            f"{what}: {len(comparison.regressions)} regression(s), {len(comparison.failing)} "
+            "case(s) failing in head. The report lists each case with its numbers."
+        )
+    if comparison.gate_failed:
+        raise GateFailed(
+            f"{what}: no row could be compared (no case passed on both sides with the same "
+            "timer). Check both runs' report.md for failures, or that they ran the same ops."
+        )
+    return 0
+
+
+def _cmd_compare(ns: argparse.Namespace, stdout: TextIO) -> int:
+    from harness.compare.compare import compare_runs
+
+    comparison = compare_runs(Path(ns.base), Path(ns.head), _criteria(ns), ns.allow_mismatch)
+    _write_comparison(comparison, Path(ns.out) if ns.out else None, stdout)
+    if ns.command == "gate":
+        return _gate_outcome(comparison, f"gate {ns.base} -> {ns.head}")
+    return 0
+
+
+def _cmd_gate_run(ns: argparse.Namespace, env: Mapping[str, str], stdout: TextIO) -> int:
+    from harness.compare.compare import compare_runs
+    from harness.compare.gate import run_gate
+
+    run_args = list(ns.run_args)
+    if run_args and run_args[0] == "--":
+        run_args = run_args[1:]
+    out = Path(ns.out)
+    sides = run_gate({"base": ns.base_ref, "head": ns.head_ref}, out, run_args, ns.repeats, env,
+                     repo=Path(ns.repo))
+    comparison = compare_runs(sides["base"], sides["head"], _criteria(ns), allow_mismatch=False)
+    _write_comparison(comparison, out.resolve(), stdout)
+    return _gate_outcome(comparison, f"gate {ns.base_ref} -> {ns.head_ref}")
+
+
+def _history_db(ns: argparse.Namespace, env: Mapping[str, str]) -> Path:
+    from harness.compare.history import DEFAULT_DB
+
+    return Path(ns.db or env.get(HISTORY_DB_ENV) or DEFAULT_DB)
+
+
+def _cmd_history(ns: argparse.Namespace, env: Mapping[str, str], stdout: TextIO) -> int:
+    from harness.compare.compare import load_run
+    from harness.compare.history import (
+        HistoryRules,
+        HistoryStore,
+        check_run,
+        render_trend_csv,
+        run_medians,
+    )
+    from harness.results.store import atomic_write_text
+
+    db = _history_db(ns, env)
+    store = HistoryStore(db)
+    if ns.history_command == "add":
+        run = load_run(Path(ns.run))
+        rows, replaced = store.add(run)
+        print(f"history: {'replaced' if replaced else 'added'} run {run.run_id} ({rows} case(s), "
+              f"fingerprint {run.info.get('fingerprint')}) in {db}", file=stdout)
+        return 0
+    if ns.history_command == "export":
+        text = render_trend_csv(store.export(ns.fingerprint, ns.cases))
+        if ns.out:
+            atomic_write_text(Path(ns.out), text)
+            print(f"history: trend written to {ns.out}", file=stdout)
+        else:
+            stdout.write(text)
+        return 0
+    from harness.compare.render import render_history_junit, render_history_markdown
+
+    if not db.exists():
+        raise UsageError(f"History database {db} does not exist. Add runs first with "
+                         "`harness history add RUN`, or point --db at the right file.")
+    try:
+        rules = HistoryRules(window=ns.window, threshold=ns.threshold, large=ns.large, persist=ns.persist)
+    except ValueError as exc:
+        raise UsageError(f"history check: {exc}. Give --threshold below --large.") from exc
+    run = load_run(Path(ns.run))
+    checks = check_run(run_medians(run), store.earlier_runs(run), rules)
+    markdown = render_history_markdown(run, checks, rules, str(db))
+    print(markdown, file=stdout)
+    if ns.out:
+        out = Path(ns.out)
+        atomic_write_text(out / "history-check.md", markdown)
+        atomic_write_text(out / "history-check-junit.xml", render_history_junit(checks))
+    flagged = [c for c in checks if c.status == "regression"]
+    if flagged:
+        raise GateFailed(f"history check of {ns.run}: {len(flagged)} regression(s) against {db}; "
+                         "see the table above.")
+    return 0
+
+
+def dispatch(ns: argparse.Namespace, env: Mapping[str, str], stdout: TextIO | None = None) -> int | None:
+    """Run a compare/gate/gate-run/history command; None when ``ns.command`` is another one."""
+    out = stdout or sys.stdout
+    if ns.command in ("compare", "gate"):
+        return _cmd_compare(ns, out)
+    if ns.command == "gate-run":
+        return _cmd_gate_run(ns, env, out)
+    if ns.command == "history":
+        return _cmd_history(ns, env, out)
+    return None

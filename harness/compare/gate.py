@@ -1,0 +1,211 @@
+"""`harness gate-run`: the body of `nox -s gate`.
+
+Runs the benchmark for two versions of the code under test (git refs, checked
+out as temporary worktrees, or directories) on this host's device,
+interleaved ABBA (base, head, head, base, ...) so that slow drift of the
+machine weighs on both sides alike, pools each side's repeats into one run
+directory, then compares them as `harness gate` does.
+
+Each side runs ``python -m harness run`` with its own tree as the working
+directory and first on PYTHONPATH, so the harness and ops of that version are
+the ones measured, and relative paths in the run arguments (``--ops-module
+my_ops.py``) resolve inside that version.
+"""
+
+from __future__ import annotations
+
+import os
+import shutil
+import subprocess
+import sys
+import tempfile
+from collections.abc import Iterator, Mapping, Sequence
+from contextlib import contextmanager
+from dataclasses import dataclass, replace
+from pathlib import Path
+from typing import Any
+
+from harness.compare.compare import load_run
+from harness.errors import EnvironmentProblem, UsageError
+from harness.results.schema import Measurement, Timing
+from harness.results.store import append_record, write_json
+
+__all__ = [
+    "GateSide",
+    "interleaved_order",
+    "merge_records",
+    "merged_info",
+    "run_command",
+    "run_gate",
+    "side_trees",
+]
+
+SIDES = ("base", "head")
+
+
+@dataclass(frozen=True)
+class GateSide:
+    name: str  # "base" or "head"
+    ref: str  # what the user gave: a git ref or a directory
+    tree: Path  # where that version's files are
+
+
+def interleaved_order(repeats: int) -> list[tuple[str, int]]:
+    """ABBA order: (base 1, head 1), (head 2, base 2), (base 3, head 3), ...
+
+    Alternating which side goes first cancels a linear drift of the machine
+    (clocks, temperature) over each pair of repeats.
+    """
+    if repeats < 1:
+        raise UsageError(f"--repeats must be at least 1, got {repeats}.")
+    order: list[tuple[str, int]] = []
+    for k in range(1, repeats + 1):
+        first, second = SIDES if k % 2 == 1 else SIDES[::-1]
+        order += [(first, k), (second, k)]
+    return order
+
+
+def run_command(python: str, out_dir: Path, run_id: str, run_args: Sequence[str]) -> list[str]:
+    return [python, "-m", "harness", "run", "--out", str(out_dir), "--run-id", run_id, *run_args]
+
+
+def _merge_case(group: Sequence[Measurement], run_id: str) -> Measurement:
+    first = group[0]
+    bad = next((r for r in group if r.status != "pass"), None)
+    if bad is not None:
+        return replace(bad, run_id=run_id)
+    cand = [x for r in group if r.candidate for x in r.candidate.samples_ms]
+    base = [x for r in group if r.baseline for x in r.baseline.samples_ms]
+    candidate = Timing.of(cand) if cand else None
+    baseline = Timing.of(base) if base else None
+    scale = None
+    if candidate and first.candidate and candidate.summary.median > 0:
+        scale = first.candidate.summary.median / candidate.summary.median
+    timers = sorted({r.timer for r in group})
+    notes = first.notes + (f"pooled from {len(group)} runs",)
+    if len(timers) > 1:
+        notes += (f"repeats used different timers: {', '.join(timers)}",)
+    return replace(
+        first,
+        run_id=run_id,
+        candidate=candidate,
+        baseline=baseline,
+        speedup=(baseline.summary.median / candidate.summary.median
+                 if baseline and candidate and candidate.summary.median > 0 else None),
+        gbps=first.gbps * scale if first.gbps is not None and scale else None,
+        tflops=first.tflops * scale if first.tflops is not None and scale else None,
+        duration_s=sum(r.duration_s for r in group),
+        notes=notes,
+    )
+
+
+def merge_records(runs: Sequence[Sequence[Measurement]], run_id: str) -> list[Measurement]:
+    """Pool the repeats of one side: per case, all raw samples together.
+
+    A case that did not pass in some repeat is carried as that failing record,
+    so it is reported rather than compared.
+    """
+    groups: dict[str, list[Measurement]] = {}
+    for records in runs:
+        for r in records:
+            groups.setdefault(r.case_id, []).append(r)
+    return [_merge_case(group, run_id) for group in groups.values()]
+
+
+def merged_info(infos: Sequence[Mapping[str, Any]], run_id: str, ref: str) -> dict[str, Any]:
+    """run.json of a pooled side: the first repeat's identity, with what was pooled."""
+    info = dict(infos[0])
+    statuses = {str(i.get("status")) for i in infos}
+    info["run_id"] = run_id
+    info["status"] = "complete" if statuses == {"complete"} else "complete-with-failures"
+    info["merged_from"] = [i.get("run_id") for i in infos]
+    info["gate_ref"] = ref
+    info["finished_at"] = infos[-1].get("finished_at")
+    return info
+
+
+def _git(repo: Path, *args: str) -> str:
+    try:
+        done = subprocess.run(["git", "-C", str(repo), *args], capture_output=True, text=True, timeout=300)
+    except FileNotFoundError as exc:
+        raise EnvironmentProblem("git is not installed, so git refs cannot be checked out. "
+                                 "Install git, or give --base-ref/--head-ref as directories.") from exc
+    if done.returncode != 0:
+        raise UsageError(f"git {' '.join(args)} failed in {repo}: {done.stderr.strip()}")
+    return done.stdout.strip()
+
+
+@contextmanager
+def side_trees(repo: Path, refs: Mapping[str, str], workdir: Path) -> Iterator[dict[str, GateSide]]:
+    """Each side's tree: a directory as given, or a detached worktree of a git ref, removed after."""
+    made: list[Path] = []
+    sides: dict[str, GateSide] = {}
+    try:
+        for name, ref in refs.items():
+            if Path(ref).is_dir():
+                sides[name] = GateSide(name, ref, Path(ref).resolve())
+                continue
+            try:
+                sha = _git(repo, "rev-parse", "--verify", "--quiet", f"{ref}^{{commit}}")
+            except UsageError:
+                raise UsageError(
+                    f"--{name}-ref {ref!r} is neither a directory nor a commit known in {repo}. "
+                    "Fetch it first (in CI: actions/checkout with fetch-depth: 0), or give a path."
+                ) from None
+            tree = workdir / f"src-{name}"
+            _git(repo, "worktree", "add", "--detach", str(tree), sha)
+            made.append(tree)
+            sides[name] = GateSide(name, f"{ref} ({sha[:12]})", tree)
+        yield sides
+    finally:
+        for tree in made:
+            subprocess.run(["git", "-C", str(repo), "worktree", "remove", "--force", str(tree)],
+                           capture_output=True, check=False)
+
+
+def _run_side(side: GateSide, out_dir: Path, run_id: str, run_args: Sequence[str],
+              env: Mapping[str, str], python: str) -> None:
+    child_env = dict(env)
+    child_env["PYTHONPATH"] = str(side.tree) + (os.pathsep + env["PYTHONPATH"] if env.get("PYTHONPATH") else "")
+    cmd = run_command(python, out_dir, run_id, run_args)
+    print(f"gate: {side.name} ({side.ref}) -> {out_dir}", flush=True)
+    code = subprocess.run(cmd, cwd=side.tree, env=child_env, check=False).returncode
+    if code not in (0, 1):  # 1 = some case failed: reported by the comparison, not fatal here
+        raise UsageError(
+            f"`harness run` for {side.name} ({side.ref}) exited with code {code}; its message is above. "
+            "Fix the run arguments given after `--`, or that version of the code."
+        )
+
+
+def run_gate(
+    refs: Mapping[str, str],
+    out: Path,
+    run_args: Sequence[str],
+    repeats: int,
+    env: Mapping[str, str],
+    repo: Path = Path("."),
+    python: str = sys.executable,
+) -> dict[str, Path]:
+    """Run both sides interleaved and write out/base and out/head; returns those two paths."""
+    order = interleaved_order(repeats)
+    if out.exists() and any(out.iterdir()):
+        raise UsageError(f"Gate output directory {out} is not empty. Choose another --out or remove it.")
+    out = out.resolve()
+    out.mkdir(parents=True, exist_ok=True)
+    workdir = Path(tempfile.mkdtemp(prefix="harness-gate-"))
+    try:
+        with side_trees(repo.resolve(), refs, workdir) as sides:
+            for name, k in order:
+                _run_side(sides[name], out / "repeats" / f"{name}-{k}", f"gate-{name}-{k}", run_args, env, python)
+            pooled: dict[str, Path] = {}
+            for name in SIDES:
+                runs = [load_run(out / "repeats" / f"{name}-{k}") for k in range(1, repeats + 1)]
+                target = out / name
+                target.mkdir()
+                for record in merge_records([r.records for r in runs], run_id=f"gate-{name}"):
+                    append_record(target / "records.jsonl", record)
+                write_json(target / "run.json", merged_info([r.info for r in runs], f"gate-{name}", sides[name].ref))
+                pooled[name] = target
+    finally:
+        shutil.rmtree(workdir, ignore_errors=True)
+    return pooled

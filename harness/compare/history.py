@@ -1,0 +1,286 @@
+"""Nightly history: an SQLite store of run medians, and the persistence rule that reads it.
+
+Each case of a new run is held against a baseline: the median of its medians
+in the last ``window`` runs of the same fingerprint (same backend, device
+model, timer, level, cache, provider). A case slower than the baseline by
+more than ``threshold`` is *suspect*; it is flagged as a regression only when
+it was also suspect in the previous ``persist - 1`` runs (one noisy night is
+not an alarm), or at once when it is slower by more than ``large``.
+
+``assess_case`` is pure; ``HistoryStore`` is the thin SQLite layer.
+"""
+
+from __future__ import annotations
+
+import csv
+import datetime as _dt
+import io
+import sqlite3
+import statistics
+from collections.abc import Iterator, Mapping, Sequence
+from contextlib import contextmanager
+from dataclasses import dataclass
+from pathlib import Path
+
+from harness.compare.compare import RunData
+from harness.errors import UsageError
+
+__all__ = [
+    "DEFAULT_DB",
+    "EXPORT_COLUMNS",
+    "CaseCheck",
+    "HistoryRules",
+    "HistoryStore",
+    "assess_case",
+    "check_run",
+    "render_trend_csv",
+]
+
+DEFAULT_DB = "reports/history.sqlite"
+_SCHEMA_VERSION = 1
+_SCHEMA = """
+CREATE TABLE IF NOT EXISTS runs (
+    seq INTEGER PRIMARY KEY AUTOINCREMENT,
+    run_id TEXT NOT NULL UNIQUE,
+    fingerprint TEXT NOT NULL,
+    backend TEXT, device_name TEXT, timer TEXT, level TEXT,
+    git_commit TEXT, started_at TEXT NOT NULL, added_at TEXT NOT NULL
+);
+CREATE TABLE IF NOT EXISTS rows (
+    run_seq INTEGER NOT NULL REFERENCES runs(seq) ON DELETE CASCADE,
+    case_id TEXT NOT NULL, op TEXT NOT NULL, status TEXT NOT NULL,
+    median_ms REAL, p10_ms REAL, p90_ms REAL, n INTEGER, torch_median_ms REAL,
+    PRIMARY KEY (run_seq, case_id)
+);
+CREATE INDEX IF NOT EXISTS runs_by_fingerprint ON runs (fingerprint, started_at, seq);
+"""
+EXPORT_COLUMNS = (
+    "case_id", "fingerprint", "backend", "device_name", "run_id", "started_at", "git_commit",
+    "status", "median_ms", "p10_ms", "p90_ms", "n", "torch_median_ms",
+)
+
+
+@dataclass(frozen=True)
+class HistoryRules:
+    window: int = 5  # runs whose median makes the baseline
+    threshold: float = 0.05  # slower than this is suspect
+    large: float = 0.25  # slower than this is flagged at once
+    persist: int = 2  # consecutive suspect runs that make a regression
+    min_history: int = 3  # runs needed before a baseline exists
+
+    def __post_init__(self) -> None:
+        if self.window < 1 or self.persist < 1 or self.min_history < 1:
+            raise ValueError("window, persist and min_history must be at least 1")
+        if not (0 < self.threshold <= self.large):
+            raise ValueError("need 0 < threshold <= large")
+
+
+@dataclass(frozen=True)
+class CaseCheck:
+    case_id: str
+    status: str  # regression, suspect, improvement, ok, no baseline, not measured
+    reason: str
+    current_ms: float | None = None
+    baseline_ms: float | None = None
+    ratio: float | None = None
+    history: int = 0  # how many earlier values the baseline drew on
+
+
+def _baseline(earlier: Sequence[float | None], rules: HistoryRules) -> tuple[float, int] | None:
+    values = [v for v in earlier if v is not None][-rules.window:]
+    if len(values) < rules.min_history:
+        return None
+    return statistics.median(values), len(values)
+
+
+def _ratio(earlier: Sequence[float | None], value: float, rules: HistoryRules) -> float | None:
+    base = _baseline(earlier, rules)
+    if base is None or base[0] <= 0:
+        return None
+    return value / base[0]
+
+
+def assess_case(
+    case_id: str, earlier: Sequence[float | None], current: float | None, rules: HistoryRules
+) -> CaseCheck:
+    """Judge one case. ``earlier`` holds its median in each earlier run, oldest first,
+    None where the run did not measure it (then the run breaks a streak)."""
+    if current is None:
+        return CaseCheck(case_id, "not measured", "no passing measurement in this run")
+    base = _baseline(earlier, rules)
+    if base is None or base[0] <= 0:
+        have = sum(v is not None for v in earlier)
+        return CaseCheck(case_id, "no baseline", f"{have} earlier run(s); {rules.min_history} needed",
+                         current_ms=current, history=have)
+    baseline, used = base
+    ratio = current / baseline
+    change = f"{(ratio - 1) * 100:+.1f}% against the median of the last {used} run(s)"
+
+    def verdict(status: str, reason: str) -> CaseCheck:
+        return CaseCheck(case_id, status, reason, current_ms=current, baseline_ms=baseline,
+                         ratio=ratio, history=used)
+
+    if ratio > 1 + rules.large:
+        return verdict("regression", f"{change}: beyond {rules.large:.0%}, flagged at once")
+    if ratio > 1 + rules.threshold:
+        streak = 1
+        k = len(earlier)
+        while streak < rules.persist and k > 0:
+            k -= 1
+            value = earlier[k]
+            earlier_ratio = _ratio(earlier[:k], value, rules) if value is not None else None
+            if earlier_ratio is None or earlier_ratio <= 1 + rules.threshold:
+                break
+            streak += 1
+        if streak >= rules.persist:
+            return verdict("regression",
+                           f"{change}: slower than {rules.threshold:.0%} in {streak} consecutive runs")
+        return verdict("suspect", f"{change}: flagged if the next run is slower too")
+    if ratio < 1 / (1 + rules.threshold):
+        return verdict("improvement", change)
+    return verdict("ok", change)
+
+
+def check_run(
+    current: Mapping[str, float | None],
+    earlier_runs: Sequence[Mapping[str, float | None]],
+    rules: HistoryRules,
+) -> list[CaseCheck]:
+    """Judge every case of a run; ``earlier_runs`` are case -> median maps, oldest first."""
+    return [
+        assess_case(case_id, [run.get(case_id) for run in earlier_runs], value, rules)
+        for case_id, value in current.items()
+    ]
+
+
+def _now() -> str:
+    return _dt.datetime.now(_dt.UTC).isoformat(timespec="seconds")
+
+
+def _fingerprint(run: RunData) -> str:
+    fp = run.info.get("fingerprint")
+    if not fp:
+        raise UsageError(
+            f"{run.path / 'run.json'} has no fingerprint, so the history cannot tell which runs "
+            "are alike. Re-run it with this harness version."
+        )
+    return str(fp)
+
+
+def run_medians(run: RunData) -> dict[str, float | None]:
+    """case id -> candidate median (ms) of a run; None for a case that did not pass."""
+    return {
+        r.case_id: (r.candidate.summary.median if r.status == "pass" and r.candidate else None)
+        for r in run.records
+    }
+
+
+class HistoryStore:
+    """One SQLite file. Each call opens and closes its own connection."""
+
+    def __init__(self, path: Path) -> None:
+        self.path = path
+
+    @contextmanager
+    def _connect(self) -> Iterator[sqlite3.Connection]:
+        if self.path.is_dir():
+            raise UsageError(f"History database {self.path} is a directory. Give a file path with --db.")
+        try:
+            self.path.parent.mkdir(parents=True, exist_ok=True)
+            conn = sqlite3.connect(self.path)
+        except (OSError, sqlite3.Error) as exc:
+            raise UsageError(
+                f"Cannot open the history database {self.path} ({exc}). Choose a writable path with --db."
+            ) from exc
+        try:
+            conn.execute("PRAGMA foreign_keys = ON")
+            version = conn.execute("PRAGMA user_version").fetchone()[0]
+            if version > _SCHEMA_VERSION:
+                raise UsageError(
+                    f"History database {self.path} was written by a newer harness (schema {version}). "
+                    "Upgrade the harness, or use another --db."
+                )
+            conn.executescript(_SCHEMA)
+            conn.execute(f"PRAGMA user_version = {_SCHEMA_VERSION}")
+            with conn:
+                yield conn
+        except sqlite3.DatabaseError as exc:
+            raise UsageError(
+                f"{self.path} is not a usable history database ({exc}). Move it aside or use another --db."
+            ) from exc
+        finally:
+            conn.close()
+
+    def add(self, run: RunData) -> tuple[int, bool]:
+        """Store a run's rows; adding a run again replaces its rows. Returns (rows, replaced)."""
+        fingerprint = _fingerprint(run)
+        info = run.info
+        ident = info.get("identity") or {}
+        with self._connect() as conn:
+            old = conn.execute("SELECT seq FROM runs WHERE run_id = ?", (run.run_id,)).fetchone()
+            if old:
+                conn.execute("DELETE FROM runs WHERE seq = ?", (old[0],))
+            cur = conn.execute(
+                "INSERT INTO runs (run_id, fingerprint, backend, device_name, timer, level, git_commit,"
+                " started_at, added_at) VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?)",
+                (run.run_id, fingerprint, info.get("backend"), ident.get("device_name"),
+                 info.get("timer"), info.get("level"), info.get("git_commit"),
+                 info.get("started_at") or _now(), _now()),
+            )
+            seq = cur.lastrowid
+            rows = []
+            for r in run.records:
+                c = r.candidate.summary if r.candidate and r.status == "pass" else None
+                torch = r.baseline.summary.median if r.baseline and r.status == "pass" else None
+                rows.append((seq, r.case_id, r.op, r.status, c.median if c else None,
+                             c.p10 if c else None, c.p90 if c else None, c.n if c else None, torch))
+            conn.executemany("INSERT OR REPLACE INTO rows VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?)", rows)
+        return len(rows), bool(old)
+
+    def earlier_runs(self, run: RunData, limit: int = 200) -> list[dict[str, float | None]]:
+        """Medians of the runs of this run's fingerprint that started before it, oldest first."""
+        fingerprint = _fingerprint(run)
+        with self._connect() as conn:
+            me = conn.execute("SELECT started_at, seq FROM runs WHERE run_id = ?", (run.run_id,)).fetchone()
+            if me is None:
+                started = str(run.info.get("started_at") or _now())
+                cond, args = "(started_at < ? OR (started_at = ? AND run_id < ?))", [started, started, run.run_id]
+            else:
+                cond, args = "(started_at < ? OR (started_at = ? AND seq < ?))", [me[0], me[0], me[1]]
+            seqs = [s for (s,) in conn.execute(
+                f"SELECT seq FROM runs WHERE fingerprint = ? AND {cond} ORDER BY started_at DESC, seq DESC LIMIT ?",
+                [fingerprint, *args, limit],
+            )]
+            out = []
+            for seq in reversed(seqs):
+                out.append({case: median for case, median in conn.execute(
+                    "SELECT case_id, median_ms FROM rows WHERE run_seq = ?", (seq,))})
+        return out
+
+    def export(self, fingerprint: str | None = None, cases: Sequence[str] = ()) -> list[dict[str, object]]:
+        """Every stored value, ordered by case then time: each case's trend is contiguous."""
+        where, args = [], []
+        if fingerprint:
+            where.append("runs.fingerprint = ?")
+            args.append(fingerprint)
+        if cases:
+            where.append(f"rows.case_id IN ({', '.join('?' for _ in cases)})")
+            args.extend(cases)
+        sql = (
+            "SELECT rows.case_id, runs.fingerprint, runs.backend, runs.device_name, runs.run_id,"
+            " runs.started_at, runs.git_commit, rows.status, rows.median_ms, rows.p10_ms, rows.p90_ms,"
+            " rows.n, rows.torch_median_ms FROM rows JOIN runs ON rows.run_seq = runs.seq"
+            + (" WHERE " + " AND ".join(where) if where else "")
+            + " ORDER BY rows.case_id, runs.fingerprint, runs.started_at, runs.seq"
+        )
+        with self._connect() as conn:
+            return [dict(zip(EXPORT_COLUMNS, row, strict=True)) for row in conn.execute(sql, args)]
+
+
+def render_trend_csv(rows: Sequence[Mapping[str, object]]) -> str:
+    buf = io.StringIO()
+    writer = csv.DictWriter(buf, fieldnames=list(EXPORT_COLUMNS), lineterminator="\n")
+    writer.writeheader()
+    for row in rows:
+        writer.writerow({k: "" if row.get(k) is None else row.get(k) for k in EXPORT_COLUMNS})
+    return buf.getvalue()

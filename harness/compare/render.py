@@ -1,0 +1,254 @@
+"""Render a Comparison as compare.md, compare.csv and compare JUnit (pure: data in, text out)."""
+
+from __future__ import annotations
+
+import csv
+import io
+from collections.abc import Sequence
+
+from junit_xml import TestCase, TestSuite
+
+from harness.compare.compare import FAILING, NOT_COMPARED, Comparison, RowComparison, RunData
+from harness.compare.history import CaseCheck, HistoryRules
+from harness.results.render import _serialise
+
+__all__ = [
+    "COMPARE_COLUMNS",
+    "fmt_ms",
+    "render_compare_csv",
+    "render_compare_junit",
+    "render_compare_markdown",
+    "render_history_junit",
+    "render_history_markdown",
+]
+
+COMPARE_COLUMNS = (
+    "case_id", "op", "dtype", "shape", "timer", "verdict",
+    "base_median_ms", "head_median_ms", "ratio", "change_pct", "ci_low", "ci_high",
+    "p", "p_adjusted", "n_base", "n_head", "torch_ratio", "base_status", "head_status", "reason",
+)
+
+_CORRECTION_NAMES = {"holm": "Holm", "bh": "Benjamini-Hochberg", "none": "no correction"}
+
+
+def fmt_ms(ms: float | None) -> str:
+    """A duration for people: microseconds below a millisecond, milliseconds above."""
+    if ms is None:
+        return ""
+    if ms < 1.0:
+        return f"{ms * 1000:.3g} µs"
+    return f"{ms:.4g} ms"
+
+
+def _g(value: float | None, digits: int = 6) -> str:
+    return "" if value is None else f"{value:.{digits}g}"
+
+
+def _csv_row(r: RowComparison) -> dict[str, str]:
+    s = r.stats
+    return {
+        "case_id": r.case_id,
+        "op": r.op,
+        "dtype": r.dtype,
+        "shape": r.shape,
+        "timer": r.timer,
+        "verdict": r.verdict,
+        "base_median_ms": _g(s.base_median if s else None),
+        "head_median_ms": _g(s.head_median if s else None),
+        "ratio": _g(s.ratio if s else None, 5),
+        "change_pct": f"{(s.ratio - 1) * 100:.2f}" if s else "",
+        "ci_low": _g(s.ci_low if s else None, 5),
+        "ci_high": _g(s.ci_high if s else None, 5),
+        "p": _g(s.p if s else None, 3),
+        "p_adjusted": _g(r.p_adjusted, 3),
+        "n_base": str(s.n_base) if s else "",
+        "n_head": str(s.n_head) if s else "",
+        "torch_ratio": _g(r.torch_ratio, 5),
+        "base_status": r.base_status,
+        "head_status": r.head_status,
+        "reason": r.reason,
+    }
+
+
+def render_compare_csv(rows: Sequence[RowComparison]) -> str:
+    buf = io.StringIO()
+    writer = csv.DictWriter(buf, fieldnames=list(COMPARE_COLUMNS), lineterminator="\n")
+    writer.writeheader()
+    for r in rows:
+        writer.writerow(_csv_row(r))
+    return buf.getvalue()
+
+
+def _run_line(label: str, run: RunData) -> str:
+    commit = run.info.get("git_commit") or "no git"
+    return f"- {label}: `{run.run_id}` ({str(commit)[:12]}, {run.path})"
+
+
+def _cell(text: str) -> str:
+    return text.replace("|", "/").replace("\n", " ")
+
+
+def _change(r: RowComparison) -> str:
+    return f"{(r.stats.ratio - 1) * 100:+.1f}%" if r.stats else ""
+
+
+def _measured_table(rows: Sequence[RowComparison], confidence: float) -> list[str]:
+    lines = [
+        f"| case | timer | base | head | change | {confidence:.0%} CI of ratio | adjusted p | torch change |",
+        "|---|---|---:|---:|---:|---|---:|---:|",
+    ]
+    for r in rows:
+        s = r.stats
+        if s is None:
+            continue
+        torch = f"{(r.torch_ratio - 1) * 100:+.1f}%" if r.torch_ratio is not None else ""
+        lines.append(
+            f"| `{r.case_id}` | {r.timer} | {fmt_ms(s.base_median)} | {fmt_ms(s.head_median)} | "
+            f"{_change(r)} | [{s.ci_low:.3f}, {s.ci_high:.3f}] | {_g(r.p_adjusted, 2)} | {torch} |"
+        )
+    return lines
+
+
+def _reason_table(rows: Sequence[RowComparison]) -> list[str]:
+    lines = ["| case | base | head | why |", "|---|---|---|---|"]
+    lines += [f"| `{r.case_id}` | {r.base_status} | {r.head_status} | {_cell(r.reason)} |" for r in rows]
+    return lines
+
+
+def render_compare_markdown(c: Comparison, title: str = "Performance comparison") -> str:
+    """compare.md: the verdict first, then what needs a look, then every row folded away."""
+    crit = c.criteria
+    compared = [r for r in c.rows if r.compared]
+    if c.gate_failed:
+        parts = []
+        if c.regressions:
+            parts.append(f"{len(c.regressions)} regression(s)")
+        if c.failing:
+            parts.append(f"{len(c.failing)} case(s) failing in head")
+        if not c.compared:
+            parts.append("no row could be compared")
+        headline = f"## {title}: FAIL ({', '.join(parts)})"
+    else:
+        headline = f"## {title}: PASS"
+    info = c.head.info
+    ident = info.get("identity") or {}
+    lines = [
+        headline,
+        "",
+        _run_line("base", c.base),
+        _run_line("head", c.head),
+        f"- backend {info.get('backend', '?')}, device {ident.get('device_name', '?')}, "
+        f"timer {info.get('timer', '?')}, level {info.get('level', '?')}",
+        f"- rule: a regression is a candidate median more than {crit.threshold:.0%} slower *and* a "
+        f"Mann-Whitney p below {crit.alpha:g} after {_CORRECTION_NAMES[crit.correction]} over "
+        f"{len(compared)} compared row(s); intervals are {crit.confidence:.0%} bootstrap intervals "
+        "of head/base",
+    ]
+    for m in c.mismatches:
+        lines.append(f"- **warning**: unlike runs compared (--allow-mismatch): {m.key} "
+                     f"{m.base!r} in base, {m.head!r} in head")
+    counts = {v: c.count(v) for v in ("regression", FAILING, "improvement", "noisy", "unchanged", NOT_COMPARED)}
+    lines += ["", "Rows: " + ", ".join(f"{k} {v}" for k, v in counts.items()), ""]
+    sections = (
+        ("Regressions", "regression", True),
+        ("Failing in head", FAILING, False),
+        ("Improvements", "improvement", True),
+    )
+    for heading, verdict, measured in sections:
+        chosen = [r for r in c.rows if r.verdict == verdict]
+        if chosen:
+            lines += [f"### {heading}", ""]
+            lines += _measured_table(chosen, crit.confidence) if measured else _reason_table(chosen)
+            lines.append("")
+    noisy = [r for r in c.rows if r.verdict == "noisy"]
+    if noisy:
+        lines += ["### Noisy (not judged)", "", "| case | change | why |", "|---|---:|---|"]
+        lines += [f"| `{r.case_id}` | {_change(r)} | {_cell(r.reason)} |" for r in noisy]
+        lines.append("")
+    skipped = [r for r in c.rows if r.verdict == NOT_COMPARED]
+    if skipped:
+        lines += ["### Not compared", ""] + _reason_table(skipped) + [""]
+    if compared:
+        lines += ["<details><summary>All compared rows</summary>", ""]
+        lines += _measured_table(compared, crit.confidence)
+        lines += ["", "</details>", ""]
+    return "\n".join(lines)
+
+
+def render_compare_junit(c: Comparison, suite_name: str = "compare") -> str:
+    """One testsuite per op; a regression or a case failing in head is a failing testcase."""
+    by_op: dict[str, list[TestCase]] = {}
+    for r in c.rows:
+        details = _csv_row(r)
+        tc = TestCase(
+            name=r.case_id,
+            classname=f"{suite_name}.{r.op}",
+            elapsed_sec=0.0,
+            stdout="\n".join(f"{k}={v}" for k, v in details.items() if v),
+        )
+        if r.verdict == "regression":
+            tc.add_failure_info(message=r.reason, failure_type="regression")
+        elif r.verdict == FAILING:
+            tc.add_failure_info(message=r.reason, failure_type="failing")
+        elif r.verdict == NOT_COMPARED:
+            tc.add_skipped_info(message=r.reason)
+        by_op.setdefault(r.op, []).append(tc)
+    suites = [TestSuite(name=f"{suite_name}.{op}", test_cases=cases) for op, cases in by_op.items()]
+    if not suites:
+        suites.append(TestSuite(name=suite_name, test_cases=[]))
+    return _serialise(suites)
+
+
+def _history_counts(checks: Sequence[CaseCheck]) -> dict[str, int]:
+    counts: dict[str, int] = {}
+    for c in checks:
+        counts[c.status] = counts.get(c.status, 0) + 1
+    return counts
+
+
+def render_history_markdown(run: RunData, checks: Sequence[CaseCheck], rules: HistoryRules, db: str) -> str:
+    """history-check.md: flagged cases first, then suspects, then improvements."""
+    regressions = [c for c in checks if c.status == "regression"]
+    headline = (f"## History check: FAIL ({len(regressions)} regression(s))" if regressions
+                else "## History check: PASS")
+    ident = run.info.get("identity") or {}
+    lines = [
+        headline,
+        "",
+        f"- run `{run.run_id}` ({str(run.info.get('git_commit') or 'no git')[:12]}), backend "
+        f"{run.info.get('backend', '?')}, device {ident.get('device_name', '?')}, level "
+        f"{run.info.get('level', '?')}, fingerprint `{run.info.get('fingerprint', '?')}`",
+        f"- rule: baseline = median of the last {rules.window} runs of this fingerprint in `{db}`; "
+        f"a case more than {rules.threshold:.0%} slower is suspect, and flagged when it is so in "
+        f"{rules.persist} consecutive runs, or at once beyond {rules.large:.0%}",
+        "",
+        "Cases: " + ", ".join(f"{k} {v}" for k, v in sorted(_history_counts(checks).items())),
+        "",
+    ]
+    for heading, status in (("Regressions", "regression"), ("Suspect (flagged if the next run is "
+                                                             "slower too)", "suspect"),
+                            ("Improvements", "improvement")):
+        chosen = [c for c in checks if c.status == status]
+        if not chosen:
+            continue
+        lines += [f"### {heading}", "", "| case | baseline | now | change | why |", "|---|---:|---:|---:|---|"]
+        for c in chosen:
+            change = f"{(c.ratio - 1) * 100:+.1f}%" if c.ratio is not None else ""
+            lines.append(f"| `{c.case_id}` | {fmt_ms(c.baseline_ms)} | {fmt_ms(c.current_ms)} | "
+                         f"{change} | {_cell(c.reason)} |")
+        lines.append("")
+    return "\n".join(lines)
+
+
+def render_history_junit(checks: Sequence[CaseCheck], suite_name: str = "history") -> str:
+    cases = []
+    for c in checks:
+        op = c.case_id.split("[", 1)[0]
+        tc = TestCase(name=c.case_id, classname=f"{suite_name}.{op}", elapsed_sec=0.0,
+                      stdout=f"status={c.status}\n{c.reason}")
+        if c.status == "regression":
+            tc.add_failure_info(message=c.reason, failure_type="regression")
+        elif c.status in ("not measured", "no baseline"):
+            tc.add_skipped_info(message=c.reason)
+        cases.append(tc)
+    return _serialise([TestSuite(name=suite_name, test_cases=cases)])

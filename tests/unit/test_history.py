@@ -1,0 +1,209 @@
+"""harness history: the persistence rule, the SQLite store, check and export."""
+
+from __future__ import annotations
+
+import argparse
+import csv
+import io
+from collections.abc import Sequence
+from pathlib import Path
+
+import numpy as np
+import pytest
+
+from harness.compare.cli import add_parsers, dispatch
+from harness.compare.compare import load_run as _load
+from harness.compare.history import HistoryRules, HistoryStore, assess_case
+from harness.errors import GateFailed, UsageError
+from harness.results.schema import Measurement, Timing
+from harness.results.store import append_record, write_json
+
+XSD = Path("/work/shared/data/junit-10.xsd")
+RULES = HistoryRules()  # window 5, threshold 5%, large 25%, persist 2
+CASES = ("softmax", "add", "gelu")
+
+
+def test_one_slow_run_is_only_suspect() -> None:
+    check = assess_case("c", [1.0, 1.01, 0.99, 1.0, 1.0], 1.10, RULES)
+    assert check.status == "suspect"
+    assert check.ratio == pytest.approx(1.10)
+    assert "next run" in check.reason
+
+
+def test_two_consecutive_slow_runs_are_a_regression() -> None:
+    check = assess_case("c", [1.0, 1.01, 0.99, 1.0, 1.0, 1.10], 1.09, RULES)
+    assert check.status == "regression"
+    assert "2 consecutive runs" in check.reason
+
+
+def test_a_very_large_slowdown_is_flagged_at_once() -> None:
+    check = assess_case("c", [1.0, 1.01, 0.99, 1.0, 1.0], 1.30, RULES)
+    assert check.status == "regression"
+    assert "at once" in check.reason
+
+
+def test_a_good_run_between_two_slow_ones_breaks_the_streak() -> None:
+    assert assess_case("c", [1.0, 1.0, 1.0, 1.0, 1.1, 1.0], 1.1, RULES).status == "suspect"
+
+
+def test_a_missing_run_breaks_the_streak() -> None:
+    assert assess_case("c", [1.0, 1.0, 1.0, 1.0, 1.1, None], 1.1, RULES).status == "suspect"
+
+
+def test_the_baseline_is_the_median_of_the_last_window_runs() -> None:
+    check = assess_case("c", [9.0, 9.0, 1.0, 1.0, 1.2, 0.9, 1.0], 1.0, RULES)
+    assert check.baseline_ms == 1.0 and check.history == 5
+    assert check.status == "ok"
+
+
+def test_too_little_history_gives_no_verdict_and_a_speedup_is_reported() -> None:
+    assert assess_case("c", [1.0, 1.0], 2.0, RULES).status == "no baseline"
+    assert assess_case("c", [1.0, 1.0, 1.0], 0.8, RULES).status == "improvement"
+    assert assess_case("c", [1.0, 1.0, 1.0], None, RULES).status == "not measured"
+
+
+def test_persist_three_needs_three_slow_runs() -> None:
+    rules = HistoryRules(persist=3)
+    assert assess_case("c", [1.0] * 5 + [1.1], 1.1, rules).status == "suspect"
+    assert assess_case("c", [1.0] * 5 + [1.1, 1.1], 1.1, rules).status == "regression"
+
+
+# the store and the commands, on run directories written to disk
+
+
+def _record(op: str, median: float, rng: np.random.Generator, status: str = "pass") -> Measurement:
+    timing = Timing.of([float(x) for x in median * rng.lognormal(0.0, 0.01, 50)])
+    passed = status == "pass"
+    return Measurement(
+        run_id="r", op=op, provider="builtin", dtype="float16", shape=(4096, 4096), backend="cuda",
+        device="0", timer="direct", status=status, device_name="NVIDIA H200",
+        baseline=timing if passed else None, candidate=timing if passed else None,
+    )
+
+
+def _run(root: Path, day: int, slow: dict[str, float] | None = None, fingerprint: str = "fp-a",
+         seed: int = 0, failed: Sequence[str] = ()) -> Path:
+    rng = np.random.default_rng(seed + day)
+    slow = slow or {}
+    path = root / f"night-{fingerprint}-{day:02d}"
+    path.mkdir(parents=True)
+    write_json(path / "run.json", {
+        "run_id": path.name, "status": "complete", "backend": "cuda", "timer": "direct",
+        "level": "core", "identity": {"device_name": "NVIDIA H200"}, "options": {"cache": "cold"},
+        "fingerprint": fingerprint, "started_at": f"2026-11-{day:02d}T02:00:00+00:00",
+        "git_commit": f"{day:040d}",
+    })
+    for i, op in enumerate(CASES):
+        status = "fail" if op in failed else "pass"
+        append_record(path / "records.jsonl", _record(op, (i + 1) * (1 + slow.get(op, 0.0)), rng, status))
+    return path
+
+
+def _history(argv: Sequence[str], db: Path) -> tuple[int, str]:
+    parser = argparse.ArgumentParser(prog="harness")
+    add_parsers(parser.add_subparsers(dest="command"))
+    out = io.StringIO()
+    code = dispatch(parser.parse_args(["history", *argv]), {"HARNESS_HISTORY_DB": str(db)}, out)
+    assert code is not None
+    return code, out.getvalue()
+
+
+def _night(root: Path, db: Path, day: int, slow: dict[str, float] | None = None) -> tuple[int, str]:
+    """One night of the workflow: add the run, then check it (exit 1 on a regression)."""
+    run = _run(root, day, slow=slow)
+    assert _history(["add", str(run)], db)[0] == 0
+    try:
+        return _history(["check", str(run), "--out", str(run / "history")], db)
+    except GateFailed as failed:
+        return failed.exit_code, failed.message
+
+
+def test_nightly_sequence_flags_a_regression_only_when_it_persists(tmp_path: Path) -> None:
+    db = tmp_path / "state" / "history.sqlite"
+    for day in range(1, 6):
+        code, text = _night(tmp_path, db, day)
+        assert code == 0, text
+    code, text = _night(tmp_path, db, 6, slow={"softmax": 0.12})
+    assert code == 0
+    assert "Suspect" in text and "`softmax[builtin-float16-4096x4096]`" in text
+    code, text = _night(tmp_path, db, 7, slow={"softmax": 0.12})
+    assert code == 1
+    assert "1 regression(s)" in text
+    md = (tmp_path / "night-fp-a-07" / "history" / "history-check.md").read_text()
+    assert md.startswith("## History check: FAIL (1 regression(s))")
+    assert "2 consecutive runs" in md
+
+
+def test_nightly_sequence_flags_a_huge_slowdown_the_first_night(tmp_path: Path) -> None:
+    db = tmp_path / "history.sqlite"
+    for day in range(1, 5):
+        _night(tmp_path, db, day)
+    code, text = _night(tmp_path, db, 5, slow={"gelu": 0.40})
+    assert code == 1
+
+
+def test_history_survives_reopening_and_keeps_fingerprints_apart(tmp_path: Path) -> None:
+    db = tmp_path / "history.sqlite"
+    for day in range(1, 5):
+        HistoryStore(db).add(_load(_run(tmp_path, day)))
+        HistoryStore(db).add(_load(_run(tmp_path, day, fingerprint="fp-other", slow={"add": 1.0})))
+    target = _load(_run(tmp_path, 9))
+    earlier = HistoryStore(db).earlier_runs(target)
+    assert len(earlier) == 4  # the other fingerprint's runs are not a baseline
+    assert all(run["add[builtin-float16-4096x4096]"] == pytest.approx(2.0, rel=0.02) for run in earlier)
+
+
+def test_adding_a_run_twice_replaces_it(tmp_path: Path) -> None:
+    db = tmp_path / "history.sqlite"
+    run = _run(tmp_path, 1)
+    assert "added" in _history(["add", str(run)], db)[1]
+    assert "replaced" in _history(["add", str(run)], db)[1]
+    _, text = _history(["export"], db)
+    assert len(list(csv.DictReader(io.StringIO(text)))) == len(CASES)
+
+
+def test_failed_cases_are_stored_but_never_make_a_baseline(tmp_path: Path) -> None:
+    db = tmp_path / "history.sqlite"
+    for day in range(1, 5):
+        _history(["add", str(_run(tmp_path, day, failed=["gelu"]))], db)
+    code, text = _history(["check", str(_run(tmp_path, 5))], db)
+    assert code == 0
+    assert "no baseline 1" in text
+
+
+def test_export_writes_each_case_trend_in_time_order(tmp_path: Path) -> None:
+    db = tmp_path / "history.sqlite"
+    for day in (3, 1, 2):  # added out of order
+        _history(["add", str(_run(tmp_path, day, slow={"add": day / 10}))], db)
+    out = tmp_path / "trend.csv"
+    _history(["export", "--case", "add[builtin-float16-4096x4096]", "--out", str(out)], db)
+    rows = list(csv.DictReader(out.open()))
+    assert [r["run_id"] for r in rows] == ["night-fp-a-01", "night-fp-a-02", "night-fp-a-03"]
+    medians = [float(r["median_ms"]) for r in rows]
+    assert medians == sorted(medians)
+    assert rows[0]["git_commit"] == f"{1:040d}"
+
+
+def test_history_check_junit_validates(tmp_path: Path) -> None:
+    xmlschema = pytest.importorskip("xmlschema")
+    db = tmp_path / "history.sqlite"
+    for day in range(1, 5):
+        _night(tmp_path, db, day)
+    _night(tmp_path, db, 5, slow={"gelu": 0.40})
+    junit = tmp_path / "night-fp-a-05" / "history" / "history-check-junit.xml"
+    schema = xmlschema.XMLSchema(str(XSD))
+    schema.validate(str(junit))
+    assert int(schema.to_dict(str(junit))["@failures"]) == 1
+
+
+def test_checking_against_a_missing_database_says_what_to_do(tmp_path: Path) -> None:
+    with pytest.raises(UsageError, match="history add"):
+        _history(["check", str(_run(tmp_path, 1))], tmp_path / "none.sqlite")
+
+
+def test_a_file_that_is_not_a_database_is_a_usage_error(tmp_path: Path) -> None:
+    bogus = tmp_path / "history.sqlite"
+    bogus.write_text("not sqlite at all, just text " * 100)
+    with pytest.raises(UsageError, match="not a usable history database"):
+        _history(["add", str(_run(tmp_path, 1))], bogus)
+
