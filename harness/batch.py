@@ -42,6 +42,7 @@ from harness.procgroup import (
     stop_on_signals,
     wait_exit,
 )
+from harness.providers.vendors import gems_vendor_env
 from harness.results.schema import Measurement
 from harness.results.store import atomic_write_text, read_json, read_records, write_json
 
@@ -314,6 +315,8 @@ def _child_env(plan: RunPlan, device: str, parent_env: Mapping[str, str]) -> dic
     env = isolated_env(plan.backend, parent_env, device)
     if plan.backend.capabilities.triton_interpreter:
         env["TRITON_INTERPRET"] = "1"  # must be set before the child imports triton
+    # Before anything imports flag_gems: otherwise it probes every vendor's CLI (no timeout).
+    env.update(gems_vendor_env(plan.backend, env))
     src = str(Path(__file__).resolve().parent.parent)
     env["PYTHONPATH"] = src + (os.pathsep + env["PYTHONPATH"] if env.get("PYTHONPATH") else "")
     env["PYTHONUNBUFFERED"] = "1"

@@ -75,7 +75,7 @@ def build_parser() -> argparse.ArgumentParser:
     lp.add_argument("what", choices=("ops", "backends"), help="ops or backends")
     lp.add_argument("--ops-module", dest="ops_modules", action="append", metavar="PATH_OR_MODULE",
                     help="also list ops from this module")
-    lp.add_argument("--provider", default="builtin",
+    lp.add_argument("--provider", default="builtin", choices=("builtin", "flaggems"),
                     help="with 'ops': builtin, or flaggems (what the installed flag_gems registers and "
                          "which of those have harness cases)")
     pp = sub.add_parser("plugins", help="print the pytest plugins planned for a backend",

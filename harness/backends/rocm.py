@@ -49,6 +49,6 @@ BACKEND = Backend(
     graph_class="CUDAGraph",
     state_query=None,
     driver_query=DeviceListing(command=("rocm-smi", "--showdriverversion"), index_pattern=r"[Dd]river version:\s*(\S+)"),
-    gems_vendor=None,  # see docs/flaggems.md for AMD's status in FlagGems
+    gems_vendor="amd",  # FlagGems src/flag_gems/runtime/backend/_amd (v5.0.2); docs/flaggems.md
     peaks=Peaks(device="MI300X", bandwidth_gbps=5300.0, bf16_tflops=1307.0),
 )

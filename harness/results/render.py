@@ -201,8 +201,8 @@ def render_markdown(records: Sequence[Measurement], run_info: Mapping[str, Any],
         f" ({ident.get('device_arch', '?')}), driver {ident.get('driver', '?')}",
         f"- torch {ident.get('torch', '?')}, triton {ident.get('triton', '?')}, harness "
         f"{run_info.get('harness_version', '?')} ({run_info.get('git_commit') or 'no git'})",
-        f"- level {run_info.get('options', {}).get('level', '?')}, timer "
-        f"{run_info.get('options', {}).get('timer', '?')}, status {run_info.get('status', '?')}",
+        f"- level {run_info.get('level', '?')}, timer {run_info.get('timer', '?')}, cache "
+        f"{run_info.get('options', {}).get('cache', '?')}, status {run_info.get('status', '?')}",
         "",
         "| op | provider | dtype | shape | timer | status | torch ms | candidate ms | speedup | GB/s | TFLOP/s | notes |",
         "|---|---|---|---|---|---|---:|---:|---:|---:|---:|---|",
