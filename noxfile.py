@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import glob
+from pathlib import Path
 
 import nox
 
@@ -51,3 +52,53 @@ def lint(session: nox.Session) -> None:
     if workflows:
         session.run("actionlint", *workflows)
         session.run("zizmor", "--min-severity", "medium", *workflows)
+
+
+# -- containers: one image per backend (harness/container, docs/containers.md) -----------
+
+CONTAINER_BACKENDS = ("cpu", "cuda", "musa", "rocm", "ascend")
+ROOT = Path(__file__).resolve().parent
+
+
+def _container(session: nox.Session, *args: str) -> None:
+    """Drive `harness container` from a venv that holds only the docker SDK (no torch).
+
+    The harness is imported from this checkout (PYTHONPATH), not installed, so the
+    venv stays small and is reused; pip runs only when the SDK is missing.
+    """
+    probe = "import importlib.util as u; print(u.find_spec('docker') is not None)"
+    if "True" not in str(session.run("python", "-c", probe, silent=True)):
+        session.install("docker>=7")
+    session.run("python", "-m", "harness.container", *args, env={"PYTHONPATH": str(ROOT)})
+
+
+def _bench_in_container(backend: str) -> None:
+    @nox.session(name=f"bench-{backend}", python=PYTHON, reuse_venv=True, default=False)
+    def bench_backend(session: nox.Session) -> None:
+        session.log(f"harness run --backend {backend} {' '.join(session.posargs)} (in a container)")
+        _container(session, "run", "--backend", backend, "--", *session.posargs)
+
+    bench_backend.__doc__ = (
+        f"Run `harness run` in the {backend} image with its device passthrough; "
+        "args after -- go to `harness run`."
+    )
+
+
+for _backend in CONTAINER_BACKENDS:
+    _bench_in_container(_backend)
+
+
+@nox.session(python=PYTHON, reuse_venv=True, default=False)
+def images(session: nox.Session) -> None:
+    """Build (or pull) the container images: all, or the backends named after --."""
+    _container(session, "build", *session.posargs)
+
+
+@nox.session(python=PYTHON, venv_params=["--system-site-packages"], default=False)
+def gate(session: nox.Session) -> None:
+    """PR perf gate on this host's device: base and head interleaved ABBA, then compared.
+
+    nox -s gate -- --base-ref origin/main --head-ref HEAD [--repeats 2] [--out reports/gate] -- RUN_ARGS
+    """
+    _install_harness(session)
+    session.run("python", "-m", "harness", "gate-run", *session.posargs)

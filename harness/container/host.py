@@ -1,0 +1,88 @@
+"""What the host offers a container of one backend: device nodes, driver files, groups (I/O).
+
+The only file-system reads of the container layer; the planner
+(:mod:`harness.container.plan`) gets the result as a frozen HostView.
+"""
+
+from __future__ import annotations
+
+import glob
+import grp
+import os
+import posixpath
+import stat
+from collections.abc import Iterable
+
+from harness.backends.base import Backend
+from harness.container.plan import HostView, NodeInfo, device_templates_index
+
+__all__ = ["probe_host"]
+
+
+def _node_info(path: str) -> NodeInfo | None:
+    try:
+        st = os.stat(path)
+    except OSError:
+        return None
+    if stat.S_ISCHR(st.st_mode):
+        return NodeInfo(kind="char", gids=(st.st_gid,))
+    if stat.S_ISBLK(st.st_mode):
+        return NodeInfo(kind="block", gids=(st.st_gid,))
+    if stat.S_ISDIR(st.st_mode):
+        gids: list[int] = []
+        for dirpath, _dirs, files in os.walk(path):
+            for name in files:
+                try:
+                    child = os.stat(os.path.join(dirpath, name))
+                except OSError:
+                    continue
+                if stat.S_ISCHR(child.st_mode) and child.st_gid not in gids:
+                    gids.append(child.st_gid)
+        return NodeInfo(kind="dir", gids=tuple(gids))
+    return NodeInfo(kind="other")
+
+
+def _vendor_path(root: str, host_path: str) -> str:
+    return "/" + posixpath.relpath(host_path, root).lstrip("/")
+
+
+def probe_host(backend: Backend, device_root: str, runtimes: Iterable[str]) -> HostView:
+    """Look under ``device_root`` for everything ``backend``'s passthrough may need."""
+    pt = backend.passthrough
+    root = device_root or "/"
+    view = HostView(device_root=root)
+    wanted = set(pt.shared_nodes) | set(pt.all_device_nodes) | set(pt.host_nodes)
+    ids: set[int] = set()
+    for position, template in enumerate(pt.per_device_nodes):
+        pattern, regex = device_templates_index(template)
+        for found in glob.glob(view.host_path(pattern)):
+            vendor = _vendor_path(root, found)
+            match = regex.match(vendor)
+            if match is None:
+                continue
+            wanted.add(vendor)
+            if position == 0:  # the first template names the devices
+                index = match.groupdict().get("index")
+                ids.add(int(index) if index is not None else int(match.group("render")) - 128)
+    nodes = {}
+    for vendor in sorted(wanted):
+        info = _node_info(view.host_path(vendor))
+        if info is not None:
+            nodes[vendor] = info
+    paths = frozenset(
+        src for src, _ in pt.mounts + pt.optional_mounts if os.path.exists(view.host_path(src))
+    )
+    groups = {}
+    for name in pt.groups:
+        try:
+            groups[name] = grp.getgrnam(name).gr_gid
+        except KeyError:
+            continue
+    return HostView(
+        device_root=root,
+        nodes=nodes,
+        device_ids=tuple(str(i) for i in sorted(ids) if i >= 0),
+        paths=paths,
+        runtimes=frozenset(runtimes),
+        groups=groups,
+    )

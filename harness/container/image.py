@@ -1,0 +1,259 @@
+"""Which image a backend runs in: a content-hash tag, then reuse, pull or build.
+
+The tag is a hash of what decides the image's contents: every file of
+containers/<backend>/ (the Dockerfile and what it copies), the local wheels
+staged into the build context, and the build arguments the Dockerfile
+declares. An unchanged tree therefore finds its image again (locally or in a
+registry) and any change builds a new one. The harness code itself is not in
+the image (it is mounted at run time), so editing it never rebuilds.
+"""
+
+from __future__ import annotations
+
+import fnmatch
+import hashlib
+import io
+import re
+import tarfile
+from collections.abc import Callable, Sequence
+from dataclasses import dataclass
+from pathlib import Path
+from typing import IO, TYPE_CHECKING
+
+from harness.container.settings import ContainerSettings
+from harness.errors import ContainerError, UsageError
+
+if TYPE_CHECKING:
+    from harness.container.engine import Engine
+
+__all__ = [
+    "ContextFile",
+    "ImageRecipe",
+    "ResolvedImage",
+    "content_tag",
+    "declared_args",
+    "ensure_image",
+    "image_ref",
+    "load_recipe",
+    "resolve_steps",
+    "write_context",
+]
+
+WHEELS_DIR = "wheels"  # where staged wheels appear in the build context
+WHEELS_LIST = "wheels.txt"  # in containers/<backend>/: glob patterns of wheels to stage
+TAG_LENGTH = 16
+
+
+@dataclass(frozen=True)
+class ContextFile:
+    path: str  # inside the build context
+    source: Path
+    digest: str  # sha256 of the content; for a staged wheel, of its name and size
+    mode: int = 0o644
+
+
+@dataclass(frozen=True)
+class ImageRecipe:
+    backend: str
+    dockerfile: str
+    files: tuple[ContextFile, ...]
+    wheels: tuple[ContextFile, ...]
+    build_args: tuple[tuple[str, str], ...]  # only those the Dockerfile declares
+
+    @property
+    def base_image(self) -> str | None:
+        """The image FROM builds on: the BASE_IMAGE argument given, else the Dockerfile's default."""
+        given = dict(self.build_args).get("BASE_IMAGE")
+        return given or declared_args(self.dockerfile).get("BASE_IMAGE")
+
+
+@dataclass(frozen=True)
+class ResolvedImage:
+    ref: str
+    digest: str  # repo digest when pulled from a registry, else the local image id
+    action: str  # "present", "pulled" or "built"
+
+
+# -- pure --------------------------------------------------------------------------------
+
+
+def declared_args(dockerfile: str) -> dict[str, str | None]:
+    """ARG names a Dockerfile declares, with their defaults (None when it has none)."""
+    found: dict[str, str | None] = {}
+    for match in re.finditer(r"^\s*ARG\s+([A-Za-z_][A-Za-z0-9_]*)(?:=(\S*))?", dockerfile, re.MULTILINE):
+        default = match.group(2)
+        if default is not None and len(default) >= 2 and default[0] == default[-1] == '"':
+            default = default[1:-1]
+        found.setdefault(match.group(1), default)
+    return found
+
+
+def content_tag(recipe: ImageRecipe) -> str:
+    """A tag that changes exactly when what the image is built from changes."""
+    h = hashlib.sha256()
+    h.update(f"backend={recipe.backend}\n".encode())
+    for item in sorted(recipe.files + recipe.wheels, key=lambda f: f.path):
+        h.update(f"file {item.path} {item.mode:o} {item.digest}\n".encode())
+    for key, value in sorted(recipe.build_args):
+        h.update(f"arg {key}={value}\n".encode())
+    return h.hexdigest()[:TAG_LENGTH]
+
+
+def image_ref(name: str, backend: str, tag: str, registry: str | None) -> str:
+    repo = f"{name}-{backend}"
+    return f"{registry}/{repo}:{tag}" if registry else f"{repo}:{tag}"
+
+
+def resolve_steps(policy: str, registry: str | None, present: bool) -> tuple[str, ...]:
+    """What to try, in order, to get the image: "use", "pull", "build".
+
+    auto: reuse a local image, else pull when a registry is set (falling back to a
+    build), else build. pull: from the registry, nothing else. build: always
+    build. no-build: reuse or pull, never build.
+    """
+    if policy == "build":
+        return ("build",)
+    if policy == "pull":
+        return ("pull",)
+    if present:
+        return ("use",)
+    if policy == "no-build":
+        return ("pull",) if registry else ()
+    return ("pull", "build") if registry else ("build",)
+
+
+# -- reading the tree ------------------------------------------------------------------
+
+
+def _sha256(path: Path) -> str:
+    h = hashlib.sha256()
+    with path.open("rb") as handle:
+        for block in iter(lambda: handle.read(1 << 20), b""):
+            h.update(block)
+    return h.hexdigest()
+
+
+def _stage_wheels(context_dir: Path, wheel_dirs: Sequence[Path]) -> tuple[ContextFile, ...]:
+    listing = context_dir / WHEELS_LIST
+    if not listing.is_file():
+        return ()
+    patterns = [
+        line.strip() for line in listing.read_text().splitlines() if line.strip() and not line.startswith("#")
+    ]
+    staged: dict[str, ContextFile] = {}
+    for directory in wheel_dirs:
+        for wheel in sorted(directory.glob("*.whl")):
+            if wheel.name in staged or not any(fnmatch.fnmatch(wheel.name, p) for p in patterns):
+                continue
+            # Name and size, not content: a wheel's name carries its version and build
+            # tag, and hashing a 200 MB torch wheel on every run would cost a second.
+            digest = hashlib.sha256(f"{wheel.name}:{wheel.stat().st_size}".encode()).hexdigest()
+            staged[wheel.name] = ContextFile(path=f"{WHEELS_DIR}/{wheel.name}", source=wheel, digest=digest)
+    return tuple(staged.values())
+
+
+def load_recipe(containers_dir: Path, backend: str, settings: ContainerSettings) -> ImageRecipe:
+    context_dir = containers_dir / backend
+    dockerfile_path = context_dir / "Dockerfile"
+    if not dockerfile_path.is_file():
+        raise UsageError(
+            f"No Dockerfile for backend {backend!r} at {dockerfile_path}. The images live in "
+            f"containers/<backend>/ of the harness checkout ({containers_dir})."
+        )
+    files = tuple(
+        ContextFile(
+            path=p.relative_to(context_dir).as_posix(), source=p, digest=_sha256(p),
+            mode=0o755 if p.stat().st_mode & 0o111 else 0o644,
+        )
+        for p in sorted(context_dir.rglob("*"))
+        if p.is_file() and p.relative_to(context_dir).parts[0] != WHEELS_DIR
+    )
+    dockerfile = dockerfile_path.read_text()
+    declared = declared_args(dockerfile)
+    args = dict(settings.build_args)
+    if settings.base_image(backend):
+        args["BASE_IMAGE"] = settings.base_image(backend) or ""
+    return ImageRecipe(
+        backend=backend,
+        dockerfile=dockerfile,
+        files=files,
+        wheels=_stage_wheels(context_dir, settings.wheel_dirs),
+        build_args=tuple(sorted((k, v) for k, v in args.items() if k in declared)),
+    )
+
+
+def write_context(recipe: ImageRecipe, fileobj: IO[bytes]) -> None:
+    """The build context as a tar: the backend's folder plus staged wheels (always a wheels/ dir)."""
+    with tarfile.open(fileobj=fileobj, mode="w") as tar:
+        for item in recipe.files + recipe.wheels:
+            info = tar.gettarinfo(str(item.source), arcname=item.path)
+            info.uid = info.gid = 0
+            info.uname = info.gname = ""
+            info.mode = item.mode
+            with item.source.open("rb") as handle:
+                tar.addfile(info, handle)
+        directory = tarfile.TarInfo(WHEELS_DIR)
+        directory.type = tarfile.DIRTYPE
+        directory.mode = 0o755
+        tar.addfile(directory)
+        # COPY of an empty directory still needs something to copy.
+        keep = tarfile.TarInfo(f"{WHEELS_DIR}/.keep")
+        tar.addfile(keep, io.BytesIO(b""))
+    fileobj.seek(0)
+
+
+# -- resolving against an engine ---------------------------------------------------------
+
+
+def _base_missing(recipe: ImageRecipe, cause: str) -> ContainerError:
+    return ContainerError(
+        f"Cannot build the {recipe.backend} image: its base image {recipe.base_image} is not in the "
+        f"local image store and could not be pulled ({cause}). Pull or `docker load` it where a "
+        f"registry is reachable, or name a local base image with --base-image or "
+        f"HARNESS_BASE_IMAGE_{recipe.backend.upper()} (CI makes harness-base/debian:bookworm-py "
+        "with .ci/docker-up.sh; it serves the cpu image)."
+    )
+
+
+def ensure_image(
+    engine: Engine,
+    recipe: ImageRecipe,
+    settings: ContainerSettings,
+    log: Callable[[str], None],
+) -> ResolvedImage:
+    """Reuse, pull or build the image for ``recipe``, as the policy says."""
+    ref = image_ref(settings.image_name, recipe.backend, content_tag(recipe), settings.registry)
+    present = engine.has_image(ref)
+    steps = resolve_steps(settings.policy, settings.registry, present)
+    if not steps:
+        raise ContainerError(
+            f"Image {ref} is not present locally and --no-build forbids building it (no registry "
+            "is set to pull from). Build it with `nox -s images -- "
+            f"{recipe.backend}`, set HARNESS_REGISTRY, or drop --no-build."
+        )
+    failures: list[str] = []
+    for step in steps:
+        if step == "use":
+            log(f"image {ref}: present (content tag of containers/{recipe.backend}/)")
+            return ResolvedImage(ref=ref, digest=engine.image_digest(ref), action="present")
+        if step == "pull":
+            log(f"image {ref}: pulling")
+            try:
+                engine.pull(ref)
+            except ContainerError as exc:
+                failures.append(f"pull failed: {exc.message}")
+                log(f"image {ref}: pull failed ({exc.message})")
+                continue
+            return ResolvedImage(ref=ref, digest=engine.image_digest(ref), action="pulled")
+        base = recipe.base_image
+        if base and not engine.has_image(base):
+            log(f"base image {base}: not present, pulling")
+            try:
+                engine.pull(base)
+            except ContainerError as exc:
+                raise _base_missing(recipe, exc.message) from None
+        log(f"image {ref}: building from containers/{recipe.backend}/ on {base}"
+            + (f" with {len(recipe.wheels)} local wheel(s)" if recipe.wheels else ""))
+        engine.build(recipe, ref, log)
+        return ResolvedImage(ref=ref, digest=engine.image_digest(ref), action="built")
+    raise ContainerError(f"Could not get image {ref}: {'; '.join(failures)}.")

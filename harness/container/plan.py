@@ -1,0 +1,487 @@
+"""Planning a container run: which devices, mounts, user, environment and command (pure).
+
+Nothing here touches docker or the file system. What the host has (device
+nodes, driver files, engine runtimes, groups) arrives as a :class:`HostView`,
+gathered by :mod:`harness.container.host`; the result is a frozen
+:class:`ContainerPlan` that :mod:`harness.container.engine` turns into one
+docker SDK call. Every refusal (a missing node, a device that is not there,
+an output path the container cannot write) happens here, before any
+container exists.
+"""
+
+from __future__ import annotations
+
+import posixpath
+import re
+import shlex
+from collections.abc import Mapping, Sequence
+from dataclasses import dataclass, field, replace
+
+from harness.backends.base import Backend, Passthrough
+from harness.errors import EnvironmentProblem, UsageError
+
+__all__ = [
+    "CONTAINER_REPO",
+    "ContainerPlan",
+    "DeviceChoice",
+    "DeviceMap",
+    "DevicePlan",
+    "GpuRequest",
+    "HarnessInvocation",
+    "HostView",
+    "Mount",
+    "NodeInfo",
+    "device_templates_index",
+    "plan_container",
+    "plan_devices",
+    "plan_invocation",
+]
+
+CONTAINER_REPO = "/repo"  # where the checkout is mounted, read-only; reports/ inside it is writable
+CONTAINER_HOME = "/home/harness"  # world-writable in every image: any uid can run them
+LABEL = "org.triton-op-harness.managed"  # on every container the harness starts, for clean-up checks
+
+# `harness run` options that name a place to write; inside the container only
+# reports/ is writable, so each must stay inside it.
+_PATH_OPTIONS = ("--out", "--reports-dir", "--resume")
+
+
+@dataclass(frozen=True)
+class NodeInfo:
+    """A device node (or a directory of them) as found on the host."""
+
+    kind: str  # "char", "block", "dir" or "other"
+    gids: tuple[int, ...] = ()  # owning group of the node, or of every node in the directory
+
+
+@dataclass(frozen=True)
+class HostView:
+    """What the planner needs to know about the host, keyed by the vendor's own paths.
+
+    ``device_root`` prefixes every host path of the vendor stack (device nodes
+    and driver files), so tests can point the planner at fake nodes in a
+    temporary directory. ``nodes`` and ``paths`` hold only what exists.
+    """
+
+    device_root: str = "/"
+    nodes: Mapping[str, NodeInfo] = field(default_factory=dict)
+    device_ids: tuple[str, ...] = ()  # device indices found from the per-device node templates
+    paths: frozenset[str] = frozenset()  # driver files and directories present (mount sources)
+    runtimes: frozenset[str] = frozenset()  # container runtimes the engine offers
+    groups: Mapping[str, int] = field(default_factory=dict)  # host group name -> gid
+
+    def host_path(self, vendor_path: str) -> str:
+        return posixpath.join(self.device_root, vendor_path.lstrip("/"))
+
+
+@dataclass(frozen=True)
+class DeviceMap:
+    host: str
+    container: str
+    permissions: str = "rwm"
+
+    def spec(self) -> str:
+        return f"{self.host}:{self.container}:{self.permissions}"
+
+
+@dataclass(frozen=True)
+class Mount:
+    source: str
+    target: str
+    read_only: bool = True
+
+
+@dataclass(frozen=True)
+class GpuRequest:
+    """Docker's GPU device request (`--gpus`); ``device_ids`` empty means every GPU."""
+
+    device_ids: tuple[str, ...] = ()
+
+    def flag(self) -> str:
+        return "all" if not self.device_ids else f'"device={",".join(self.device_ids)}"'
+
+
+@dataclass(frozen=True)
+class DeviceChoice:
+    """Which host devices go into the container, and where the choice came from."""
+
+    ids: tuple[str, ...] | None  # None: every device
+    source: str = "default (every device)"
+
+
+@dataclass(frozen=True)
+class DevicePlan:
+    """How the chosen devices reach the container."""
+
+    mode: str  # "none", "runtime", "gpu-requests" or "device-nodes"
+    devices: tuple[DeviceMap, ...] = ()
+    gpu_request: GpuRequest | None = None
+    runtime: str | None = None
+    environment: tuple[tuple[str, str], ...] = ()
+    mounts: tuple[Mount, ...] = ()
+    group_add: tuple[int, ...] = ()
+    security_opt: tuple[str, ...] = ()
+    ipc_mode: str | None = None
+    shm_size: str | None = None
+    notes: tuple[str, ...] = ()
+
+
+@dataclass(frozen=True)
+class HarnessInvocation:
+    """The `harness run` arguments for inside the container, and where its reports land."""
+
+    args: tuple[str, ...]
+    run_dir: str | None  # relative to the reports mount; None when it cannot be known beforehand
+
+
+@dataclass(frozen=True)
+class ContainerPlan:
+    image: str
+    command: tuple[str, ...]
+    user: str
+    working_dir: str
+    environment: tuple[tuple[str, str], ...]
+    mounts: tuple[Mount, ...]
+    devices: DevicePlan
+    labels: tuple[tuple[str, str], ...]
+    init: bool = True  # docker-init as PID 1 forwards SIGINT/SIGTERM to the harness
+
+    def docker_args(self) -> list[str]:
+        """The equivalent `docker run` command line, for people reading a plan."""
+        args = ["docker", "run", "--rm"]
+        if self.init:
+            args.append("--init")
+        args += ["--user", self.user, "--workdir", self.working_dir]
+        for mount in self.mounts + self.devices.mounts:
+            suffix = ",readonly" if mount.read_only else ""
+            args += ["--mount", f"type=bind,source={mount.source},target={mount.target}{suffix}"]
+        for device in self.devices.devices:
+            args += ["--device", device.spec()]
+        if self.devices.gpu_request is not None:
+            args += ["--gpus", self.devices.gpu_request.flag()]
+        if self.devices.runtime:
+            args += ["--runtime", self.devices.runtime]
+        for gid in self.devices.group_add:
+            args += ["--group-add", str(gid)]
+        for opt in self.devices.security_opt:
+            args += ["--security-opt", opt]
+        if self.devices.ipc_mode:
+            args += ["--ipc", self.devices.ipc_mode]
+        if self.devices.shm_size:
+            args += ["--shm-size", self.devices.shm_size]
+        for key, value in self.environment:
+            args += ["--env", f"{key}={value}"]
+        for key, value in self.labels:
+            args += ["--label", f"{key}={value}"]
+        args.append(self.image)
+        args += list(self.command)
+        return args
+
+    def render(self) -> str:
+        """``docker_args`` as a shell command, one option and its value per line."""
+        args = self.docker_args()
+        image_at = args.index(self.image)
+        lines = [" ".join(shlex.quote(a) for a in args[:3])]
+        i = 3
+        while i < image_at:
+            if args[i] in ("--init",) or i + 1 >= image_at:
+                lines.append(shlex.quote(args[i]))
+                i += 1
+            else:
+                lines.append(f"{args[i]} {shlex.quote(args[i + 1])}")
+                i += 2
+        lines.append(" ".join(shlex.quote(a) for a in args[image_at:]))
+        return " \\\n    ".join(lines)
+
+
+# -- devices -------------------------------------------------------------------------
+
+
+def _format(template: str, index: str) -> str:
+    return template.format(index=index, render=128 + int(index))
+
+
+def device_templates_index(template: str) -> tuple[str, re.Pattern[str]]:
+    """A glob and a regex that find the device indices a per-device node template covers.
+
+    ``/dev/davinci{index}`` -> ``/dev/davinci*`` and a regex whose group is the
+    index; ``{render}`` nodes give the index as render minor - 128.
+    """
+    glob_pattern = template.replace("{index}", "*").replace("{render}", "*")
+    regex = re.escape(template).replace(r"\{index\}", r"(?P<index>\d+)").replace(
+        r"\{render\}", r"(?P<render>\d+)"
+    )
+    return glob_pattern, re.compile(f"^{regex}$")
+
+
+def _missing_nodes_error(backend: Backend, host: HostView, missing: Sequence[str], why: str) -> EnvironmentProblem:
+    where = "" if host.device_root in ("", "/") else f" under device root {host.device_root}"
+    listed = ", ".join(missing)
+    return EnvironmentProblem(
+        f"Backend {backend.name}: device node(s) {listed} not found{where} ({why}). "
+        f"No container was started. Check that the {backend.name} kernel driver is loaded "
+        f"(`ls -l {missing[0]}`), choose devices that exist with --devices, or run the "
+        "CPU pipeline instead with `nox -s bench-cpu`."
+    )
+
+
+def _check_numeric(backend: Backend, choice: DeviceChoice) -> None:
+    for item in choice.ids or ():
+        if not item.isdigit():
+            raise UsageError(
+                f"Device {item!r} (from {choice.source}) is not a device index. The {backend.name} "
+                "container takes host device indices such as 0 or 0,1."
+            )
+
+
+def _groups(pt: Passthrough, host: HostView, node_paths: Sequence[str]) -> tuple[int, ...]:
+    """Host gids the container user joins: the owners of the mapped nodes, then named groups.
+
+    Numeric gids are used because the container's /etc/group need not know the
+    host's names (a "render" group is missing from many images).
+    """
+    gids: list[int] = []
+    for path in node_paths:
+        info = host.nodes.get(path)
+        for gid in info.gids if info else ():
+            if gid != 0 and gid not in gids:
+                gids.append(gid)
+    for name in pt.groups:
+        named = host.groups.get(name)
+        if named is not None and named != 0 and named not in gids:
+            gids.append(named)
+    return tuple(gids)
+
+
+def _wanted_nodes(backend: Backend, host: HostView, choice: DeviceChoice, whole: bool) -> list[str]:
+    """Node paths for the choice: shared ones, then per-device ones (or the whole-set ones).
+
+    Raises one error naming every missing node, shared ones first, so a host
+    without the driver hears about the driver's node rather than a device's.
+    """
+    pt = backend.passthrough
+    wanted = list(pt.shared_nodes)
+    why = "needed whatever devices are chosen"
+    if whole and choice.ids is None and pt.all_device_nodes:
+        wanted += list(pt.all_device_nodes)
+    elif pt.per_device_nodes:
+        _check_numeric(backend, choice)
+        ids = choice.ids if choice.ids is not None else host.device_ids
+        if not ids:
+            patterns = [device_templates_index(t)[0] for t in pt.per_device_nodes]
+            missing = [p for p in pt.shared_nodes if p not in host.nodes] + patterns
+            raise _missing_nodes_error(backend, host, missing, "no device of this backend is present")
+        wanted += [_format(t, i) for i in ids for t in pt.per_device_nodes]
+        found = ", ".join(host.device_ids) or "none"
+        why = f"device(s) {','.join(ids)} from {choice.source}; devices found: {found}"
+    missing = [p for p in wanted if p not in host.nodes]
+    if missing:
+        raise _missing_nodes_error(backend, host, missing, why)
+    for path in wanted:
+        if host.nodes[path].kind not in ("char", "block", "dir"):
+            raise EnvironmentProblem(
+                f"Backend {backend.name}: {host.host_path(path)} exists but is not a device node "
+                "(nor a directory of them). No container was started. Check the driver installation."
+            )
+    return list(dict.fromkeys(wanted))
+
+
+def _driver_mounts(backend: Backend, host: HostView) -> tuple[tuple[Mount, ...], tuple[str, ...]]:
+    pt = backend.passthrough
+    absent = [src for src, _ in pt.mounts if src not in host.paths]
+    if absent:
+        runtime = f" ({pt.runtime})" if pt.runtime else ""
+        raise EnvironmentProblem(
+            f"Backend {backend.name}: driver path(s) {', '.join(host.host_path(p) for p in absent)} "
+            "not found. They are mounted read-only into the container when the engine has no "
+            f"vendor container runtime{runtime}. No container was started. Install the driver, or "
+            "install the vendor's container runtime and register it with the docker engine."
+        )
+    mounts: list[Mount] = []
+    notes: list[str] = []
+    for src, dst in pt.mounts + pt.optional_mounts:
+        if src in host.paths:
+            mounts.append(Mount(source=host.host_path(src), target=dst, read_only=True))
+        else:
+            notes.append(f"optional {host.host_path(src)} not found on the host; not mounted")
+    return tuple(mounts), tuple(notes)
+
+
+def plan_devices(backend: Backend, host: HostView, choice: DeviceChoice) -> DevicePlan:
+    """How ``choice`` of ``backend``'s devices reaches a container on ``host``.
+
+    A vendor runtime the engine offers is preferred (it also maps the driver's
+    libraries); then docker GPU requests; then device nodes mapped one by one,
+    with the driver files mounted read-only. Nothing of another backend is
+    ever added, and no visibility variable of the host is forwarded: the
+    container sees only what this plan names.
+    """
+    pt = backend.passthrough
+    base = DevicePlan(
+        mode="none", environment=tuple(pt.static_env), security_opt=pt.security_opt,
+        ipc_mode=pt.ipc_mode, shm_size=pt.shm_size,
+    )
+    if not pt.maps_devices:
+        if choice.ids:
+            raise UsageError(
+                f"Backend {backend.name} has no devices to pass into a container; drop the device "
+                f"choice ({choice.source})."
+            )
+        return base
+    missing_host = [p for p in pt.host_nodes if p not in host.nodes]
+    if missing_host:
+        raise _missing_nodes_error(backend, host, missing_host, "the driver's control node")
+
+    if pt.runtime and pt.runtime in host.runtimes:
+        # The runtime maps the nodes; they are still checked so a missing device is
+        # reported before a container exists.
+        nodes = _wanted_nodes(backend, host, choice, whole=False)
+        if choice.ids is not None:
+            value = ",".join(choice.ids)
+        else:
+            value = pt.runtime_all if pt.runtime_all is not None else ",".join(host.device_ids)
+        env = base.environment + tuple((key, value) for key in pt.runtime_env)
+        return replace(base, mode="runtime", runtime=pt.runtime, environment=env,
+                       group_add=_groups(pt, host, nodes))
+
+    if pt.gpu_requests:
+        # The NVIDIA toolkit maps nodes and libraries; ids may be indices or GPU UUIDs.
+        return replace(base, mode="gpu-requests", gpu_request=GpuRequest(tuple(choice.ids or ())))
+
+    nodes = _wanted_nodes(backend, host, choice, whole=True)
+    mounts, notes = _driver_mounts(backend, host)
+    devices = tuple(DeviceMap(host=host.host_path(p), container=p) for p in nodes)
+    return replace(base, mode="device-nodes", devices=devices, mounts=mounts,
+                   group_add=_groups(pt, host, nodes), notes=notes)
+
+
+# -- the harness command ---------------------------------------------------------------
+
+
+def _option_values(args: Sequence[str], names: Sequence[str]) -> list[tuple[str, str | None]]:
+    found: list[tuple[str, str | None]] = []
+    for i, arg in enumerate(args):
+        for name in names:
+            if arg == name:
+                found.append((name, args[i + 1] if i + 1 < len(args) else None))
+            elif arg.startswith(name + "="):
+                found.append((name, arg.split("=", 1)[1]))
+    return found
+
+
+def _inside_reports(value: str) -> str | None:
+    """``value`` as a path relative to reports/, or None when it points elsewhere."""
+    if posixpath.isabs(value):
+        return None
+    norm = posixpath.normpath(value)
+    if norm == "reports":
+        return ""
+    if norm.startswith("reports/"):
+        return norm[len("reports/"):]
+    return None
+
+
+def plan_invocation(
+    backend: Backend,
+    args: Sequence[str],
+    run_id: str,
+    resolve: Mapping[str, str] | None = None,
+) -> HarnessInvocation:
+    """Check the user's `harness run` arguments for the container and pin the run id.
+
+    ``--backend`` may be given only if it names this backend (aliases count, through
+    ``resolve``: alias -> name). Output paths must stay inside reports/, the only
+    writable place. Unless the user named the run (--run-id, --out, --resume),
+    ``run_id`` is added so the host knows where the reports land.
+    """
+    args = list(args)
+    if args and args[0] == "--":
+        args = args[1:]
+    resolve = resolve or {}
+    kept: list[str] = []
+    skip = False
+    for i, arg in enumerate(args):
+        if skip:
+            skip = False
+            continue
+        if arg == "--backend" or arg.startswith("--backend="):
+            value = arg.split("=", 1)[1] if "=" in arg else (args[i + 1] if i + 1 < len(args) else "")
+            skip = "=" not in arg
+            if resolve.get(value.strip().lower(), value.strip().lower()) != backend.name:
+                raise UsageError(
+                    f"--backend {value} conflicts with the container backend {backend.name}: each "
+                    f"bench-<backend> session runs one backend. Drop --backend, or use the session "
+                    f"for {value} (`nox -s bench-{value}`)."
+                )
+            continue
+        kept.append(arg)
+    run_dir: str | None = None
+    for name, given in _option_values(kept, _PATH_OPTIONS):
+        rel = _inside_reports(given) if given else None
+        if given is None or rel is None:
+            raise UsageError(
+                f"{name} {given or ''}: inside the container only reports/ (mounted from the host's "
+                f"reports directory) is writable. Give a path under reports/, such as "
+                f"{name} reports/my-run, or run on the host with `nox -s bench -- ...`."
+            )
+        if name in ("--out", "--resume"):
+            run_dir = rel
+    named = dict(_option_values(kept, ("--run-id", "--out", "--resume")))
+    if not named:
+        kept += ["--run-id", run_id]
+        named["--run-id"] = run_id
+    run_name = named.get("--run-id")
+    if run_dir is None and run_name:
+        reports = dict(_option_values(kept, ("--reports-dir",))).get("--reports-dir")
+        run_dir = posixpath.join((_inside_reports(reports) or "") if reports else "", run_name)
+    return HarnessInvocation(args=("python3", "-m", "harness", "run", "--backend", backend.name, *kept),
+                             run_dir=run_dir)
+
+
+# -- the whole plan ---------------------------------------------------------------------
+
+
+def plan_container(
+    *,
+    image: str,
+    image_digest: str,
+    invocation: HarnessInvocation,
+    devices: DevicePlan,
+    uid: int,
+    gid: int,
+    repo_dir: str,
+    reports_dir: str,
+    forwarded_env: Mapping[str, str],
+    backend: str,
+) -> ContainerPlan:
+    """Assemble the run: repo read-only, reports/ writable, the caller's uid:gid, a clean env.
+
+    The environment holds only what the harness needs, the run options the user
+    set through HARNESS_* on the host (``forwarded_env``), the backend's static
+    variables and the runtime's visibility variable: nothing else of the host.
+    """
+    env: dict[str, str] = dict(forwarded_env)
+    env.update(
+        {
+            "HOME": CONTAINER_HOME,
+            "PYTHONDONTWRITEBYTECODE": "1",  # the checkout is read-only
+            "PYTHONUNBUFFERED": "1",  # progress lines reach the host as they are printed
+            "HARNESS_IMAGE": image,
+            "HARNESS_IMAGE_DIGEST": image_digest,
+        }
+    )
+    env.update(dict(devices.environment))
+    mounts = (
+        Mount(source=repo_dir, target=CONTAINER_REPO, read_only=True),
+        Mount(source=reports_dir, target=posixpath.join(CONTAINER_REPO, "reports"), read_only=False),
+    )
+    return ContainerPlan(
+        image=image,
+        command=invocation.args,
+        user=f"{uid}:{gid}",
+        working_dir=CONTAINER_REPO,
+        environment=tuple(sorted(env.items())),
+        mounts=mounts,
+        devices=devices,
+        labels=((LABEL, "1"), ("org.triton-op-harness.backend", backend)),
+    )

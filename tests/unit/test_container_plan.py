@@ -1,0 +1,452 @@
+"""Container planning for every backend, image tags and image resolution: no docker needed."""
+
+from __future__ import annotations
+
+import os
+import re
+import subprocess
+import sys
+import tomllib
+from pathlib import Path
+
+import pytest
+
+from harness.backends import BACKENDS, all_visibility_keys, get_backend
+from harness.container.host import probe_host
+from harness.container.image import (
+    content_tag,
+    declared_args,
+    image_ref,
+    load_recipe,
+    resolve_steps,
+)
+from harness.container.plan import (
+    CONTAINER_REPO,
+    DeviceChoice,
+    HostView,
+    NodeInfo,
+    plan_container,
+    plan_devices,
+    plan_invocation,
+)
+from harness.container.runner import device_choice
+from harness.container.settings import ContainerSettings, forwarded_run_env, resolve_settings
+from harness.errors import EnvironmentProblem, UsageError
+
+ROOT = Path(__file__).resolve().parents[2]
+CHAR = NodeInfo(kind="char", gids=(44,))
+ALIASES = {alias: b.name for b in BACKENDS for alias in (b.name, *b.aliases)}
+
+# One host that has every vendor's nodes and driver files: each plan must pick only its own.
+EVERY_NODE = {
+    "/dev/nvidiactl": CHAR, "/dev/nvidia0": CHAR,
+    "/dev/kfd": NodeInfo(kind="char", gids=(110,)),
+    "/dev/dri": NodeInfo(kind="dir", gids=(44, 110)),
+    "/dev/dri/renderD128": CHAR, "/dev/dri/renderD129": CHAR,
+    "/dev/mtgpu.0": CHAR, "/dev/mtgpu.1": CHAR,
+    "/dev/davinci0": NodeInfo(kind="char", gids=(1001,)), "/dev/davinci1": NodeInfo(kind="char", gids=(1001,)),
+    "/dev/davinci_manager": CHAR, "/dev/devmm_svm": CHAR, "/dev/hisi_hdc": CHAR,
+}
+EVERY_PATH = frozenset({
+    "/usr/local/Ascend/driver", "/usr/local/dcmi", "/usr/local/bin/npu-smi",
+    "/etc/ascend_install.info", "/usr/bin/mthreads-gmi",
+})
+DEVICE_IDS = {"rocm": ("0", "1"), "musa": ("0", "1"), "ascend": ("0", "1"), "cuda": (), "cpu": ()}
+ALL = DeviceChoice(ids=None)
+
+
+def host_for(backend: str, runtimes: frozenset[str] = frozenset(), **kw: object) -> HostView:
+    values: dict[str, object] = dict(
+        nodes=EVERY_NODE, device_ids=DEVICE_IDS[backend], paths=EVERY_PATH, runtimes=runtimes,
+        groups={"video": 44, "render": 110},
+    )
+    values.update(kw)
+    return HostView(**values)  # type: ignore[arg-type]
+
+
+def other_backends_nodes(name: str) -> set[str]:
+    own = {
+        "cuda": {"/dev/nvidia"}, "rocm": {"/dev/kfd", "/dev/dri"}, "musa": {"/dev/mtgpu", "/dev/dri"},
+        "ascend": {"/dev/davinci", "/dev/devmm_svm", "/dev/hisi_hdc"}, "cpu": set(),
+    }[name]
+    return {p for p in EVERY_NODE if not any(p.startswith(o) for o in own)}
+
+
+# -- device plans per backend ------------------------------------------------------------
+
+
+def test_cpu_passes_no_device_and_refuses_a_device_choice() -> None:
+    plan = plan_devices(get_backend("cpu"), host_for("cpu"), ALL)
+    assert plan.mode == "none" and not plan.devices and plan.gpu_request is None and plan.runtime is None
+    with pytest.raises(UsageError, match="no devices to pass"):
+        plan_devices(get_backend("cpu"), host_for("cpu"), DeviceChoice(ids=("0",), source="--devices"))
+
+
+def test_cuda_uses_gpu_requests_for_the_chosen_gpus() -> None:
+    cuda = get_backend("cuda")
+    every = plan_devices(cuda, host_for("cuda"), ALL)
+    assert every.mode == "gpu-requests" and every.gpu_request is not None
+    assert every.gpu_request.device_ids == () and every.gpu_request.flag() == "all"
+    some = plan_devices(cuda, host_for("cuda"), DeviceChoice(ids=("2", "GPU-8f2c"), source="--devices"))
+    assert some.gpu_request is not None and some.gpu_request.device_ids == ("2", "GPU-8f2c")
+    assert some.devices == () and ("NVIDIA_DRIVER_CAPABILITIES", "compute,utility") in some.environment
+    assert some.ipc_mode == "host"
+
+
+def test_cuda_without_driver_node_is_refused_before_any_container() -> None:
+    nodes = {k: v for k, v in EVERY_NODE.items() if k != "/dev/nvidiactl"}
+    with pytest.raises(EnvironmentProblem) as err:
+        plan_devices(get_backend("cuda"), host_for("cuda", nodes=nodes), ALL)
+    assert "/dev/nvidiactl" in err.value.message and "No container was started" in err.value.message
+
+
+def test_rocm_every_gpu_passes_kfd_and_whole_dri_with_owning_groups() -> None:
+    plan = plan_devices(get_backend("rocm"), host_for("rocm"), ALL)
+    assert plan.mode == "device-nodes"
+    assert [(d.host, d.container) for d in plan.devices] == [("/dev/kfd", "/dev/kfd"), ("/dev/dri", "/dev/dri")]
+    assert plan.security_opt == ("seccomp=unconfined",)
+    assert set(plan.group_add) == {44, 110}
+
+
+def test_rocm_chosen_gpu_passes_only_its_render_node() -> None:
+    plan = plan_devices(get_backend("rocm"), host_for("rocm"), DeviceChoice(ids=("1",), source="--devices"))
+    assert [d.container for d in plan.devices] == ["/dev/kfd", "/dev/dri/renderD129"]
+
+
+def test_rocm_prefers_the_amd_runtime_when_the_engine_has_it() -> None:
+    plan = plan_devices(get_backend("rocm"), host_for("rocm", frozenset({"runc", "amd"})),
+                        DeviceChoice(ids=("0", "1"), source="--devices"))
+    assert plan.mode == "runtime" and plan.runtime == "amd" and plan.devices == ()
+    assert ("AMD_VISIBLE_DEVICES", "0,1") in plan.environment
+
+
+def test_musa_without_runtime_maps_mtgpu_nodes_and_dri() -> None:
+    plan = plan_devices(get_backend("musa"), host_for("musa"), DeviceChoice(ids=("1",), source="--devices"))
+    assert plan.mode == "device-nodes"
+    assert [d.container for d in plan.devices] == ["/dev/dri", "/dev/mtgpu.1"]
+    assert [m.target for m in plan.mounts] == ["/usr/bin/mthreads-gmi"]
+    assert not any(k == "MTHREADS_VISIBLE_DEVICES" for k, _ in plan.environment)
+
+
+def test_musa_with_mthreads_runtime_sets_its_visibility_variable() -> None:
+    host = host_for("musa", frozenset({"runc", "mthreads"}))
+    assert ("MTHREADS_VISIBLE_DEVICES", "all") in plan_devices(get_backend("musa"), host, ALL).environment
+    chosen = plan_devices(get_backend("musa"), host, DeviceChoice(ids=("0", "1"), source="x"))
+    assert chosen.runtime == "mthreads" and ("MTHREADS_VISIBLE_DEVICES", "0,1") in chosen.environment
+
+
+def test_ascend_without_runtime_maps_nodes_and_driver_read_only() -> None:
+    plan = plan_devices(get_backend("ascend"), host_for("ascend"), DeviceChoice(ids=("1",), source="--devices"))
+    assert [d.container for d in plan.devices] == [
+        "/dev/davinci_manager", "/dev/devmm_svm", "/dev/hisi_hdc", "/dev/davinci1",
+    ]
+    assert {m.target for m in plan.mounts} == {
+        "/usr/local/Ascend/driver", "/usr/local/dcmi", "/usr/local/bin/npu-smi", "/etc/ascend_install.info",
+    }
+    assert all(m.read_only for m in plan.mounts)
+    assert 1001 in plan.group_add
+    # ASCEND_VISIBLE_DEVICES is the runtime's: set by hand it would make a default
+    # ascend runtime map devices a second time.
+    assert not any(k.startswith("ASCEND") for k, _ in plan.environment)
+
+
+def test_ascend_runtime_lists_devices_because_it_has_no_all() -> None:
+    plan = plan_devices(get_backend("ascend"), host_for("ascend", frozenset({"ascend"})), ALL)
+    assert plan.runtime == "ascend" and ("ASCEND_VISIBLE_DEVICES", "0,1") in plan.environment
+    assert plan.mounts == ()
+
+
+def test_ascend_without_driver_files_is_refused() -> None:
+    with pytest.raises(EnvironmentProblem) as err:
+        plan_devices(get_backend("ascend"), host_for("ascend", paths=frozenset()), ALL)
+    assert "/usr/local/Ascend/driver" in err.value.message and "runtime (ascend)" in err.value.message
+
+
+@pytest.mark.parametrize("name", [b.name for b in BACKENDS])
+def test_no_plan_carries_another_backends_nodes_or_visibility(name: str) -> None:
+    backend = get_backend(name)
+    plan = plan_devices(backend, host_for(name), ALL)
+    mapped = {d.container for d in plan.devices}
+    assert not mapped & other_backends_nodes(name)
+    other_vars = set(all_visibility_keys()) | {
+        k for b in BACKENDS if b.name != name for k in b.passthrough.runtime_env
+    }
+    assert not {k for k, _ in plan.environment} & other_vars
+    assert "--privileged" not in " ".join(
+        plan_container(image="img", image_digest="sha256:1", invocation=plan_invocation(backend, [], "r"),
+                       devices=plan, uid=1, gid=1, repo_dir="/src", reports_dir="/src/reports",
+                       forwarded_env={}, backend=name).docker_args()
+    )
+
+
+@pytest.mark.parametrize("name", ["rocm", "musa", "ascend"])
+def test_missing_chosen_device_names_node_root_and_devices_found(name: str) -> None:
+    host = host_for(name, device_root="/tmp/fake-root")
+    with pytest.raises(EnvironmentProblem) as err:
+        plan_devices(get_backend(name), host, DeviceChoice(ids=("7",), source="--devices"))
+    text = err.value.message
+    assert "No container was started" in text and "/tmp/fake-root" in text
+    assert "devices found: 0, 1" in text and "bench-cpu" in text
+
+
+def test_host_without_any_device_of_the_backend_says_so() -> None:
+    host = host_for("ascend", nodes={}, device_ids=())
+    with pytest.raises(EnvironmentProblem) as err:
+        plan_devices(get_backend("ascend"), host, ALL)
+    assert "/dev/davinci_manager" in err.value.message and "/dev/davinci*" in err.value.message
+
+
+def test_device_choice_must_be_numeric_for_node_backends() -> None:
+    with pytest.raises(UsageError, match="not a device index"):
+        plan_devices(get_backend("rocm"), host_for("rocm"), DeviceChoice(ids=("GPU-1",), source="--devices"))
+
+
+def test_host_visibility_picks_the_devices_passed_in() -> None:
+    settings = ContainerSettings(repo_dir=ROOT, reports_dir=ROOT / "reports")
+    rocm = device_choice(get_backend("rocm"), settings, {"ROCR_VISIBLE_DEVICES": "5,6", "CUDA_VISIBLE_DEVICES": "0"})
+    assert rocm.ids == ("5", "6") and "ROCR_VISIBLE_DEVICES" in rocm.source
+    explicit = ContainerSettings(repo_dir=ROOT, reports_dir=ROOT / "reports", devices=("1",))
+    assert device_choice(get_backend("rocm"), explicit, {"HIP_VISIBLE_DEVICES": "3"}).ids == ("1",)
+    assert device_choice(get_backend("musa"), settings, {"CUDA_VISIBLE_DEVICES": "3"}).ids is None
+
+
+# -- the host probe (no device nodes needed: plain files stand in and must be refused) ------
+
+
+def test_probe_finds_device_indices_and_refuses_plain_files(tmp_path: Path) -> None:
+    (tmp_path / "dev").mkdir()
+    for name in ("davinci0", "davinci3", "davinci_manager", "devmm_svm", "hisi_hdc"):
+        (tmp_path / "dev" / name).write_text("")
+    (tmp_path / "usr/local/Ascend/driver").mkdir(parents=True)
+    host = probe_host(get_backend("ascend"), str(tmp_path), ["runc"])
+    assert host.device_ids == ("0", "3")
+    assert "/usr/local/Ascend/driver" in host.paths and "/usr/local/dcmi" not in host.paths
+    with pytest.raises(EnvironmentProblem, match="not a device node"):
+        plan_devices(get_backend("ascend"), host, ALL)
+
+
+def test_probe_reads_render_nodes_as_device_indices(tmp_path: Path) -> None:
+    (tmp_path / "dev/dri").mkdir(parents=True)
+    for name in ("renderD128", "renderD130", "card0"):
+        (tmp_path / "dev/dri" / name).write_text("")
+    host = probe_host(get_backend("rocm"), str(tmp_path), [])
+    assert host.device_ids == ("0", "2") and host.nodes["/dev/dri"].kind == "dir"
+
+
+# -- the harness command -------------------------------------------------------------------
+
+
+def test_invocation_pins_backend_and_run_id() -> None:
+    inv = plan_invocation(get_backend("musa"), ["--", "--ops", "softmax"], "RID", ALIASES)
+    assert inv.args == ("python3", "-m", "harness", "run", "--backend", "musa", "--ops", "softmax",
+                        "--run-id", "RID")
+    assert inv.run_dir == "RID"
+
+
+def test_invocation_accepts_an_alias_of_its_backend_and_refuses_another() -> None:
+    inv = plan_invocation(get_backend("rocm"), ["--backend", "amd", "--ops", "add"], "RID", ALIASES)
+    assert inv.args.count("--backend") == 1 and "amd" not in inv.args
+    with pytest.raises(UsageError, match="conflicts with the container backend rocm"):
+        plan_invocation(get_backend("rocm"), ["--backend=cuda"], "RID", ALIASES)
+
+
+@pytest.mark.parametrize("args", [["--out", "/tmp/x"], ["--reports-dir", "../elsewhere"], ["--resume=out/r1"]])
+def test_invocation_refuses_paths_outside_reports(args: list[str]) -> None:
+    with pytest.raises(UsageError, match="only reports/"):
+        plan_invocation(get_backend("cpu"), args, "RID", ALIASES)
+
+
+def test_invocation_keeps_user_named_run_dirs() -> None:
+    out = plan_invocation(get_backend("cpu"), ["--out", "reports/mine"], "RID", ALIASES)
+    assert "--run-id" not in out.args and out.run_dir == "mine"
+    sub = plan_invocation(get_backend("cpu"), ["--reports-dir", "reports/nightly"], "RID", ALIASES)
+    assert sub.run_dir == "nightly/RID"
+
+
+# -- the whole plan ----------------------------------------------------------------------------
+
+
+def test_container_plan_mounts_repo_read_only_reports_writable_as_caller() -> None:
+    backend = get_backend("rocm")
+    devices = plan_devices(backend, host_for("rocm"), ALL)
+    plan = plan_container(
+        image="triton-op-harness-rocm:abc", image_digest="sha256:feed",
+        invocation=plan_invocation(backend, ["--ops", "add"], "RID", ALIASES), devices=devices,
+        uid=1234, gid=5678, repo_dir="/home/me/h", reports_dir="/home/me/h/reports",
+        forwarded_env={"HARNESS_LEVEL": "core"}, backend="rocm",
+    )
+    assert plan.user == "1234:5678" and plan.working_dir == CONTAINER_REPO
+    assert [(m.source, m.target, m.read_only) for m in plan.mounts] == [
+        ("/home/me/h", "/repo", True), ("/home/me/h/reports", "/repo/reports", False),
+    ]
+    env = dict(plan.environment)
+    assert env["HARNESS_IMAGE"] == "triton-op-harness-rocm:abc" and env["HARNESS_IMAGE_DIGEST"] == "sha256:feed"
+    assert env["HARNESS_LEVEL"] == "core"
+    args = plan.docker_args()
+    assert "--device" in args and "/dev/kfd:/dev/kfd:rwm" in args and "--init" in args
+    assert "docker run" in plan.render()
+
+
+def test_forwarded_env_keeps_run_options_and_drops_paths_devices_backend() -> None:
+    env = {
+        "HARNESS_LEVEL": "core", "HARNESS_DTYPES": "bf16", "HARNESS_OUT": "/tmp/x", "HARNESS_DEVICES": "3",
+        "HARNESS_BACKEND": "cuda", "HARNESS_IMAGE": "spoof", "CUDA_VISIBLE_DEVICES": "1", "HOME": "/root",
+    }
+    assert forwarded_run_env(env) == {"HARNESS_LEVEL": "core", "HARNESS_DTYPES": "bf16"}
+
+
+# -- settings -----------------------------------------------------------------------------------
+
+
+def test_settings_layers_and_refusals(tmp_path: Path) -> None:
+    wheels = tmp_path / "wheels"
+    wheels.mkdir()
+    env = {"HARNESS_REGISTRY": "reg.example/team/", "HARNESS_BASE_IMAGE_CPU": "local/base:1",
+           "PIP_FIND_LINKS": f"{wheels} https://example.invalid/links", "HARNESS_BUILD_ARGS": "A=1"}
+    s = resolve_settings({"build_args": ["B=2"]}, env, ROOT, ["cpu"])
+    assert s.registry == "reg.example/team" and s.base_image("cpu") == "local/base:1"
+    assert s.wheel_dirs == (wheels,) and s.build_args == (("A", "1"), ("B", "2"))
+    assert resolve_settings({"base_images": ["other/base"]}, env, ROOT, ["cpu"]).base_image("cpu") == "other/base"
+    with pytest.raises(UsageError, match="needs a registry"):
+        resolve_settings({"policy": "pull"}, {}, ROOT, ["cpu"])
+    with pytest.raises(UsageError, match="Unknown image policy"):
+        resolve_settings({}, {"HARNESS_IMAGE_POLICY": "sometimes"}, ROOT, ["cpu"])
+    with pytest.raises(UsageError, match="BACKEND=IMAGE"):
+        resolve_settings({"base_images": ["x/y"]}, {}, ROOT, ["cpu", "cuda"])
+    with pytest.raises(UsageError, match="UID:GID"):
+        resolve_settings({"user": "me"}, {}, ROOT, ["cpu"])
+
+
+# -- image tags and resolution -------------------------------------------------------------------
+
+
+def _tree(tmp_path: Path) -> Path:
+    ctx = tmp_path / "containers" / "cpu"
+    ctx.mkdir(parents=True)
+    (ctx / "Dockerfile").write_text('ARG BASE_IMAGE=python:3.11\nFROM ${BASE_IMAGE}\nARG EXTRA=""\nCOPY helper.sh /x\n')
+    (ctx / "helper.sh").write_text("echo hi\n")
+    (ctx / "wheels.txt").write_text("# staged\ntorch-*.whl\n")
+    return tmp_path / "containers"
+
+
+def _tag(containers: Path, **settings: object) -> str:
+    base: dict[str, object] = {"repo_dir": containers.parent, "reports_dir": containers.parent / "reports"}
+    base.update(settings)
+    return content_tag(load_recipe(containers, "cpu", ContainerSettings(**base)))  # type: ignore[arg-type]
+
+
+def test_tag_is_stable_for_an_unchanged_tree_and_changes_with_what_is_copied(tmp_path: Path) -> None:
+    containers = _tree(tmp_path)
+    first = _tag(containers)
+    assert first == _tag(containers) and re.fullmatch(r"[0-9a-f]{16}", first)
+    (containers / "cpu" / "helper.sh").write_text("echo changed\n")
+    second = _tag(containers)
+    assert second != first
+    (containers / "cpu" / "helper.sh").chmod(0o755)
+    assert _tag(containers) != second
+
+
+def test_tag_follows_declared_build_args_and_base_image_only(tmp_path: Path) -> None:
+    containers = _tree(tmp_path)
+    plain = _tag(containers)
+    assert _tag(containers, build_args=(("UNDECLARED", "1"),)) == plain
+    assert _tag(containers, build_args=(("EXTRA", "1"),)) != plain
+    assert _tag(containers, base_images=(("cpu", "local/base:1"),)) != plain
+
+
+def test_tag_follows_the_local_wheels_staged(tmp_path: Path) -> None:
+    containers = _tree(tmp_path)
+    wheels = tmp_path / "wheels"
+    wheels.mkdir()
+    (wheels / "numpy-2.0-py3-none-any.whl").write_text("not staged: not listed in wheels.txt")
+    plain = _tag(containers, wheel_dirs=(wheels,))
+    assert plain == _tag(containers)
+    (wheels / "torch-2.13.0+cpu-cp311-none-any.whl").write_text("x")
+    with_torch = _tag(containers, wheel_dirs=(wheels,))
+    assert with_torch != plain
+    recipe = load_recipe(containers, "cpu", ContainerSettings(repo_dir=tmp_path, reports_dir=tmp_path, wheel_dirs=(wheels,)))
+    assert [w.path for w in recipe.wheels] == ["wheels/torch-2.13.0+cpu-cp311-none-any.whl"]
+
+
+def test_recipe_base_image_and_declared_args(tmp_path: Path) -> None:
+    containers = _tree(tmp_path)
+    recipe = load_recipe(containers, "cpu", ContainerSettings(repo_dir=tmp_path, reports_dir=tmp_path))
+    assert recipe.base_image == "python:3.11"
+    assert declared_args('ARG A\nARG C=1\nARG D=""\n') == {"A": None, "C": "1", "D": ""}
+    with pytest.raises(UsageError, match="No Dockerfile"):
+        load_recipe(containers, "musa", ContainerSettings(repo_dir=tmp_path, reports_dir=tmp_path))
+
+
+def test_image_ref_with_and_without_registry() -> None:
+    assert image_ref("triton-op-harness", "musa", "abc", None) == "triton-op-harness-musa:abc"
+    assert image_ref("triton-op-harness", "musa", "abc", "reg.io/t") == "reg.io/t/triton-op-harness-musa:abc"
+
+
+@pytest.mark.parametrize(
+    "policy, registry, present, steps",
+    [
+        ("auto", None, True, ("use",)),
+        ("auto", None, False, ("build",)),
+        ("auto", "reg", False, ("pull", "build")),
+        ("build", None, True, ("build",)),
+        ("pull", "reg", True, ("pull",)),
+        ("no-build", "reg", False, ("pull",)),
+        ("no-build", None, False, ()),
+        ("no-build", None, True, ("use",)),
+    ],
+)
+def test_resolve_steps(policy: str, registry: str | None, present: bool, steps: tuple[str, ...]) -> None:
+    assert resolve_steps(policy, registry, present) == steps
+
+
+# -- the Dockerfiles themselves ------------------------------------------------------------------
+
+
+def _harness_requirements() -> list[str]:
+    deps = tomllib.loads((ROOT / "pyproject.toml").read_text())["project"]["dependencies"]
+    names = [re.split(r"[<>=!~ ;\[]", d, maxsplit=1)[0].lower() for d in deps]
+    return [n for n in names if n not in ("torch", "triton")]
+
+
+@pytest.mark.parametrize("name", [b.name for b in BACKENDS])
+def test_dockerfile_contract(name: str) -> None:
+    text = (ROOT / "containers" / name / "Dockerfile").read_text()
+    assert "# syntax=" not in text  # BuildKit would try to pull a frontend image
+    assert re.search(r"^ARG BASE_IMAGE=\S+", text, re.MULTILINE), "base image must be a build ARG"
+    assert re.search(r"^FROM \$\{BASE_IMAGE\}", text, re.MULTILINE)
+    assert re.search(r"^USER (?!root|0)", text, re.MULTILINE), "images default to a non-root user"
+    assert "--privileged" not in text
+    for requirement in _harness_requirements():
+        assert f'"{requirement}' in text, f"{name} image lacks the harness dependency {requirement}"
+    installs_triton = re.search(r'"triton[=><]', text) is not None
+    assert installs_triton == (name == "cpu"), "only the cpu image may install upstream triton"
+
+
+def test_container_package_imports_without_torch() -> None:
+    """The bench-<backend> venvs hold the docker SDK and no torch."""
+    code = (
+        "import sys; sys.modules['torch'] = None; sys.modules['triton'] = None; "
+        "import harness.container.cli, harness.container.runner; print('ok')"
+    )
+    done = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, cwd=ROOT,
+                          env={**os.environ, "PYTHONPATH": str(ROOT)})
+    assert done.returncode == 0 and "ok" in done.stdout, done.stderr
+
+
+def test_engine_turns_a_plan_into_sdk_arguments() -> None:
+    pytest.importorskip("docker")
+    from harness.container.engine import Engine
+
+    backend = get_backend("cuda")
+    devices = plan_devices(backend, host_for("cuda"), DeviceChoice(ids=("1",), source="--devices"))
+    plan = plan_container(image="img", image_digest="d", invocation=plan_invocation(backend, [], "r"),
+                          devices=devices, uid=7, gid=8, repo_dir="/src", reports_dir="/src/reports",
+                          forwarded_env={}, backend="cuda")
+    kwargs = Engine(client=None, address="x")._create_kwargs(plan)
+    request = kwargs["device_requests"][0]
+    assert request["DeviceIDs"] == ["1"] and request["Capabilities"] == [["gpu"]]
+    assert kwargs["user"] == "7:8" and kwargs["ipc_mode"] == "host" and kwargs["init"] is True
+    assert "privileged" not in kwargs and "devices" not in kwargs
+    assert [(m["Source"], m["Target"], m["ReadOnly"]) for m in kwargs["mounts"]] == [
+        ("/src", "/repo", True), ("/src/reports", "/repo/reports", False),
+    ]
