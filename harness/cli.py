@@ -11,7 +11,7 @@ from pathlib import Path
 from typing import Any
 
 from harness import __version__
-from harness.errors import HarnessError
+from harness.errors import HarnessError, UsageError
 
 __all__ = ["build_parser", "main"]
 
@@ -60,6 +60,9 @@ def _add_run(sub: argparse._SubParsersAction[argparse.ArgumentParser]) -> None:
     p.add_argument("--ops-file", help="text file of op ids, one per line (# starts a comment)")
     p.add_argument("--dismiss", help="YAML file mapping op id -> reason; those ops are skipped and the reason recorded")
     p.add_argument("--progress", help="auto (live display on a terminal), rich, or plain lines")
+    from harness.upstream.cli import add_suite_argument
+
+    add_suite_argument(p)
     p.add_argument("--resume", metavar="RUN_DIR", help="finish an interrupted run: redo only ops without a completion marker")
 
 
@@ -95,18 +98,25 @@ def build_parser() -> argparse.ArgumentParser:
 def _cli_values(ns: argparse.Namespace) -> dict[str, Any]:
     keys = ("backend", "ops", "dtypes", "level", "shapes_file", "ops_modules", "provider", "timer",
             "cache", "seed", "warmup_ms", "rep_ms", "devices", "op_timeout", "reports_dir", "out", "run_id",
-            "ops_file", "dismiss", "progress")
+            "ops_file", "dismiss", "progress", "suite")
     return {k: getattr(ns, k, None) for k in keys}
 
 
 def _cmd_run(ns: argparse.Namespace, env: Mapping[str, str]) -> int:
     from harness.options import read_pyproject, resolve_run_options
     from harness.run import execute, prepare, prepare_resume
+    from harness.upstream.cli import is_suite_run, resume_suite, run_suite
 
+    if ns.all and (ns.ops or ns.ops_file):
+        raise UsageError("--all selects every op; it cannot be combined with --ops or --ops-file.")
     if ns.resume:
+        if is_suite_run(Path(ns.resume)):
+            return resume_suite(Path(ns.resume), env, sys.stdout)
         prepared = prepare_resume(Path(ns.resume), env)
     else:
         options = resolve_run_options(_cli_values(ns), env, read_pyproject(Path("pyproject.toml")))
+        if options.suite:
+            return run_suite(options, options.suite, env, sys.stdout)
         prepared = prepare(options, env)
     return execute(prepared, env, sys.stdout)
 
@@ -143,7 +153,7 @@ def _cmd_plugins(ns: argparse.Namespace) -> int:
     backend = resolve_backend(ns.backend)
     plan = plan_plugins(backend, ns.timer)
     print(f"backend {backend.name}: timer {plan.timer}")
-    for module, reason in zip(plan.modules, plan.reasons):
+    for module, reason in zip(plan.modules, plan.reasons, strict=True):
         print(f"  {module:30} {reason}")
     return 0
 

@@ -41,6 +41,7 @@ class RunOptions:
     reports_dir: str = "reports"
     out: str | None = None
     run_id: str | None = None
+    suite: str | None = None  # an upstream benchmark suite (FlagGems benchmark/) to run instead
     ops_file: str | None = None  # a text file of op ids, one per line (# comments)
     dismiss: str | None = None  # a YAML file mapping op id -> reason to skip it
     progress: str = "auto"  # auto (rich on a terminal), rich, plain
@@ -132,6 +133,7 @@ _PARSERS: dict[str, Callable[[Any], Any]] = {
     "reports_dir": _str,
     "out": _str,
     "run_id": _str,
+    "suite": _str,
     "ops_file": _str,
     "dismiss": _str,
     "progress": _choice("progress mode", ("auto", "rich", "plain")),

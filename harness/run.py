@@ -38,6 +38,7 @@ from harness.plan import OpPlan, RunPlan, assign_device, make_run_id, plan_run, 
 from harness.plugins.planning import plan_plugins
 from harness.progress import make_progress
 from harness.providers import check_provider
+from harness.providers.declarative import declared_shapes
 from harness.results.render import Unreached, render_csv, render_junit, render_markdown
 from harness.results.store import atomic_write_text, read_json, read_records, write_json
 from harness.selection import select_run_ops
@@ -97,7 +98,8 @@ def prepare(options: RunOptions, env: Mapping[str, str]) -> Prepared:
     catalog = build_catalog(options.ops_modules)
     selection = select_run_ops(catalog, options.ops, options.ops_file, options.dismiss)
     level = resolve_level(options.level, backend)
-    level_shapes = load_level(level)
+    # Shapes declared next to declarative ops apply where the level names none for them.
+    level_shapes = {**declared_shapes(options.ops_modules), **load_level(level)}
     user_shapes = load_shapes_file(options.shapes_file, catalog.keys()) if options.shapes_file else None
     devices = enumerate_devices(backend, options.devices or None, env)
     run_id = options.run_id or make_run_id(backend.name)

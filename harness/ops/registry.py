@@ -74,6 +74,10 @@ def _import_user_module(ref: str) -> ModuleType:
 
 
 def load_user_ops(ref: str) -> list[OpSpec]:
+    from harness.providers.declarative import is_declaration_file, load_declared
+
+    if is_declaration_file(ref):  # a declarative ops YAML (docs/flaggems.md), no code
+        return list(load_declared(ref).ops)
     module = _import_user_module(ref)
     if hasattr(module, "harness_ops"):
         found = module.harness_ops()
