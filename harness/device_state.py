@@ -31,7 +31,7 @@ def parse_state(output: str) -> dict[str, dict[str, float | None]]:
         parts = [p.strip() for p in line.split(",")]
         if len(parts) != len(_FIELDS) or not parts[0].isdigit():
             continue
-        states[parts[0]] = {name: _number(value) for name, value in zip(_FIELDS[1:], parts[1:])}
+        states[parts[0]] = {name: _number(value) for name, value in zip(_FIELDS[1:], parts[1:], strict=True)}
     return states
 
 

@@ -99,7 +99,7 @@ def measure_case(
 ) -> Measurement:
     import torch
 
-    started = _dt.datetime.now(_dt.timezone.utc).isoformat(timespec="seconds")
+    started = _dt.datetime.now(_dt.UTC).isoformat(timespec="seconds")
     t0 = time.perf_counter()
     gen = torch.Generator(device=ctx.torch_device)
     gen.manual_seed(seed)

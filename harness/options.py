@@ -47,6 +47,7 @@ class RunOptions:
     progress: str = "auto"  # auto (rich on a terminal), rich, plain
     image: str | None = None  # set by the container runner: the image this run is inside
     image_digest: str | None = None
+    replay_from: str | None = None  # a run directory whose recorded autotune configs this run uses
 
     def to_dict(self) -> dict[str, Any]:
         return {f.name: (list(v) if isinstance(v := getattr(self, f.name), tuple) else v) for f in fields(self)}
@@ -139,6 +140,7 @@ _PARSERS: dict[str, Callable[[Any], Any]] = {
     "progress": _choice("progress mode", ("auto", "rich", "plain")),
     "image": _str,
     "image_digest": _str,
+    "replay_from": _str,
 }
 
 

@@ -49,7 +49,7 @@ class RunPlan:
 
 
 def make_run_id(backend: str, now: _dt.datetime | None = None, token: str | None = None) -> str:
-    now = now or _dt.datetime.now(_dt.timezone.utc)
+    now = now or _dt.datetime.now(_dt.UTC)
     return f"{now.strftime('%Y%m%dT%H%M%SZ')}-{backend}-{token or secrets.token_hex(3)}"
 
 

@@ -16,6 +16,7 @@ from pathlib import Path
 from typing import Any, TextIO
 
 from harness import __version__
+from harness.autotune import AutotuneMeta, check_replay_source, write_meta
 from harness.backends import enumerate_devices, resolve_backend
 from harness.batch import (
     INTERRUPTED,
@@ -93,6 +94,7 @@ class Prepared:
 def prepare(options: RunOptions, env: Mapping[str, str]) -> Prepared:
     """Validate everything the user gave and plan the run; nothing is written yet."""
     backend = resolve_backend(options.backend)
+    options = _checked_replay(options, backend.name)
     check_provider(options.provider)
     plan_plugins(backend, options.timer)  # validates the timer for this backend
     catalog = build_catalog(options.ops_modules)
@@ -112,6 +114,15 @@ def prepare(options: RunOptions, env: Mapping[str, str]) -> Prepared:
     run_dir = Path(options.out) if options.out else Path(options.reports_dir) / run_id
     _check_out_dir(run_dir)
     return Prepared(plan=replace(plan, ops=ops), run_dir=run_dir, dismissed=dict(selection.dismissed))
+
+
+def _checked_replay(options: RunOptions, backend: str) -> RunOptions:
+    """Refuse an unusable --replay-from before anything runs; children get its absolute path."""
+    if not options.replay_from:
+        return options
+    source = Path(options.replay_from).resolve()
+    check_replay_source(source, backend)
+    return replace(options, replay_from=str(source))
 
 
 def _dismissed_plan(
@@ -136,6 +147,7 @@ def prepare_resume(run_dir: Path, env: Mapping[str, str]) -> Prepared:
     opts: dict[str, Any] = {k: tuple(v) if isinstance(v, list) else v for k, v in info["options"].items()}
     options = RunOptions(**opts)
     backend = resolve_backend(info["backend"])
+    options = _checked_replay(options, backend.name)
     ops = tuple(
         OpPlan(op=o["op"], device=o["device"], dtypes=tuple(o["dtypes"]),
                shapes=tuple(tuple(s) for s in o["shapes"]), provider=o["provider"])
@@ -254,8 +266,24 @@ def finalize(
     )
     atomic_write_text(run_dir / "report.md", render_markdown(records, info, unreached))
     atomic_write_text(run_dir / "ops_status.csv", render_status(outcomes))
+    write_meta(run_dir, _autotune_meta(plan, identity))
     write_json(run_dir / "run.json", info)
     return info
+
+
+def _autotune_meta(plan: RunPlan, identity: Mapping[str, Any]) -> AutotuneMeta:
+    """The sidecar of autotune/: what a replay of this run must match."""
+    triton_version = identity.get("triton")
+    if not triton_version:
+        import importlib.metadata
+
+        try:
+            triton_version = importlib.metadata.version("triton")
+        except importlib.metadata.PackageNotFoundError:
+            triton_version = "absent"
+    return AutotuneMeta(backend=plan.backend.name, device_name=str(identity.get("device_name", "")),
+                        device_arch=str(identity.get("device_arch", "")), triton_version=str(triton_version),
+                        run_id=plan.run_id)
 
 
 @contextmanager
@@ -303,7 +331,8 @@ def _execute_locked(prepared: Prepared, env: Mapping[str, str], out: TextIO) -> 
         f"level {plan.level}, timer {plan.timer}, {len(plan.ops)} op(s), "
         f"{sum(len(o.cases()) for o in to_run)} case(s) to run"
         + (f", {len(dismissed)} dismissed" if dismissed else "")
-        + (f", resuming ({len(already) - len(dismissed)} op(s) already complete)" if prepared.resumed else ""),
+        + (f", resuming ({len(already) - len(dismissed)} op(s) already complete)" if prepared.resumed else "")
+        + (f", autotune configs replayed from {plan.options.replay_from}" if plan.options.replay_from else ""),
         file=out, flush=True,
     )
     stop = StopToken()

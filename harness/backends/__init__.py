@@ -16,8 +16,8 @@ from harness.backends.base import (
     Backend,
     Capabilities,
     CaptureFailure,
-    classify_capture_error,
     capture_denied,
+    classify_capture_error,
     parse_listing,
     read_visibility,
 )

@@ -9,7 +9,7 @@ from __future__ import annotations
 import re
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
-from enum import Enum
+from enum import StrEnum
 
 __all__ = [
     "Backend",
@@ -35,7 +35,7 @@ class Capabilities:
     triton_interpreter: bool = False
 
 
-class CaptureFailure(str, Enum):
+class CaptureFailure(StrEnum):
     """How a failed graph capture is handled (DESIGN.md, "Capture failures split three ways")."""
 
     RECOVERABLE = "recoverable"  # fall back to direct timing, mark the row

@@ -8,7 +8,6 @@ from pathlib import Path
 import pytest
 
 from harness.device_state import read_state
-
 from harness.plugins.identity import probe_accelerator, write_identity
 from harness.plugins.session import SESSION_KEY, get_session
 from harness.timing.base import device_api

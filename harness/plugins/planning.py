@@ -64,6 +64,8 @@ def plan_plugins(backend: Backend, requested_timer: str = "auto") -> PluginPlan:
     if caps.accelerator:
         modules.append("harness.plugins.device")
         reasons.append(f"device: pins torch to the {backend.torch_namespace} device, probes identity and clocks")
+    modules.append("harness.plugins.autotune")
+    reasons.append("autotune: records the configs Triton's autotuners chose; seeds them with --replay-from")
     fallback = " (falls back to direct per row when a capture is refused)" if timer == "graph" else ""
     modules.append("harness.plugins.timing")
     reasons.append(f"timing: timer={timer}{fallback}")

@@ -4,8 +4,8 @@ from __future__ import annotations
 
 import datetime as _dt
 import os
-from dataclasses import replace
 from collections.abc import Generator
+from dataclasses import replace
 
 import pytest
 
@@ -34,7 +34,7 @@ def _error_record(item: pytest.Item, case: Case, status: str, message: str) -> M
         cache=session.spec.cache,
         status=status,
         message=message,
-        started_at=_dt.datetime.now(_dt.timezone.utc).isoformat(timespec="seconds"),
+        started_at=_dt.datetime.now(_dt.UTC).isoformat(timespec="seconds"),
     )
 
 

@@ -4,11 +4,10 @@ from __future__ import annotations
 
 import csv
 import io
+import xml.etree.ElementTree as ET
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 from typing import Any
-
-import xml.etree.ElementTree as ET
 
 from junit_xml import TestCase, TestSuite
 

@@ -2,8 +2,11 @@
 
 from __future__ import annotations
 
+from dataclasses import replace
+
 import pytest
 
+from harness.autotune import AutotuneRecorder
 from harness.measure import Case, CaseContext, measure_case
 from harness.plugins.records import RESULT_KEY
 from harness.plugins.session import HarnessSession
@@ -15,6 +18,7 @@ def test_case(
     harness_session: HarnessSession,
     harness_timers: Timers,
     harness_seed: int,
+    harness_autotune: AutotuneRecorder,
     request: pytest.FixtureRequest,
 ) -> None:
     spec = harness_session.spec
@@ -30,8 +34,13 @@ def test_case(
         timer_name=harness_timers.primary.name,
         cache=spec.cache if harness_timers.primary.name != "cpu" else "n/a",
     )
-    record = measure_case(ctx, op, harness_session.candidate, harness_case, harness_timers.primary,
-                          harness_seed, fallback_timer=harness_timers.fallback)
+    harness_autotune.begin_case()
+    try:
+        record = measure_case(ctx, op, harness_session.candidate, harness_case, harness_timers.primary,
+                              harness_seed, fallback_timer=harness_timers.fallback)
+    finally:
+        harness_autotune.save()  # on disk before the next case: a crash later keeps these configs
+    record = replace(record, autotune=harness_autotune.marker())
     request.node.stash[RESULT_KEY] = record
     if record.status == "fail":
         pytest.fail(record.message, pytrace=False)

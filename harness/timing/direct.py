@@ -54,7 +54,7 @@ class DirectTimer:
                 fn()
                 ends[i].record()
             api.synchronize()
-            return [s.elapsed_time(e) for s, e in zip(starts, ends)]
+            return [s.elapsed_time(e) for s, e in zip(starts, ends, strict=True)]
 
         values, noisy = adaptive_samples(take, est, self.budget)
         return Samples(tuple(values), self.name, noisy)

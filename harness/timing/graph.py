@@ -172,7 +172,6 @@ class GraphTimer:
             cap_ms=self.budget.cap_ms,
         )
         values, noisy = adaptive_samples(take, graph_ms, budget)
-        del g_calls, g_flush
         if statistics.median(values) <= 0:
             noisy = True
         return Samples(tuple(values), self.name, noisy)

@@ -6,7 +6,13 @@ from pathlib import Path
 
 import pytest
 
-from harness.results.render import SUMMARY_COLUMNS, Unreached, render_csv, render_junit, render_markdown
+from harness.results.render import (
+    SUMMARY_COLUMNS,
+    Unreached,
+    render_csv,
+    render_junit,
+    render_markdown,
+)
 from tests.unit.test_schema import make_record
 
 XSD = Path(__file__).resolve().parents[1] / "data" / "junit-10.xsd"
