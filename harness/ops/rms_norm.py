@@ -6,15 +6,14 @@ import torch
 import triton
 import triton.language as tl
 
+from harness.ops._rows import LOOP_BLOCK as _LOOP_BLOCK
+from harness.ops._rows import MAX_SINGLE_BLOCK as _MAX_SINGLE_BLOCK
+from harness.ops._rows import row_block_config as _block_config
 from harness.ops.base import OpSpec, Shape
 
 EPS = 1e-6
 
-# Rows up to this length are held whole in registers (one pass over memory);
-# longer rows are streamed twice (the second time partly from L2).
-_MAX_SINGLE_BLOCK = 32768
-# Chunk length and warps of the looped kernel (best of those tried on an H200).
-_LOOP_BLOCK = 8192
+# Warps of the looped kernel (best of those tried on an H200).
 _LOOP_WARPS = 8
 
 
@@ -79,18 +78,6 @@ def _rms_norm_looped_kernel(
         x = tl.load(x_row + cols, mask=mask, other=0.0).to(tl.float32)
         w = tl.load(w_ptr + cols, mask=mask, other=0.0).to(tl.float32)
         tl.store(y_row + cols, (x * rstd * w).to(y_ptr.dtype.element_ty), mask=mask)
-
-
-def _block_config(m: int, n: int) -> tuple[int, int, int]:
-    """(BLOCK_M, BLOCK_N, num_warps) for the single-block kernel."""
-    block_n = triton.next_power_of_2(n)
-    # Short rows: several rows per program so each program moves a useful amount.
-    block_m = max(1, min(2048 // block_n, triton.next_power_of_2(m)))
-    elems = block_m * block_n
-    # About 16-32 elements a thread; 32 warps for the longest rows keep each
-    # thread's share of the row in registers without spilling.
-    num_warps = 32 if elems >= 32768 else max(4, min(16, elems // 512))
-    return block_m, block_n, num_warps
 
 
 def triton_rms_norm(x: torch.Tensor, weight: torch.Tensor) -> torch.Tensor:
