@@ -10,7 +10,7 @@ from junit_xml import TestCase, TestSuite
 
 from harness.compare.compare import FAILING, NOT_COMPARED, Comparison, RowComparison, RunData
 from harness.compare.history import CaseCheck, HistoryRules
-from harness.results.render import _serialise
+from harness.results.render import serialise_junit
 
 __all__ = [
     "COMPARE_COLUMNS",
@@ -196,7 +196,7 @@ def render_compare_junit(c: Comparison, suite_name: str = "compare") -> str:
     suites = [TestSuite(name=f"{suite_name}.{op}", test_cases=cases) for op, cases in by_op.items()]
     if not suites:
         suites.append(TestSuite(name=suite_name, test_cases=[]))
-    return _serialise(suites)
+    return serialise_junit(suites)
 
 
 def _history_counts(checks: Sequence[CaseCheck]) -> dict[str, int]:
@@ -251,4 +251,4 @@ def render_history_junit(checks: Sequence[CaseCheck], suite_name: str = "history
         elif c.status in ("not measured", "no baseline"):
             tc.add_skipped_info(message=c.reason)
         cases.append(tc)
-    return _serialise([TestSuite(name=suite_name, test_cases=cases)])
+    return serialise_junit([TestSuite(name=suite_name, test_cases=cases)])

@@ -13,7 +13,7 @@ from junit_xml import TestCase, TestSuite
 
 from harness.results.schema import Measurement, shape_str
 
-__all__ = ["SUMMARY_COLUMNS", "Unreached", "render_csv", "render_junit", "render_markdown"]
+__all__ = ["SUMMARY_COLUMNS", "Unreached", "render_csv", "render_junit", "render_markdown", "serialise_junit"]
 
 SUMMARY_COLUMNS = (
     "case_id",
@@ -157,10 +157,10 @@ def render_junit(
         suites.append(TestSuite(name=f"{suite_name}.{op}", test_cases=cases, properties=props or None))
     if not suites:
         suites.append(TestSuite(name=suite_name, test_cases=[]))
-    return _serialise(suites)
+    return serialise_junit(suites)
 
 
-def _serialise(suites: Sequence[TestSuite]) -> str:
+def serialise_junit(suites: Sequence[TestSuite]) -> str:
     """junit-xml builds the elements; attributes the Jenkins schema rejects are dropped and
     times are written as plain decimals (the schema's SUREFIRE_TIME has no exponent)."""
     root = ET.Element("testsuites")
