@@ -33,7 +33,9 @@ class Budget:
 
     warmup_ms: float = 25.0
     rep_ms: float = 100.0
-    min_reps: int = 5
+    # At least 10 samples a side: with 5 against 5, a rank test cannot reach p < 0.012, so the
+    # gate could never flag a slow kernel however large its change.
+    min_reps: int = 10
     max_reps: int = 1000
     target_spread: float = 0.01
     cap_ms: float = 1000.0

@@ -166,8 +166,8 @@ class GraphTimer:
         budget = Budget(
             warmup_ms=self.budget.warmup_ms,
             rep_ms=self.budget.rep_ms,
-            min_reps=5,
-            max_reps=max(5, min(200, self.budget.max_reps)),
+            min_reps=self.budget.min_reps,
+            max_reps=max(self.budget.min_reps, min(200, self.budget.max_reps)),
             target_spread=self.budget.target_spread,
             cap_ms=self.budget.cap_ms,
         )
