@@ -112,3 +112,13 @@ def gate(session: nox.Session) -> None:
     """
     _install_harness(session)
     session.run("python", "-m", "harness", "gate-run", *session.posargs)
+
+
+@nox.session(python=PYTHON, venv_params=["--system-site-packages"], default=False)
+def ab(session: nox.Session) -> None:
+    """A/B on this host's device: two environments interleaved, A's autotune configs replayed by B.
+
+    nox -s ab -- --a-env TRITON_X=0 --b-env TRITON_X=1 [--repeats 2] [--out reports/ab] -- RUN_ARGS
+    """
+    _install_harness(session)
+    session.run("python", "-m", "harness", "ab", *session.posargs)

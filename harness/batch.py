@@ -317,7 +317,9 @@ def _child_env(plan: RunPlan, device: str, parent_env: Mapping[str, str]) -> dic
         env["TRITON_INTERPRET"] = "1"  # must be set before the child imports triton
     # Before anything imports flag_gems: otherwise it probes every vendor's CLI (no timeout).
     env.update(gems_vendor_env(plan.backend, env))
-    src = str(Path(__file__).resolve().parent.parent)
+    # Not resolved: where `harness ab` runs this harness through a directory that links to its
+    # package alone, the op's process must import it the same way (and nothing else from there).
+    src = str(Path(__file__).absolute().parent.parent)
     env["PYTHONPATH"] = src + (os.pathsep + env["PYTHONPATH"] if env.get("PYTHONPATH") else "")
     env["PYTHONUNBUFFERED"] = "1"
     return env

@@ -21,10 +21,12 @@ examples:
   harness run --backend cuda --ops softmax mm --dtypes bf16 --level core
   harness run --ops-module my_ops.py --ops my_op --shapes-file my_shapes.yaml
   harness run --resume reports/20261129T120000Z-cuda-abc123
+  harness run --backend cuda --ops mm --replay-from reports/earlier-run   # its autotune configs
 
 Every option can also come from HARNESS_<NAME> (for example HARNESS_BACKEND=cuda)
 or from [tool.harness] in ./pyproject.toml; the command line wins.
-Outputs: run.json, records.jsonl, summary.csv, junit.xml, report.md, ops_status.csv.
+Outputs: run.json, records.jsonl, summary.csv, junit.xml, report.md, ops_status.csv,
+autotune/ (the configs Triton's autotuners chose, per op, and meta.json).
 Exit codes: 0 all passed, 1 a case or op failed, 2 bad input, 3 missing environment, 130 interrupted.
 """
 
@@ -60,6 +62,9 @@ def _add_run(sub: argparse._SubParsersAction[argparse.ArgumentParser]) -> None:
     p.add_argument("--ops-file", help="text file of op ids, one per line (# starts a comment)")
     p.add_argument("--dismiss", help="YAML file mapping op id -> reason; those ops are skipped and the reason recorded")
     p.add_argument("--progress", help="auto (live display on a terminal), rich, or plain lines")
+    p.add_argument("--replay-from", metavar="RUN_DIR",
+                   help="use the autotune configs recorded by an earlier run of the same backend instead "
+                        "of tuning; a key it lacks is tuned live and its row says replay-miss (docs/compare.md)")
     from harness.upstream.cli import add_suite_argument
 
     add_suite_argument(p)
@@ -98,7 +103,7 @@ def build_parser() -> argparse.ArgumentParser:
 def _cli_values(ns: argparse.Namespace) -> dict[str, Any]:
     keys = ("backend", "ops", "dtypes", "level", "shapes_file", "ops_modules", "provider", "timer",
             "cache", "seed", "warmup_ms", "rep_ms", "devices", "op_timeout", "reports_dir", "out", "run_id",
-            "ops_file", "dismiss", "progress", "suite")
+            "ops_file", "dismiss", "progress", "suite", "replay_from")
     return {k: getattr(ns, k, None) for k in keys}
 
 
@@ -115,6 +120,11 @@ def _cmd_run(ns: argparse.Namespace, env: Mapping[str, str]) -> int:
         prepared = prepare_resume(Path(ns.resume), env)
     else:
         options = resolve_run_options(_cli_values(ns), env, read_pyproject(Path("pyproject.toml")))
+        if options.suite and options.replay_from:
+            raise UsageError(
+                "--replay-from does not apply to --suite runs: FlagGems' suite tunes through its own "
+                "LibTuner cache, which the harness does not seed. Drop --replay-from, or --suite."
+            )
         if options.suite:
             return run_suite(options, options.suite, env, sys.stdout)
         prepared = prepare(options, env)

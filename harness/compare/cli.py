@@ -1,4 +1,4 @@
-"""Command-line entry points: compare, gate, gate-run and history.
+"""Command-line entry points: compare, gate, gate-run, ab and history.
 
 ``add_parsers`` adds the subcommands to the `harness` parser; ``dispatch``
 runs one and returns its exit code, or None when the command is not one of
@@ -9,7 +9,7 @@ from __future__ import annotations
 
 import argparse
 import sys
-from collections.abc import Mapping
+from collections.abc import Mapping, Sequence
 from pathlib import Path
 from typing import TYPE_CHECKING, TextIO
 
@@ -21,7 +21,7 @@ if TYPE_CHECKING:  # the statistics pull in numpy: imported only when a command 
 
 __all__ = ["COMMANDS", "add_parsers", "dispatch"]
 
-COMMANDS = ("compare", "gate", "gate-run", "history")
+COMMANDS = ("compare", "gate", "gate-run", "ab", "history")
 HISTORY_DB_ENV = "HARNESS_HISTORY_DB"
 _VERDICT_ORDER = ("regression", "failing", "improvement", "noisy", "unchanged", "not compared")
 
@@ -120,6 +120,56 @@ def _add_gate_run(sub: argparse._SubParsersAction[argparse.ArgumentParser]) -> N
                    help="arguments for `harness run`, after --")
 
 
+def _env_assignment(text: str) -> tuple[str, str]:
+    from harness.compare.ab import parse_env_assignment
+
+    try:
+        return parse_env_assignment(text)
+    except ValueError as exc:
+        raise argparse.ArgumentTypeError(str(exc)) from None
+
+
+def _add_ab(sub: argparse._SubParsersAction[argparse.ArgumentParser]) -> None:
+    p = sub.add_parser(
+        "ab",
+        help="benchmark under two environments (a switch, a library path, an interpreter) interleaved, "
+             "same autotune configs, then compare",
+        description="Run `harness run` with the same arguments for side A and side B, which differ only "
+        "by the environment given here, interleaved on this host's device. A's first run records the "
+        "configs Triton's autotuners choose and every other run replays them (--replay-from), so only "
+        "the switch differs. Each side's repeats are pooled into OUT/a and OUT/b and compared as "
+        "`harness compare OUT/a OUT/b` does (A is base, B is head).",
+        epilog="examples:\n"
+        "  harness ab --a-env TRITON_X=0 --b-env TRITON_X=1 -- --backend cuda --ops softmax mm\n"
+        "  harness ab --b-pythonpath ~/src/mylib-fix -- --ops-module mylib_ops.py\n"
+        "  harness ab --b-python /opt/triton-next/bin/python --fail-on-regression -- --level core\n"
+        "Exit codes: 0 done (with --fail-on-regression: no regression), 1 regression (only with "
+        "--fail-on-regression), 2 bad input or a side's run failed to start.",
+        formatter_class=argparse.RawDescriptionHelpFormatter,
+    )
+    for side in ("a", "b"):
+        big = side.upper()
+        p.add_argument(f"--{side}-env", action="append", type=_env_assignment, default=[], metavar="KEY=VALUE",
+                       help=f"set an environment variable for side {big} (repeatable)")
+        p.add_argument(f"--{side}-unset", action="append", default=[], metavar="KEY",
+                       help=f"remove an environment variable for side {big} (repeatable)")
+        p.add_argument(f"--{side}-pythonpath", action="append", default=[], metavar="DIR",
+                       help=f"put DIR first on PYTHONPATH for side {big} (repeatable): a library path")
+        p.add_argument(f"--{side}-python", metavar="PYTHON",
+                       help=f"Python interpreter for side {big} (default: this one): an installed version")
+    p.add_argument("--repeats", type=_positive_int, default=2, help="runs per side (default 2)")
+    p.add_argument("--order", choices=("abba", "abab"), default="abba",
+                   help="abba (default, as gate-run: A1 B1 B2 A2 ..., cancels a steady drift) or abab")
+    p.add_argument("--no-replay", action="store_true",
+                   help="let every run tune live (when the switch is meant to change the autotuner's choice)")
+    p.add_argument("--out", default="reports/ab", help="output directory (default reports/ab)")
+    _add_criteria(p)
+    p.add_argument("--fail-on-regression", action="store_true",
+                   help="exit 1 when B is slower than A (as `harness gate`); without it the exit code is 0")
+    p.add_argument("run_args", nargs=argparse.REMAINDER, metavar="-- RUN_ARGS",
+                   help="arguments for `harness run`, after --, the same for both sides")
+
+
 def _add_history(sub: argparse._SubParsersAction[argparse.ArgumentParser]) -> None:
     p = sub.add_parser(
         "history",
@@ -161,10 +211,11 @@ def _add_history(sub: argparse._SubParsersAction[argparse.ArgumentParser]) -> No
 
 
 def add_parsers(sub: argparse._SubParsersAction[argparse.ArgumentParser]) -> None:
-    """Add compare, gate, gate-run and history to the `harness` subcommands."""
+    """Add compare, gate, gate-run, ab and history to the `harness` subcommands."""
     _add_compare(sub, "compare")
     _add_compare(sub, "gate")
     _add_gate_run(sub)
+    _add_ab(sub)
     _add_history(sub)
 
 
@@ -174,7 +225,8 @@ def _criteria(ns: argparse.Namespace) -> Criteria:
     return Criteria(threshold=ns.threshold, alpha=ns.alpha, correction=ns.correction)
 
 
-def _write_comparison(comparison: Comparison, out: Path | None, stdout: TextIO) -> None:
+def _write_comparison(comparison: Comparison, out: Path | None, stdout: TextIO,
+                      title: str = "Performance comparison", context: Sequence[str] = ()) -> None:
     from harness.compare.render import (
         render_compare_csv,
         render_compare_junit,
@@ -182,7 +234,7 @@ def _write_comparison(comparison: Comparison, out: Path | None, stdout: TextIO) 
     )
     from harness.results.store import atomic_write_text
 
-    markdown = render_compare_markdown(comparison)
+    markdown = render_compare_markdown(comparison, title, context)
     if out is None:
         print(markdown, file=stdout)
         return
@@ -224,15 +276,43 @@ def _cmd_gate_run(ns: argparse.Namespace, env: Mapping[str, str], stdout: TextIO
     from harness.compare.compare import compare_runs
     from harness.compare.gate import run_gate
 
-    run_args = list(ns.run_args)
-    if run_args and run_args[0] == "--":
-        run_args = run_args[1:]
+    run_args = _run_args(ns)
     out = Path(ns.out)
     sides = run_gate({"base": ns.base_ref, "head": ns.head_ref}, out, run_args, ns.repeats, env,
                      repo=Path(ns.repo))
     comparison = compare_runs(sides["base"], sides["head"], _criteria(ns), allow_mismatch=False)
     _write_comparison(comparison, out.resolve(), stdout)
     return _gate_outcome(comparison, f"gate {ns.base_ref} -> {ns.head_ref}")
+
+
+def _run_args(ns: argparse.Namespace) -> list[str]:
+    run_args = list(ns.run_args)
+    return run_args[1:] if run_args and run_args[0] == "--" else run_args
+
+
+def _cmd_ab(ns: argparse.Namespace, env: Mapping[str, str], stdout: TextIO) -> int:
+    from harness.compare.ab import AbSide, context_lines, run_ab
+    from harness.compare.compare import compare_runs
+
+    sides = {
+        side: AbSide(
+            name=side,
+            set_env=tuple(getattr(ns, f"{side}_env")),
+            unset_env=tuple(getattr(ns, f"{side}_unset")),
+            python=getattr(ns, f"{side}_python"),
+            pythonpath=tuple(str(Path(d).resolve()) for d in getattr(ns, f"{side}_pythonpath")),
+        )
+        for side in ("a", "b")
+    }
+    run_args = _run_args(ns)
+    out = Path(ns.out)
+    result = run_ab(sides, run_args, out, env, repeats=ns.repeats, order=ns.order, replay=not ns.no_replay)
+    comparison = compare_runs(result.pooled["a"], result.pooled["b"], _criteria(ns), allow_mismatch=False)
+    context = context_lines(sides, result.steps, ns.order, run_args, result.replay_misses)
+    _write_comparison(comparison, out.resolve(), stdout, title="A/B comparison (B against A)", context=context)
+    if ns.fail_on_regression:
+        return _gate_outcome(comparison, "ab: B against A")
+    return 0
 
 
 def _history_db(ns: argparse.Namespace, env: Mapping[str, str]) -> Path:
@@ -293,12 +373,14 @@ def _cmd_history(ns: argparse.Namespace, env: Mapping[str, str], stdout: TextIO)
 
 
 def dispatch(ns: argparse.Namespace, env: Mapping[str, str], stdout: TextIO | None = None) -> int | None:
-    """Run a compare/gate/gate-run/history command; None when ``ns.command`` is another one."""
+    """Run a compare/gate/gate-run/ab/history command; None when ``ns.command`` is another one."""
     out = stdout or sys.stdout
     if ns.command in ("compare", "gate"):
         return _cmd_compare(ns, out)
     if ns.command == "gate-run":
         return _cmd_gate_run(ns, env, out)
+    if ns.command == "ab":
+        return _cmd_ab(ns, env, out)
     if ns.command == "history":
         return _cmd_history(ns, env, out)
     return None

@@ -35,6 +35,7 @@ __all__ = [
     "interleaved_order",
     "merge_records",
     "merged_info",
+    "pool_side",
     "run_command",
     "run_gate",
     "side_trees",
@@ -82,6 +83,8 @@ def _merge_case(group: Sequence[Measurement], run_id: str) -> Measurement:
     if candidate and first.candidate and candidate.summary.median > 0:
         scale = first.candidate.summary.median / candidate.summary.median
     timers = sorted({r.timer for r in group})
+    # A repeat that tuned live while replaying makes the pooled row a replay-miss too.
+    misses = any(r.autotune == "replay-miss" for r in group)
     notes = first.notes + (f"pooled from {len(group)} runs",)
     if len(timers) > 1:
         notes += (f"repeats used different timers: {', '.join(timers)}",)
@@ -95,6 +98,7 @@ def _merge_case(group: Sequence[Measurement], run_id: str) -> Measurement:
         gbps=first.gbps * scale if first.gbps is not None and scale else None,
         tflops=first.tflops * scale if first.tflops is not None and scale else None,
         duration_s=sum(r.duration_s for r in group),
+        autotune="replay-miss" if misses else first.autotune,
         notes=notes,
     )
 
@@ -122,6 +126,19 @@ def merged_info(infos: Sequence[Mapping[str, Any]], run_id: str, ref: str) -> di
     info["gate_ref"] = ref
     info["finished_at"] = infos[-1].get("finished_at")
     return info
+
+
+def pool_side(repeat_dirs: Sequence[Path], target: Path, run_id: str, ref: str,
+              info_extra: Mapping[str, Any] | None = None) -> Path:
+    """Pool one side's repeat runs into ``target``, an ordinary run directory."""
+    runs = [load_run(d) for d in repeat_dirs]
+    target.mkdir()
+    for record in merge_records([r.records for r in runs], run_id=run_id):
+        append_record(target / "records.jsonl", record)
+    info = merged_info([r.info for r in runs], run_id, ref)
+    info.update(info_extra or {})
+    write_json(target / "run.json", info)
+    return target
 
 
 def _git(repo: Path, *args: str) -> str:
@@ -199,13 +216,8 @@ def run_gate(
                 _run_side(sides[name], out / "repeats" / f"{name}-{k}", f"gate-{name}-{k}", run_args, env, python)
             pooled: dict[str, Path] = {}
             for name in SIDES:
-                runs = [load_run(out / "repeats" / f"{name}-{k}") for k in range(1, repeats + 1)]
-                target = out / name
-                target.mkdir()
-                for record in merge_records([r.records for r in runs], run_id=f"gate-{name}"):
-                    append_record(target / "records.jsonl", record)
-                write_json(target / "run.json", merged_info([r.info for r in runs], f"gate-{name}", sides[name].ref))
-                pooled[name] = target
+                repeat_dirs = [out / "repeats" / f"{name}-{k}" for k in range(1, repeats + 1)]
+                pooled[name] = pool_side(repeat_dirs, out / name, f"gate-{name}", sides[name].ref)
     finally:
         shutil.rmtree(workdir, ignore_errors=True)
     return pooled

@@ -115,8 +115,11 @@ def _reason_table(rows: Sequence[RowComparison]) -> list[str]:
     return lines
 
 
-def render_compare_markdown(c: Comparison, title: str = "Performance comparison") -> str:
-    """compare.md: the verdict first, then what needs a look, then every row folded away."""
+def render_compare_markdown(c: Comparison, title: str = "Performance comparison",
+                            context: Sequence[str] = ()) -> str:
+    """compare.md: the verdict first, then what needs a look, then every row folded away.
+
+    ``context``: lines shown under the two runs (what `harness ab` compared, for example)."""
     crit = c.criteria
     compared = [r for r in c.rows if r.compared]
     if c.gate_failed:
@@ -137,6 +140,7 @@ def render_compare_markdown(c: Comparison, title: str = "Performance comparison"
         "",
         _run_line("base", c.base),
         _run_line("head", c.head),
+        *(f"- {line}" for line in context),
         f"- backend {info.get('backend', '?')}, device {ident.get('device_name', '?')}, "
         f"timer {info.get('timer', '?')}, level {info.get('level', '?')}",
         f"- rule: a regression is a candidate median more than {crit.threshold:.0%} slower *and* a "

@@ -4,7 +4,8 @@ Finds the ``triton.runtime.autotuner.Autotuner`` objects reachable from the op (
 of the candidate's module and of the op's own candidate's module, plus an optional
 ``harness_autotuners()`` there), seeds their caches from ``--replay-from`` before the first
 case, and gives the suite the ``harness_autotune`` fixture that marks each row and writes
-``autotune/<op>.json``. Formats and logic: harness/autotune.py.
+``autotune/<op>.json``. Formats: harness/autotune.py; the logic on
+autotuner objects: harness/autotune_tuners.py.
 """
 
 from __future__ import annotations
@@ -18,15 +19,8 @@ from typing import Any
 
 import pytest
 
-from harness.autotune import (
-    AutotuneRecorder,
-    OpAutotune,
-    TunedConfig,
-    find_autotuners,
-    name_tuners,
-    op_autotune_path,
-    read_op_autotune,
-)
+from harness.autotune import OpAutotune, TunedConfig, op_autotune_path, read_op_autotune
+from harness.autotune_tuners import AutotuneRecorder, find_autotuners, name_tuners
 from harness.plugins.session import HarnessSession
 
 __all__ = ["build_recorder", "harness_autotune", "module_names"]
@@ -55,18 +49,16 @@ def module_names(callables: Sequence[Any]) -> list[str]:
     names: list[str] = []
     for obj in callables:
         for _ in range(5):
-            if obj is None:
-                break
+            if isinstance(obj, functools.partial):
+                obj = obj.func
+                continue
             name = getattr(obj, "__module__", None)
             if isinstance(name, str) and name not in names:
                 names.append(name)
-            if isinstance(obj, functools.partial):
-                obj = obj.func
-            elif hasattr(obj, "__dict__"):
-                fields = vars(obj)
-                obj = fields.get("__wrapped__") or fields.get("fn")
-            else:
-                obj = None
+            fields = vars(obj) if hasattr(obj, "__dict__") else {}
+            obj = fields.get("__wrapped__") or fields.get("fn")
+            if obj is None:
+                break
     return names
 
 

@@ -16,6 +16,8 @@ from harness.results.schema import Measurement
 from harness.results.store import append_record
 
 RESULT_KEY = pytest.StashKey[Measurement]()
+# The case's autotune marker (harness.autotune.ROW_MARKERS), for the rows written here (skip, error).
+AUTOTUNE_KEY = pytest.StashKey[str]()
 POISONED_EXIT = 87  # mirrors harness.batch.POISONED_EXIT (the batch must not be imported here)
 
 
@@ -34,6 +36,7 @@ def _error_record(item: pytest.Item, case: Case, status: str, message: str) -> M
         cache=session.spec.cache,
         status=status,
         message=message,
+        autotune=item.stash.get(AUTOTUNE_KEY, "live"),
         started_at=_dt.datetime.now(_dt.UTC).isoformat(timespec="seconds"),
     )
 

@@ -6,9 +6,9 @@ from dataclasses import replace
 
 import pytest
 
-from harness.autotune import AutotuneRecorder
+from harness.autotune_tuners import AutotuneRecorder
 from harness.measure import Case, CaseContext, measure_case
-from harness.plugins.records import RESULT_KEY
+from harness.plugins.records import AUTOTUNE_KEY, RESULT_KEY
 from harness.plugins.session import HarnessSession
 from harness.plugins.timing import Timers
 
@@ -23,6 +23,8 @@ def test_case(
 ) -> None:
     spec = harness_session.spec
     op = harness_session.op
+    harness_autotune.begin_case()
+    request.node.stash[AUTOTUNE_KEY] = harness_autotune.marker()
     if harness_case.dtype not in op.dtypes:
         pytest.skip(f"op {op.id!r} does not support dtype {harness_case.dtype} (supports {', '.join(op.dtypes)})")
     ctx = CaseContext(
@@ -34,13 +36,13 @@ def test_case(
         timer_name=harness_timers.primary.name,
         cache=spec.cache if harness_timers.primary.name != "cpu" else "n/a",
     )
-    harness_autotune.begin_case()
     try:
         record = measure_case(ctx, op, harness_session.candidate, harness_case, harness_timers.primary,
                               harness_seed, fallback_timer=harness_timers.fallback)
     finally:
         harness_autotune.save()  # on disk before the next case: a crash later keeps these configs
-    record = replace(record, autotune=harness_autotune.marker())
+        request.node.stash[AUTOTUNE_KEY] = harness_autotune.marker()
+    record = replace(record, autotune=request.node.stash[AUTOTUNE_KEY])
     request.node.stash[RESULT_KEY] = record
     if record.status == "fail":
         pytest.fail(record.message, pytrace=False)
