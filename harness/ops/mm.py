@@ -163,10 +163,10 @@ def triton_mm(a: torch.Tensor, b: torch.Tensor) -> torch.Tensor:
         cfg = _TUNED.get(key)
         if cfg is None:
 
-            def grid(meta):
+            def tuned_grid(meta: dict[str, int]) -> tuple[int]:
                 return (triton.cdiv(m, meta["BLOCK_M"]) * triton.cdiv(n, meta["BLOCK_N"]),)
 
-            _mm_kernel_tuned[grid](a, b, c, m, n, k, *strides, IEEE=ieee)
+            _mm_kernel_tuned[tuned_grid](a, b, c, m, n, k, *strides, IEEE=ieee)
             best = getattr(_mm_kernel_tuned, "best_config", None)
             if best is not None:
                 _TUNED[key] = best

@@ -6,6 +6,7 @@ import datetime as _dt
 import os
 from collections.abc import Generator
 from dataclasses import replace
+from typing import Any
 
 import pytest
 
@@ -42,10 +43,11 @@ def _error_record(item: pytest.Item, case: Case, status: str, message: str) -> M
 
 
 @pytest.hookimpl(hookwrapper=True)
-def pytest_runtest_makereport(item: pytest.Item, call: pytest.CallInfo[None]) -> Generator[None, None, None]:
+def pytest_runtest_makereport(item: pytest.Item, call: pytest.CallInfo[None]) -> Generator[None, Any, None]:
     outcome = yield
     report: pytest.TestReport = outcome.get_result()
-    case = getattr(item, "callspec", None) and item.callspec.params.get("harness_case")
+    callspec = getattr(item, "callspec", None)
+    case = callspec.params.get("harness_case") if callspec is not None else None
     if not isinstance(case, Case):
         return
     record = item.stash.get(RESULT_KEY, None)

@@ -118,8 +118,8 @@ def render_junit(
     same numbers are repeated in the testcase's system-out.
     """
     by_op: dict[str, list[Any]] = {}
-    for r in records:
-        by_op.setdefault(r.op, []).append(r)
+    for record in records:
+        by_op.setdefault(record.op, []).append(record)
     for u in unreached:
         by_op.setdefault(u.op, []).append(u)
     suites: list[TestSuite] = []

@@ -41,7 +41,7 @@ def unroll_for(estimate_ms: float, target_ms: float = 2.0, most: int = 100) -> i
 
 
 def _error_text(exc: BaseException) -> str:
-    parts = []
+    parts: list[str] = []
     seen: BaseException | None = exc
     while seen is not None and len(parts) < 4:
         parts.append(f"{type(seen).__name__}: {seen}")
