@@ -8,16 +8,14 @@ the previous op's whole process group is gone, so two processes never time on
 one device at once. Records are written by the children as cases complete; this
 module decides what ran, how it ended, and what a resume still has to do.
 
-The decisions (classify_exit, should_retry, shard_ops, render_status) are pure
+The decisions (classify_exit, should_retry, render_status) are pure
 functions; the thin layer below them launches, waits and kills.
 """
 
 from __future__ import annotations
 
 import csv
-import hashlib
 import io
-import math
 import os
 import re
 import signal
@@ -63,7 +61,6 @@ __all__ = [
     "render_status",
     "repair_records_tail",
     "run_batch",
-    "shard_ops",
     "should_retry",
     "stop_on_signals",
 ]
@@ -191,36 +188,6 @@ def should_retry(verdict: Verdict, attempts: int, missing: Sequence[str], earlie
     if verdict.status not in RETRIED_STATUSES or attempts >= MAX_ATTEMPTS or not missing:
         return False
     return failure_key(verdict, missing) not in earlier
-
-
-def _rank(key: str) -> int:
-    return int.from_bytes(hashlib.sha256(key.encode()).digest()[:8], "big")
-
-
-def shard_ops(ops: Sequence[OpPlan], devices: Sequence[str]) -> tuple[OpPlan, ...]:
-    """Give every op a device, stable and balanced.
-
-    Each op ranks the devices by a hash of (op id, device) (rendezvous hashing), so its
-    choice depends neither on the order ops were named in nor on the order of the device
-    list. Ops are placed heaviest first (weight: number of cases), each on its best-ranked
-    device still under an even share of all cases, else on the least loaded one. The same
-    selection on the same devices always gives the same assignment; the plan stored in
-    run.json keeps it for a resume.
-    """
-    devices = list(dict.fromkeys(devices))
-    if not devices:
-        raise ValueError("shard_ops needs at least one device")
-    weight = {o.op: max(1, len(o.cases())) for o in ops}
-    cap = math.ceil(sum(weight.values()) / len(devices))
-    load = dict.fromkeys(devices, 0)
-    chosen: dict[str, str] = {}
-    for o in sorted(ops, key=lambda o: (-weight[o.op], _rank(o.op))):
-        ranked = sorted(devices, key=lambda d: _rank(f"{o.op}\x00{d}"), reverse=True)
-        fits = [d for d in ranked if load[d] + weight[o.op] <= cap]
-        device = fits[0] if fits else min(ranked, key=lambda d: load[d])
-        load[device] += weight[o.op]
-        chosen[o.op] = device
-    return tuple(replace(o, device=chosen[o.op]) for o in ops)
 
 
 def device_shares(ops: Sequence[OpPlan]) -> dict[str, list[OpPlan]]:

@@ -4,9 +4,10 @@ from __future__ import annotations
 
 import datetime as _dt
 import hashlib
+import math
 import secrets
 from collections.abc import Mapping, Sequence
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 
 from harness.backends.base import Backend
 from harness.errors import UsageError
@@ -15,7 +16,7 @@ from harness.ops.base import OpSpec, Shape
 from harness.options import RunOptions
 from harness.plugins.planning import PluginPlan, plan_plugins
 
-__all__ = ["OpPlan", "RunPlan", "assign_device", "make_run_id", "plan_run", "resolve_level"]
+__all__ = ["OpPlan", "RunPlan", "assign_device", "make_run_id", "plan_run", "resolve_level", "shard_ops"]
 
 
 @dataclass(frozen=True)
@@ -59,11 +60,40 @@ def resolve_level(requested: str, backend: Backend) -> str:
     return "core" if backend.capabilities.accelerator else "smoke"
 
 
+def _rank(key: str) -> int:
+    return int.from_bytes(hashlib.sha256(key.encode()).digest()[:8], "big")
+
+
 def assign_device(op_id: str, devices: Sequence[str]) -> str:
-    """A stable device for an op: independent of the order ops were named in, so a resume lands
-    on the same device."""
-    digest = hashlib.sha256(op_id.encode()).digest()
-    return devices[int.from_bytes(digest[:8], "big") % len(devices)]
+    """The device an op ranks first (rendezvous hashing): independent of the order ops or devices
+    were named in. :func:`shard_ops` starts from this choice and balances the load."""
+    return max(dict.fromkeys(devices), key=lambda d: _rank(f"{op_id}\x00{d}"))
+
+
+def shard_ops(ops: Sequence[OpPlan], devices: Sequence[str]) -> tuple[OpPlan, ...]:
+    """Give every op a device, stable and balanced.
+
+    Each op ranks the devices by a hash of (op id, device) (rendezvous hashing), so its
+    choice depends neither on the order ops were named in nor on the order of the device
+    list. Ops are placed heaviest first (weight: number of cases), each on its best-ranked
+    device still under an even share of all cases, else on the least loaded one. The same
+    selection on the same devices always gives the same assignment; the plan stored in
+    run.json keeps it for a resume.
+    """
+    devices = list(dict.fromkeys(devices))
+    if not devices:
+        raise ValueError("shard_ops needs at least one device")
+    weight = {o.op: max(1, len(o.cases())) for o in ops}
+    cap = math.ceil(sum(weight.values()) / len(devices))
+    load = dict.fromkeys(devices, 0)
+    chosen: dict[str, str] = {}
+    for o in sorted(ops, key=lambda o: (-weight[o.op], _rank(o.op))):
+        ranked = sorted(devices, key=lambda d: _rank(f"{o.op}\x00{d}"), reverse=True)
+        fits = [d for d in ranked if load[d] + weight[o.op] <= cap]
+        device = fits[0] if fits else min(ranked, key=lambda d: load[d])
+        load[device] += weight[o.op]
+        chosen[o.op] = device
+    return tuple(replace(o, device=chosen[o.op]) for o in ops)
 
 
 def plan_run(
@@ -106,6 +136,6 @@ def plan_run(
         level=level,
         plugins=plugins,
         devices=tuple(devices),
-        ops=tuple(plans),
+        ops=shard_ops(plans, devices),
         options=options,
     )

@@ -26,7 +26,6 @@ from harness.batch import (
     read_markers,
     render_status,
     run_batch,
-    shard_ops,
     stop_on_signals,
 )
 from harness.device_state import append_state, summarize_states
@@ -106,7 +105,7 @@ def prepare(options: RunOptions, env: Mapping[str, str]) -> Prepared:
     devices = enumerate_devices(backend, options.devices or None, env)
     run_id = options.run_id or make_run_id(backend.name)
     plan = plan_run(options, backend, selection.to_run, level, level_shapes, user_shapes, devices, run_id)
-    runnable = {o.op: o for o in shard_ops(plan.ops, plan.devices)}
+    runnable = {o.op: o for o in plan.ops}
     ops = tuple(
         runnable.get(op.id) or _dismissed_plan(op.id, options, level_shapes, user_shapes, plan.devices)
         for op in selection.ops

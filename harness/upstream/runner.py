@@ -35,7 +35,6 @@ from harness.batch import (
     op_file_stem,
     read_markers,
     run_batch,
-    shard_ops,
     stop_on_signals,
 )
 from harness.errors import UsageError
@@ -43,7 +42,7 @@ from harness.ops.base import OpSpec, Shape
 from harness.ops.registry import build_catalog
 from harness.ops.shapes import load_level, load_shapes_file
 from harness.options import RunOptions
-from harness.plan import OpPlan, RunPlan, assign_device, make_run_id, resolve_level
+from harness.plan import OpPlan, RunPlan, assign_device, make_run_id, resolve_level, shard_ops
 from harness.plugins.planning import PluginPlan
 from harness.plugins.spec import ChildSpec
 from harness.procgroup import end_group, reap_group, wait_exit

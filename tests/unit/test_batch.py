@@ -24,12 +24,11 @@ from harness.batch import (
     render_status,
     repair_records_tail,
     run_batch,
-    shard_ops,
     should_retry,
     write_marker,
 )
 from harness.options import RunOptions
-from harness.plan import OpPlan, RunPlan
+from harness.plan import OpPlan, RunPlan, shard_ops
 from harness.plugins.planning import plan_plugins
 from harness.plugins.records import POISONED_EXIT
 
