@@ -48,7 +48,8 @@ def _add_run(sub: argparse._SubParsersAction[argparse.ArgumentParser]) -> None:
     p.add_argument("--ops-module", dest="ops_modules", action="append", metavar="PATH_OR_MODULE",
                    help="load extra ops from a Python file or module defining HARNESS_OPS (repeatable); see docs/ops.md")
     p.add_argument("--provider", help="where candidates come from (default: builtin)")
-    p.add_argument("--timer", help="auto, direct, cpu (default: auto = direct on accelerators, cpu on the cpu backend)")
+    p.add_argument("--timer", help="auto, graph, direct, profiler, cpu (default: auto = graph where the backend "
+                   "captures device graphs, direct where it only has events, cpu on the cpu backend; docs/timing.md)")
     p.add_argument("--cache", help="cold (flush L2 before each timed call, default) or warm")
     p.add_argument("--seed", type=int, help="base seed; each case derives its own (default 0)")
     p.add_argument("--warmup-ms", type=float, help="warm-up budget per measurement in ms (default 25)")
@@ -115,6 +116,14 @@ def _cmd_run(ns: argparse.Namespace, env: Mapping[str, str]) -> int:
     if ns.all and (ns.ops or ns.ops_file):
         raise UsageError("--all selects every op; it cannot be combined with --ops or --ops-file.")
     if ns.resume:
+        given = [f"--{k.replace('_', '-')}" for k, v in _cli_values(ns).items()
+                 if v not in (None, [], ()) and k != "progress"]
+        if given:
+            raise UsageError(
+                f"--resume {ns.resume} finishes the run with the options it was started with; "
+                f"{', '.join(given)} would be ignored. Drop them (only --progress may change), "
+                "or start a new run."
+            )
         if is_suite_run(Path(ns.resume)):
             return resume_suite(Path(ns.resume), env, sys.stdout)
         prepared = prepare_resume(Path(ns.resume), env)

@@ -59,15 +59,22 @@ def _upcast(value: Any) -> Any:
 
 
 def check_close(candidate: Any, reference: Any, atol: float, rtol: float) -> Correctness:
-    """Compare ``candidate`` with a float64 ``reference``; NaN anywhere the reference has none fails."""
+    """Compare ``candidate`` with a float64 ``reference``.
+
+    NaN or infinity where the reference is finite fails, and so does a shape mismatch. The
+    error maxima are taken over finite differences only, so a record always serialises;
+    ``nonfinite`` counts the rest.
+    """
     import torch
 
     c = candidate.detach().to(torch.float64)
     r = reference.detach().to(torch.float64)
     if c.shape != r.shape:
-        return Correctness(passed=False, max_abs=float("inf"), max_rel=float("inf"), atol=atol, rtol=rtol,
-                           mismatched=r.numel(), numel=r.numel())
+        return Correctness(passed=False, max_abs=None, max_rel=None, atol=atol, rtol=rtol,
+                           mismatched=r.numel(), numel=r.numel(),
+                           shape_mismatch=f"candidate {list(c.shape)} vs reference {list(r.shape)}")
     nan = bool(torch.isnan(c).logical_and(~torch.isnan(r)).any().item())
+    nonfinite = int((~torch.isfinite(c) & torch.isfinite(r)).sum().item())
     diff = (c - r).abs()
     finite = torch.isfinite(diff)
     max_abs = float(diff[finite].max().item()) if finite.any() else 0.0
@@ -77,7 +84,7 @@ def check_close(candidate: Any, reference: Any, atol: float, rtol: float) -> Cor
     both_nan = torch.isnan(c) & torch.isnan(r)
     mismatched = int((bad & ~both_nan).sum().item())
     return Correctness(
-        passed=(mismatched == 0 and not nan),
+        passed=(mismatched == 0 and not nan and nonfinite == 0),
         max_abs=max_abs,
         max_rel=max_rel,
         atol=atol,
@@ -85,6 +92,7 @@ def check_close(candidate: Any, reference: Any, atol: float, rtol: float) -> Cor
         nan=nan,
         mismatched=mismatched,
         numel=int(r.numel()),
+        nonfinite=nonfinite,
     )
 
 
@@ -124,14 +132,18 @@ def measure_case(
         started_at=started,
     )
     if not correctness.passed:
-        what = "NaN in the output" if correctness.nan else (
-            f"{correctness.mismatched} of {correctness.numel} elements outside "
-            f"atol={tol.atol:g} rtol={tol.rtol:g}"
-        )
-        message = (
-            f"{case.case_id}: candidate does not match the reference ({what}); "
-            f"max abs err {correctness.max_abs:.3g}, max rel err {correctness.max_rel:.3g}"
-        )
+        if correctness.shape_mismatch:
+            what = f"output shape differs: {correctness.shape_mismatch}"
+        elif correctness.nan:
+            what = "NaN in the output"
+        elif correctness.nonfinite:
+            what = f"{correctness.nonfinite} non-finite value(s) where the reference is finite"
+        else:
+            what = (f"{correctness.mismatched} of {correctness.numel} elements outside "
+                    f"atol={tol.atol:g} rtol={tol.rtol:g}")
+        errors = (f"; max abs err {correctness.max_abs:.3g}, max rel err {correctness.max_rel:.3g}"
+                  if correctness.max_abs is not None and correctness.max_rel is not None else "")
+        message = f"{case.case_id}: candidate does not match the reference ({what}){errors}"
         return Measurement(status="fail", correctness=correctness, message=message,
                            duration_s=time.perf_counter() - t0, **common)
     del reference, out

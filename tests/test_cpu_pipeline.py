@@ -137,3 +137,16 @@ def test_list_plugins_and_doctor(tmp_path: Path) -> None:
     assert "harness.plugins.device" in plugins.stdout and "timer graph" in plugins.stdout
     doctor = harness("doctor", cwd=tmp_path, env={"CUDA_VISIBLE_DEVICES": "5"})
     assert doctor.returncode == 0 and "detected backend: cpu" in doctor.stdout
+
+
+def test_resume_refuses_options_it_would_ignore(tmp_path: Path) -> None:
+    out = tmp_path / "run"
+    assert harness("run", "--backend", "cpu", "--ops", "add", "--dtypes", "fp32", "--out", str(out),
+                   cwd=tmp_path).returncode == 0
+    before = (out / "records.jsonl").read_bytes()
+    refused = harness("run", "--resume", str(out), "--timer", "cpu", "--ops", "softmax", cwd=tmp_path)
+    assert refused.returncode == 2
+    assert "--ops" in refused.stderr and "--timer" in refused.stderr and "would be ignored" in refused.stderr
+    again = harness("run", "--resume", str(out), "--progress", "plain", cwd=tmp_path)
+    assert again.returncode == 0, again.stderr
+    assert (out / "records.jsonl").read_bytes() == before  # nothing left to do, nothing redone

@@ -70,11 +70,21 @@ def run_command(python: str, out_dir: Path, run_id: str, run_args: Sequence[str]
     return [python, "-m", "harness", "run", "--out", str(out_dir), "--run-id", run_id, *run_args]
 
 
+def _how_timed(r: Measurement) -> tuple[str, str]:
+    return (r.timer, r.fallback.reason if r.fallback else "")
+
+
 def _merge_case(group: Sequence[Measurement], run_id: str) -> Measurement:
-    first = group[0]
     bad = next((r for r in group if r.status != "pass"), None)
     if bad is not None:
         return replace(bad, run_id=run_id)
+    # Samples are pooled only across repeats timed alike (same timer, same fallback): the most
+    # common way wins, ties to the first repeat's; the others are left out and said so.
+    ways = [_how_timed(r) for r in group]
+    chosen = max(dict.fromkeys(ways), key=ways.count)
+    left_out = len(group) - ways.count(chosen)
+    group = [r for r in group if _how_timed(r) == chosen]
+    first = group[0]
     cand = [x for r in group if r.candidate for x in r.candidate.samples_ms]
     base = [x for r in group if r.baseline for x in r.baseline.samples_ms]
     candidate = Timing.of(cand) if cand else None
@@ -82,12 +92,11 @@ def _merge_case(group: Sequence[Measurement], run_id: str) -> Measurement:
     scale = None
     if candidate and first.candidate and candidate.summary.median > 0:
         scale = first.candidate.summary.median / candidate.summary.median
-    timers = sorted({r.timer for r in group})
     # A repeat that tuned live while replaying makes the pooled row a replay-miss too.
     misses = any(r.autotune == "replay-miss" for r in group)
     notes = first.notes + (f"pooled from {len(group)} runs",)
-    if len(timers) > 1:
-        notes += (f"repeats used different timers: {', '.join(timers)}",)
+    if left_out:
+        notes += (f"{left_out} repeat(s) timed differently (timer/fallback) left out of the pool",)
     return replace(
         first,
         run_id=run_id,

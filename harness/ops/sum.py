@@ -47,9 +47,15 @@ def _row_sum_kernel(
 
 @functools.cache
 def _num_sms(device_type: str, index: int | None) -> int:
-    if device_type == "cuda":
-        return torch.cuda.get_device_properties(index or 0).multi_processor_count
-    return 4  # interpreter: small, so that the split path gets exercised on small shapes
+    """Multiprocessors of the tensor's device, from its torch namespace (torch.cuda, torch.musa,
+    torch.npu, ...); 4 on the CPU (the interpreter), small so the split path gets exercised."""
+    namespace = getattr(torch, device_type, None) if device_type != "cpu" else None
+    props_of = getattr(namespace, "get_device_properties", None)
+    if props_of is not None:
+        count = getattr(props_of(index or 0), "multi_processor_count", None)
+        if count:
+            return int(count)
+    return 4
 
 
 def _launch(x2: torch.Tensor, out: torch.Tensor, n_seg: int, seg: int) -> None:

@@ -28,7 +28,8 @@ __all__ = [
     "shape_str",
 ]
 
-SCHEMA_VERSION = 1
+# 2: Correctness gained nonfinite and shape_mismatch, and max_abs/max_rel may be null.
+SCHEMA_VERSION = 2
 CASE_STATUSES = ("pass", "fail", "error", "skip")
 TIMERS = ("cpu", "direct", "graph", "profiler")
 
@@ -97,13 +98,15 @@ class Timing:
 @dataclass(frozen=True)
 class Correctness:
     passed: bool
-    max_abs: float
-    max_rel: float
+    max_abs: float | None  # None when the shapes differ (nothing to subtract)
+    max_rel: float | None
     atol: float
     rtol: float
     nan: bool = False
     mismatched: int = 0
     numel: int = 0
+    nonfinite: int = 0  # inf/NaN where the reference is finite (not in max_abs/max_rel)
+    shape_mismatch: str = ""
 
 
 @dataclass(frozen=True)

@@ -5,6 +5,7 @@ from __future__ import annotations
 import json
 import os
 import tempfile
+import warnings
 from collections.abc import Iterable
 from pathlib import Path
 from typing import Any
@@ -44,11 +45,16 @@ def append_record(path: Path, record: Measurement) -> None:
     """Append one record as one line, flushed to disk before returning.
 
     One ``write`` of one complete line on an O_APPEND descriptor: a crash
-    leaves at most a partial last line, which :func:`read_records` skips.
+    leaves at most a partial last line, which :func:`read_records` skips. If an
+    earlier writer was killed mid-line, this line starts on a fresh one, so the
+    torn fragment never swallows a good record.
     """
     line = json.dumps(record.to_dict(), sort_keys=True, allow_nan=False) + "\n"
-    fd = os.open(path, os.O_WRONLY | os.O_CREAT | os.O_APPEND, 0o644)
+    fd = os.open(path, os.O_RDWR | os.O_CREAT | os.O_APPEND, 0o644)
     try:
+        size = os.fstat(fd).st_size
+        if size and os.pread(fd, 1, size - 1) != b"\n":
+            line = "\n" + line
         os.write(fd, line.encode("utf-8"))
         os.fsync(fd)
     finally:
@@ -56,10 +62,16 @@ def append_record(path: Path, record: Measurement) -> None:
 
 
 def read_records(path: Path) -> list[Measurement]:
-    """All complete records in a records.jsonl; a torn final line (a crash mid-write) is skipped."""
+    """All complete records in a records.jsonl.
+
+    A torn line (a writer killed mid-write) is skipped wherever it is: later
+    appends start on a fresh line, so a fragment can sit between good records.
+    Anything else that is not a record (valid JSON of the wrong shape) is an error.
+    """
     if not path.exists():
         return []
     records: list[Measurement] = []
+    torn = 0
     lines = path.read_text(encoding="utf-8").split("\n")
     for number, line in enumerate(lines, start=1):
         if not line.strip():
@@ -67,10 +79,12 @@ def read_records(path: Path) -> list[Measurement]:
         try:
             data = json.loads(line)
         except json.JSONDecodeError:
-            if number == len(lines):  # unterminated last line: torn write
-                continue
-            raise ValueError(f"{path}:{number}: not a JSON record") from None
+            # The last line may be a write in progress or a crash's leftover: skipped quietly.
+            torn += number != len(lines)
+            continue
         records.append(record_from_dict(data))
+    if torn:
+        warnings.warn(f"{path}: skipped {torn} torn line(s) left by an interrupted writer", stacklevel=2)
     return records
 
 

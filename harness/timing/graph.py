@@ -171,7 +171,10 @@ class GraphTimer:
             target_spread=self.budget.target_spread,
             cap_ms=self.budget.cap_ms,
         )
-        values, noisy = adaptive_samples(take, graph_ms, budget)
+        try:
+            values, noisy = adaptive_samples(take, graph_ms, budget)
+        except Exception as exc:  # a replay can hit the same device errors as the capture
+            raise self._fail(exc, "replay") from exc
         if statistics.median(values) <= 0:
             noisy = True
         return Samples(tuple(values), self.name, noisy)

@@ -291,6 +291,22 @@ def test_pooling_repeats_keeps_every_sample_and_carries_failures() -> None:
     assert merged["gelu"].status == "fail"
 
 
+def test_pooling_never_mixes_samples_of_different_timers() -> None:
+    from dataclasses import replace as _replace
+
+    from harness.results.schema import Fallback
+
+    graph = [record("add", "float16", (8,), [1.0] * 10, timer="graph")]
+    fell_back = [_replace(record("add", "float16", (8,), [2.0] * 10, timer="direct"),
+                          fallback=Fallback(phase="capture", reason="capture-failed"))]
+    also_graph = [record("add", "float16", (8,), [1.1] * 10, timer="graph")]
+    (merged,) = merge_records([graph, fell_back, also_graph], run_id="gate-head")
+    assert merged.timer == "graph" and merged.fallback is None
+    assert merged.candidate is not None and max(merged.candidate.samples_ms) == 1.1  # no 2.0
+    assert merged.candidate.summary.n == 20
+    assert any("left out of the pool" in n for n in merged.notes)
+
+
 _FAKE_HARNESS = '''
 """A stand-in `harness` package: `python -m harness run --out D --run-id I` writes a run
 whose candidate takes MEDIAN ms, so each version of the code has its own speed."""

@@ -75,3 +75,43 @@ def test_store_appends_and_skips_torn_last_line(tmp_path: Path) -> None:
         fh.write('{"schema_version": 1, "op": "trunc')  # a crash mid-write
     records = read_records(path)
     assert [r.op for r in records] == ["softmax", "add"]
+
+
+def test_check_close_reports_shape_mismatch_and_nonfinite_values_serialisably(tmp_path: Path) -> None:
+    import torch
+
+    from harness.measure import check_close
+
+    wrong_shape = check_close(torch.zeros(3, 4), torch.zeros(4, 3, dtype=torch.float64), 1e-3, 1e-3)
+    assert not wrong_shape.passed and wrong_shape.max_abs is None
+    assert "[3, 4]" in wrong_shape.shape_mismatch and "[4, 3]" in wrong_shape.shape_mismatch
+    ref = torch.ones(5, dtype=torch.float64)
+    out = torch.ones(5)
+    out[2] = float("inf")
+    infinite = check_close(out, ref, 1e-3, 1e-3)
+    assert not infinite.passed and infinite.nonfinite == 1 and infinite.max_abs == 0.0
+    path = tmp_path / "records.jsonl"
+    for correctness in (wrong_shape, infinite):
+        append_record(path, make_record(status="fail", speedup=None, gbps=None, baseline=None,
+                                        candidate=None, correctness=correctness))
+    loaded = read_records(path)
+    assert [r.correctness for r in loaded] == [wrong_shape, infinite]
+
+
+def test_version_1_records_still_load() -> None:
+    data = make_record().to_dict()
+    data["schema_version"] = 1
+    for key in ("nonfinite", "shape_mismatch"):
+        data["correctness"].pop(key)
+    assert record_from_dict(data).correctness.nonfinite == 0
+
+
+def test_a_torn_line_in_the_middle_does_not_cost_later_records(tmp_path: Path) -> None:
+    path = tmp_path / "records.jsonl"
+    append_record(path, make_record(op="first"))
+    with open(path, "a") as fh:
+        fh.write('{"schema_version": 2, "op": "tor')  # a child killed mid-write
+    append_record(path, make_record(op="after"))  # another child appends afterwards
+    with pytest.warns(UserWarning, match="1 torn line"):
+        records = read_records(path)
+    assert [r.op for r in records] == ["first", "after"]
