@@ -123,3 +123,9 @@ def ab(session: nox.Session) -> None:
     """
     _install_harness(session)
     session.run("python", "-m", "harness", "ab", *session.posargs)
+
+
+@nox.session(python=False, default=False)
+def report(session: nox.Session) -> None:
+    """Render a run again to stdout: nox -s report -- RUN_DIR [--format md|csv|junit]."""
+    session.run("python", "-m", "harness", "report", *session.posargs)

@@ -93,6 +93,10 @@ def build_parser() -> argparse.ArgumentParser:
     pp.add_argument("--timer", default="auto", help="timer to plan for (default: auto)")
     sub.add_parser("doctor", help="what is detected and what is missing",
                    description="Report the detected backend, devices, packages and tools.")
+    rp = sub.add_parser("report", help="render a run's records again (Markdown, CSV or JUnit) to stdout",
+                        description="Render a run directory's records again, read-only, to stdout.")
+    rp.add_argument("run_dir", metavar="RUN_DIR", help="a run directory (reports/<run-id>)")
+    rp.add_argument("--format", default="md", choices=("md", "csv", "junit"), help="output format (default md)")
     from harness.compare.cli import add_parsers as add_compare_parsers
     from harness.container.cli import add_parser as add_container_parser
 
@@ -217,6 +221,11 @@ def main(argv: Sequence[str] | None = None, env: Mapping[str, str] | None = None
             return _cmd_plugins(ns)
         if ns.command == "doctor":
             return _cmd_doctor(environ)
+        if ns.command == "report":
+            from harness.report import render_report
+
+            sys.stdout.write(render_report(Path(ns.run_dir), ns.format))
+            return 0
         if ns.command == "container":
             from harness.container.cli import run as run_container
 

@@ -227,7 +227,7 @@ def _unreached_message(outcome: OpOutcome | None, first: bool) -> tuple[str, str
     return "error", f"not run: op {outcome.status}{tries}: {why}"
 
 
-def _unreached(plan: RunPlan, records: list[Any], outcomes: dict[str, OpOutcome]) -> list[Unreached]:
+def unreached_cases(plan: RunPlan, records: list[Any], outcomes: Mapping[str, OpOutcome]) -> list[Unreached]:
     """Every planned case without a record, with why: cases are never silently missing."""
     seen = {r.case_id for r in records}
     missing: list[Unreached] = []
@@ -257,7 +257,7 @@ def finalize(
     info["device_state"] = summarize_states(run_dir)
     by_op = {o.op: o for o in outcomes}
     info["ops"] = [o.row() for o in outcomes]
-    unreached = _unreached(plan, records, by_op)
+    unreached = unreached_cases(plan, records, by_op)
     atomic_write_text(run_dir / "summary.csv", render_csv(records))
     atomic_write_text(
         run_dir / "junit.xml",

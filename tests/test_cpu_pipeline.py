@@ -150,3 +150,15 @@ def test_resume_refuses_options_it_would_ignore(tmp_path: Path) -> None:
     again = harness("run", "--resume", str(out), "--progress", "plain", cwd=tmp_path)
     assert again.returncode == 0, again.stderr
     assert (out / "records.jsonl").read_bytes() == before  # nothing left to do, nothing redone
+
+
+def test_report_renders_the_same_outputs_read_only(tmp_path: Path) -> None:
+    out = tmp_path / "run"
+    assert harness("run", "--backend", "cpu", "--ops", "add", "--dtypes", "fp32", "--out", str(out),
+                   cwd=tmp_path).returncode == 0
+    files = {p.name: p.read_bytes() for p in out.iterdir() if p.is_file()}
+    md = harness("report", str(out), cwd=tmp_path)
+    csv_text = harness("report", str(out), "--format", "csv", cwd=tmp_path)
+    assert md.returncode == 0 and md.stdout == (out / "report.md").read_text()
+    assert csv_text.stdout == (out / "summary.csv").read_text()
+    assert {p.name: p.read_bytes() for p in out.iterdir() if p.is_file()} == files
