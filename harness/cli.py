@@ -152,6 +152,9 @@ def _cmd_list(ns: argparse.Namespace, env: Mapping[str, str]) -> int:
         for b in BACKENDS:
             print(f"{b.name:8} {', '.join(b.aliases):22} {b.torch_namespace or '-':7} "
                   f"{', '.join(b.visibility_keys) or '-':45} {b.description}")
+        print("\nrun on real hardware:")
+        for b in BACKENDS:
+            print(f"  {b.name:8} {b.hardware_verified}")
         return 0
     from harness.ops.registry import build_catalog
     from harness.ops.shapes import LEVELS, load_level

@@ -12,6 +12,7 @@ from collections.abc import Callable
 from dataclasses import dataclass
 from typing import Any
 
+from harness.backends.base import Peaks
 from harness.ops.base import OpSpec, Shape
 from harness.results.schema import Correctness, Fallback, Measurement, Timing, case_id
 from harness.timing.base import CaptureFatal, CaptureRefused, Samples, Timer
@@ -42,6 +43,7 @@ class CaseContext:
     device_name: str
     timer_name: str
     cache: str
+    peaks: Peaks | None = None  # the backend's datasheet ceilings, for roofline percentages
 
 
 def _torch_dtype(name: str) -> Any:
@@ -94,6 +96,20 @@ def check_close(candidate: Any, reference: Any, atol: float, rtol: float) -> Cor
         numel=int(r.numel()),
         nonfinite=nonfinite,
     )
+
+
+def roofline(peaks: Peaks | None, gbps: float | None, tflops: float | None, dtype: str) -> dict[str, Any]:
+    """Percentages of the backend's datasheet ceilings (a representative device, Peaks.device).
+
+    The matrix ceiling is the dense bf16 rate, so it is given for 16-bit dtypes only."""
+    if peaks is None:
+        return {}
+    out: dict[str, Any] = {"peak_device": peaks.device}
+    if gbps is not None:
+        out["pct_peak_bandwidth"] = round(100 * gbps / peaks.bandwidth_gbps, 2)
+    if tflops is not None and dtype in ("float16", "bfloat16"):
+        out["pct_peak_bf16_tflops"] = round(100 * tflops / peaks.bf16_tflops, 2)
+    return out
 
 
 def measure_case(
@@ -186,6 +202,8 @@ def measure_case(
             "bytes": nbytes,
             "flops": flops,
             "baseline_gbps": nbytes / (base.summary.median * 1e-3) / 1e9 if base.summary.median > 0 else None,
+            **roofline(ctx.peaks, nbytes / cand_sec / 1e9 if cand_sec > 0 else None,
+                       flops / cand_sec / 1e12 if cand_sec > 0 and flops else None, case.dtype),
         },
         duration_s=time.perf_counter() - t0,
         fallback=fallback,

@@ -35,6 +35,7 @@ def test_case(
         device_name=str(harness_session.identity.get("device_name", "")),
         timer_name=harness_timers.primary.name,
         cache=spec.cache if harness_timers.primary.name != "cpu" else "n/a",
+        peaks=harness_session.backend.peaks,
     )
     try:
         record = measure_case(ctx, op, harness_session.candidate, harness_case, harness_timers.primary,

@@ -115,3 +115,15 @@ def test_a_torn_line_in_the_middle_does_not_cost_later_records(tmp_path: Path) -
     with pytest.warns(UserWarning, match="1 torn line"):
         records = read_records(path)
     assert [r.op for r in records] == ["first", "after"]
+
+
+def test_roofline_percentages_use_the_backends_datasheet_peaks() -> None:
+    from harness.backends import get_backend
+    from harness.measure import roofline
+
+    peaks = get_backend("cuda").peaks
+    assert peaks is not None
+    got = roofline(peaks, gbps=2400.0, tflops=494.5, dtype="bfloat16")
+    assert got["pct_peak_bandwidth"] == 50.0 and got["pct_peak_bf16_tflops"] == 50.0
+    assert "pct_peak_bf16_tflops" not in roofline(peaks, 2400.0, 40.0, "float32")
+    assert roofline(None, 1.0, 1.0, "float16") == {}
