@@ -8,13 +8,13 @@ variable AUTOTUNED_OPS_FAVOUR, so a run that replays can be told from one that t
 from __future__ import annotations
 
 import json
-import os
 import subprocess
-import sys
 from pathlib import Path
 from typing import Any
 
 import pytest
+
+from tests.harness_cli import run_harness
 
 ROOT = Path(__file__).resolve().parents[1]
 TUNED_OPS = ROOT / "tests" / "data" / "autotuned_ops.py"
@@ -23,11 +23,7 @@ pytestmark = pytest.mark.slow
 
 
 def harness(*args: str, cwd: Path, env: dict[str, str] | None = None) -> subprocess.CompletedProcess[str]:
-    full_env = {k: v for k, v in os.environ.items() if not k.startswith("HARNESS_")}
-    full_env.update(env or {})
-    full_env["PYTHONPATH"] = str(ROOT)
-    return subprocess.run([sys.executable, "-m", "harness", *args], cwd=cwd, env=full_env,
-                          capture_output=True, text=True, timeout=300)
+    return run_harness(*args, cwd=cwd, env=env, timeout=300)
 
 
 def rows(run: Path) -> dict[str, dict[str, Any]]:

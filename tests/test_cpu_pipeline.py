@@ -6,10 +6,11 @@ import csv
 import json
 import os
 import subprocess
-import sys
 from pathlib import Path
 
 import pytest
+
+from tests.harness_cli import run_harness
 
 ROOT = Path(__file__).resolve().parents[1]
 XSD = ROOT / "tests" / "data" / "junit-10.xsd"
@@ -20,11 +21,7 @@ pytestmark = pytest.mark.slow
 
 
 def harness(*args: str, cwd: Path, env: dict[str, str] | None = None) -> subprocess.CompletedProcess[str]:
-    full_env = {k: v for k, v in os.environ.items() if not k.startswith("HARNESS_")}
-    full_env.update(env or {})
-    full_env["PYTHONPATH"] = str(ROOT)
-    return subprocess.run([sys.executable, "-m", "harness", *args], cwd=cwd, env=full_env,
-                          capture_output=True, text=True, timeout=600)
+    return run_harness(*args, cwd=cwd, env=env, timeout=600)
 
 
 def test_softmax_end_to_end_writes_every_output(tmp_path: Path) -> None:
