@@ -2,9 +2,12 @@
 
 from __future__ import annotations
 
+from collections.abc import Sequence
+from typing import Any
+
 import triton
 
-__all__ = ["LOOP_BLOCK", "MAX_SINGLE_BLOCK", "row_block_config"]
+__all__ = ["LOOP_BLOCK", "MAX_SINGLE_BLOCK", "launch_rows", "row_block_config"]
 
 # Rows up to this length are held whole in registers (one pass over memory); longer rows use
 # each op's looped kernel, which reads each row twice (the second time partly from L2), so it
@@ -24,3 +27,39 @@ def row_block_config(m: int, n: int) -> tuple[int, int, int]:
     # thread's share of the row in registers without spilling.
     num_warps = 32 if elems >= 32768 else max(4, min(16, elems // 512))
     return block_m, block_n, num_warps
+
+
+def launch_rows(
+    x: Any,
+    params: Sequence[Any],
+    consts: Sequence[Any],
+    block_kernel: Any,
+    looped_kernel: Any,
+    loop_warps: int,
+) -> Any:
+    """Run a row-wise op over the last dimension of ``x`` and return its output.
+
+    Both kernels take (x, *params, y, [m,] n, stride_x, stride_y, *consts): the single-block
+    kernel with the row count, for rows up to MAX_SINGLE_BLOCK; the looped one, one program a
+    row, beyond.
+    """
+    import torch
+
+    x = x.contiguous()
+    params = [p.contiguous() for p in params]
+    n = x.shape[-1]
+    x2 = x.view(-1, n)
+    m = x2.shape[0]
+    y = torch.empty_like(x2)
+    if n <= MAX_SINGLE_BLOCK:
+        block_m, block_n, num_warps = row_block_config(m, n)
+        block_kernel[(triton.cdiv(m, block_m),)](
+            x2, *params, y, m, n, x2.stride(0), y.stride(0), *consts,
+            BLOCK_M=block_m, BLOCK_N=block_n, num_warps=num_warps,
+        )
+    else:
+        looped_kernel[(m,)](
+            x2, *params, y, n, x2.stride(0), y.stride(0), *consts,
+            BLOCK_N=LOOP_BLOCK, num_warps=loop_warps,
+        )
+    return y.view(x.shape)

@@ -6,9 +6,7 @@ import torch
 import triton
 import triton.language as tl
 
-from harness.ops._rows import LOOP_BLOCK as _LOOP_BLOCK
-from harness.ops._rows import MAX_SINGLE_BLOCK as _MAX_SINGLE_BLOCK
-from harness.ops._rows import row_block_config as _block_config
+from harness.ops._rows import launch_rows
 from harness.ops.base import OpSpec, Shape
 
 EPS = 1e-6
@@ -81,40 +79,7 @@ def _rms_norm_looped_kernel(
 
 
 def triton_rms_norm(x: torch.Tensor, weight: torch.Tensor) -> torch.Tensor:
-    x = x.contiguous()
-    weight = weight.contiguous()
-    n = x.shape[-1]
-    x2 = x.view(-1, n)
-    m = x2.shape[0]
-    y = torch.empty_like(x2)
-    if n <= _MAX_SINGLE_BLOCK:
-        block_m, block_n, num_warps = _block_config(m, n)
-        _rms_norm_block_kernel[(triton.cdiv(m, block_m),)](
-            x2,
-            weight,
-            y,
-            m,
-            n,
-            x2.stride(0),
-            y.stride(0),
-            EPS,
-            BLOCK_M=block_m,
-            BLOCK_N=block_n,
-            num_warps=num_warps,
-        )
-    else:
-        _rms_norm_looped_kernel[(m,)](
-            x2,
-            weight,
-            y,
-            n,
-            x2.stride(0),
-            y.stride(0),
-            EPS,
-            BLOCK_N=_LOOP_BLOCK,
-            num_warps=_LOOP_WARPS,
-        )
-    return y.view(x.shape)
+    return launch_rows(x, (weight,), (EPS,), _rms_norm_block_kernel, _rms_norm_looped_kernel, _LOOP_WARPS)
 
 
 def _torch_rms_norm_manual(x: torch.Tensor, weight: torch.Tensor) -> torch.Tensor:

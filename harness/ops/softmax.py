@@ -6,9 +6,7 @@ import torch
 import triton
 import triton.language as tl
 
-from harness.ops._rows import LOOP_BLOCK as _LOOP_BLOCK
-from harness.ops._rows import MAX_SINGLE_BLOCK as _MAX_SINGLE_BLOCK
-from harness.ops._rows import row_block_config as _block_config
+from harness.ops._rows import launch_rows
 from harness.ops.base import OpSpec, Shape
 
 # Warps of the looped kernel (best of those tried on an H200).
@@ -82,35 +80,7 @@ def _softmax_looped_kernel(
 
 
 def triton_softmax(x: torch.Tensor) -> torch.Tensor:
-    x = x.contiguous()
-    n = x.shape[-1]
-    x2 = x.view(-1, n)
-    m = x2.shape[0]
-    y = torch.empty_like(x2)
-    if n <= _MAX_SINGLE_BLOCK:
-        block_m, block_n, num_warps = _block_config(m, n)
-        _softmax_block_kernel[(triton.cdiv(m, block_m),)](
-            x2,
-            y,
-            m,
-            n,
-            x2.stride(0),
-            y.stride(0),
-            BLOCK_M=block_m,
-            BLOCK_N=block_n,
-            num_warps=num_warps,
-        )
-    else:
-        _softmax_looped_kernel[(m,)](
-            x2,
-            y,
-            n,
-            x2.stride(0),
-            y.stride(0),
-            BLOCK_N=_LOOP_BLOCK,
-            num_warps=_LOOP_WARPS,
-        )
-    return y.view(x.shape)
+    return launch_rows(x, (), (), _softmax_block_kernel, _softmax_looped_kernel, _LOOP_WARPS)
 
 
 def torch_softmax(x: torch.Tensor) -> torch.Tensor:
