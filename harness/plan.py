@@ -4,7 +4,6 @@ from __future__ import annotations
 
 import datetime as _dt
 import hashlib
-import math
 import secrets
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, replace
@@ -26,6 +25,7 @@ class OpPlan:
     dtypes: tuple[str, ...]
     shapes: tuple[Shape, ...]
     provider: str
+    case_cost: float = 1.0  # relative wall time of one case (OpSpec.case_cost), for sharding only
 
     def cases(self) -> list[Case]:
         return [Case(self.op, self.provider, d, s) for s in self.shapes for d in self.dtypes]
@@ -70,22 +70,27 @@ def assign_device(op_id: str, devices: Sequence[str]) -> str:
     return max(dict.fromkeys(devices), key=lambda d: _rank(f"{op_id}\x00{d}"))
 
 
+OP_START_COST = 1.0  # an op process's start (interpreter, torch import), in units of one plain case
+
+
 def shard_ops(ops: Sequence[OpPlan], devices: Sequence[str]) -> tuple[OpPlan, ...]:
     """Give every op a device, stable and balanced.
 
     Each op ranks the devices by a hash of (op id, device) (rendezvous hashing), so its
     choice depends neither on the order ops were named in nor on the order of the device
-    list. Ops are placed heaviest first (weight: number of cases), each on its best-ranked
-    device still under an even share of all cases, else on the least loaded one. The same
+    list. Ops are placed heaviest first, each on its best-ranked device still under an even
+    share of the total weight, else on the least loaded one. An op's weight is its start
+    (:data:`OP_START_COST`, one plain case's worth) plus its cases times its ``case_cost``, so
+    an autotuned op with few cases weighs what it costs in wall time. The same
     selection on the same devices always gives the same assignment; the plan stored in
     run.json keeps it for a resume.
     """
     devices = list(dict.fromkeys(devices))
     if not devices:
         raise ValueError("shard_ops needs at least one device")
-    weight = {o.op: max(1, len(o.cases())) for o in ops}
-    cap = math.ceil(sum(weight.values()) / len(devices))
-    load = dict.fromkeys(devices, 0)
+    weight = {o.op: OP_START_COST + len(o.cases()) * max(o.case_cost, 0.0) for o in ops}
+    cap = sum(weight.values()) / len(devices) + 1e-9
+    load = dict.fromkeys(devices, 0.0)
     chosen: dict[str, str] = {}
     for o in sorted(ops, key=lambda o: (-weight[o.op], _rank(o.op))):
         ranked = sorted(devices, key=lambda d: _rank(f"{o.op}\x00{d}"), reverse=True)
@@ -128,6 +133,7 @@ def plan_run(
                 dtypes=tuple(options.dtypes),
                 shapes=tuple(tuple(s) for s in shapes),
                 provider=options.provider,
+                case_cost=op.case_cost,
             )
         )
     return RunPlan(

@@ -68,6 +68,9 @@ class OpSpec:
     aten: str | None = None  # the torch op this corresponds to (for providers such as flaggems)
     description: str = ""
     source: str = "builtin"
+    # Relative wall time of one case (compile, tune, time) against a plain memory-bound case; the
+    # batch sharder weighs ops by cases x case_cost, so an autotuned op does not pile up on one device.
+    case_cost: float = 1.0
 
     def tolerance(self, dtype: str) -> Tolerance:
         return self.tolerances.get(dtype, DEFAULT_TOLERANCES[dtype])

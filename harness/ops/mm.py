@@ -227,5 +227,8 @@ OP = OpSpec(
     },
     shape_rank=3,
     aten="aten::mm",
+    # H200, 2026-11-29 core run (benchmarks/results/h200-core-2026-11-29/ops_status.csv): mm took
+    # 5.7 s per case (autotuning), the memory-bound ops 0.8-1.5 s.
+    case_cost=4.5,
     description="C = A @ B, A (M, K), B (K, N), fp32 accumulation, grouped tile order, autotuned on GPU",
 )

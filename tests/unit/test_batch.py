@@ -27,8 +27,9 @@ from harness.batch import (
     should_retry,
     write_marker,
 )
+from harness.ops.registry import builtin_ops
 from harness.options import RunOptions
-from harness.plan import OpPlan, RunPlan, shard_ops
+from harness.plan import OP_START_COST, OpPlan, RunPlan, plan_run, shard_ops
 from harness.plugins.planning import plan_plugins
 from harness.plugins.records import POISONED_EXIT
 
@@ -133,13 +134,39 @@ def test_sharding_balances_equal_ops_evenly(devices: list[str]) -> None:
     assert max(counts.values()) - min(counts.values()) <= 1
 
 
-def test_sharding_balances_cases_not_op_counts() -> None:
+def test_sharding_balances_weight_not_op_counts() -> None:
     heavy = [OpPlan("big", "?", ("float32",), tuple((i + 1,) for i in range(6)), "builtin")]
     light = _plans(("a", "b", "c", "d", "e", "f"), shapes=1)
-    load = Counter()
+    load: Counter[str] = Counter()
     for o in shard_ops(heavy + light, ["0", "1"]):
-        load[o.device] += len(o.cases())
-    assert sorted(load.values()) == [6, 6]
+        load[o.device] += OP_START_COST + len(o.cases()) * o.case_cost
+    # weights: big 1 + 6 = 7, each light op 1 + 1 = 2; the best split is 9 against 10
+    assert sorted(load.values()) == [9, 10]
+
+
+def test_sharding_weighs_an_expensive_op_by_its_case_cost() -> None:
+    """The H200 core batch in bf16: mm (4 cases, autotuned) and seven memory-bound ops of 3-4 cases.
+    Counting cases alone put mm with three other ops on one device (about 1.5x the other's wall
+    time on the H200); weighted, the two loads differ by less than one light op."""
+    shapes = {"softmax": 4, "layer_norm": 4, "rms_norm": 4, "gelu": 3, "silu_and_mul": 3, "add": 4, "sum": 4}
+    plans = [OpPlan(op, "?", ("bfloat16",), tuple((i + 1,) for i in range(n)), "builtin") for op, n in shapes.items()]
+    plans.append(OpPlan("mm", "?", ("bfloat16",), tuple((i + 1, 1, 1) for i in range(4)), "builtin", case_cost=4.5))
+    sharded = shard_ops(plans, ["0", "1"])
+    load: Counter[str] = Counter()
+    for o in sharded:
+        load[o.device] += OP_START_COST + len(o.cases()) * o.case_cost
+    mm_device = next(o.device for o in sharded if o.op == "mm")
+    assert sum(o.device == mm_device for o in sharded) <= 3
+    assert set(load) == {"0", "1"}
+    assert abs(load["0"] - load["1"]) < OP_START_COST + 4  # the lightest-but-one op: 1 + 4 cases
+
+
+def test_plan_carries_the_ops_case_cost() -> None:
+    ops = builtin_ops()
+    assert ops["mm"].case_cost > 1.0 and ops["add"].case_cost == 1.0
+    plan = plan_run(RunOptions(ops=("mm", "add")), get_backend("cpu"), [ops["mm"], ops["add"]], "smoke",
+                    {"mm": [(8, 8, 8)], "add": [(8,)]}, None, ["0"], "r")
+    assert {o.op: o.case_cost for o in plan.ops} == {"mm": ops["mm"].case_cost, "add": 1.0}
 
 
 def test_one_device_takes_everything_and_duplicates_are_ignored() -> None:

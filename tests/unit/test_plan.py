@@ -9,7 +9,7 @@ from harness.errors import UsageError
 from harness.ops.registry import builtin_ops
 from harness.ops.shapes import load_level
 from harness.options import RunOptions
-from harness.plan import assign_device, plan_run
+from harness.plan import OP_START_COST, assign_device, plan_run
 
 
 def _plan(devices: list[str], ops: list[str] | None = None):
@@ -20,11 +20,11 @@ def _plan(devices: list[str], ops: list[str] | None = None):
 
 def test_plan_run_shards_ops_over_every_device_in_balance() -> None:
     plan = _plan(["0", "1"])
-    load = Counter()
+    load: Counter[str] = Counter()
     for op in plan.ops:
-        load[op.device] += len(op.cases())
-    assert set(load) == {"0", "1"}
-    assert max(load.values()) - min(load.values()) <= max(len(o.cases()) for o in plan.ops)
+        load[op.device] += OP_START_COST + len(op.cases()) * op.case_cost
+    assert set(load) == {"0", "1"}  # balanced in weight (cases x case cost), within one light op
+    assert max(load.values()) - min(load.values()) <= min(OP_START_COST + len(o.cases()) for o in plan.ops)
 
 
 def test_plan_is_stable_under_reordering() -> None:
