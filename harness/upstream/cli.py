@@ -1,7 +1,7 @@
 """Command-line wiring of the suite mode, kept here so cli.py and options.py only call it.
 
-``harness run --suite PATH`` (once cli.py calls these) and ``python -m harness.upstream run
---suite PATH`` (works now) take the same arguments as ``harness run``.
+``harness run --suite PATH`` and its alias ``python -m harness.upstream run --suite PATH`` take
+the same arguments as ``harness run``.
 """
 
 from __future__ import annotations

@@ -305,3 +305,14 @@ def test_suite_mode_runs_flaggems_style_benchmarks_into_records(tmp_path: Path) 
     assert "mm_self_transpose" not in (run_dir / "logs" / "mm.log").read_text().split("===")[-1].split("\n", 1)[1]
     rows = list(csv.DictReader(io.StringIO((run_dir / "summary.csv").read_text())))
     assert sorted(r["provider"] for r in rows) == ["flaggems-suite"] * 3
+
+
+def test_the_module_alias_takes_harness_run_arguments_and_reaches_the_suite_mode(
+        tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
+    """`python -m harness.upstream run --suite ...` once broke on its own parser (a second --suite)."""
+    from harness.upstream.__main__ import main as upstream_main
+
+    path = str(write_fake_suite(tmp_path))
+    code = upstream_main(["run", "--suite", path, "--backend", "cpu", "--ops", "softmax", "--out", str(tmp_path / "o")])
+    assert code == 2 and "need a GPU FlagGems supports" in capsys.readouterr().err
+    assert upstream_main(["list"]) == 2 and "python -m harness.upstream run" in capsys.readouterr().err
