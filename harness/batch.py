@@ -5,7 +5,9 @@ pinned to one device through the backend's visibility variables (every other
 vendor's are cleared). Every device works through its share of ops serially in
 one thread and devices run in parallel; a device's next op starts only after
 the previous op's whole process group is gone, so two processes never time on
-one device at once. Records are written by the children as cases complete; this
+one device at once. With pre-start, the next op's process is started early but
+held before pytest, having only imported modules (no device opened), until the
+previous op's group is gone. Records are written by the children as cases complete; this
 module decides what ran, how it ended, and what a resume still has to do.
 
 The decisions (classify_exit, should_retry, render_status) are pure
@@ -24,11 +26,12 @@ import sys
 import threading
 import time
 from collections.abc import Callable, Collection, Mapping, Sequence
-from dataclasses import dataclass, replace
+from dataclasses import dataclass, field, replace
 from pathlib import Path
 from typing import Protocol
 
 from harness.backends import isolated_env
+from harness.child import GO
 from harness.plan import OpPlan, RunPlan
 from harness.plugins.records import POISONED_EXIT
 from harness.plugins.spec import ChildSpec
@@ -292,9 +295,9 @@ def _child_env(plan: RunPlan, device: str, parent_env: Mapping[str, str]) -> dic
     return env
 
 
-def _child_command(plan: RunPlan, spec_path: Path, exit_path: Path, run_dir: Path) -> list[str]:
+def _child_command(plan: RunPlan, spec_path: Path, exit_path: Path, run_dir: Path, hold: bool = False) -> list[str]:
     return [
-        sys.executable, "-m", "harness.child", str(exit_path), "--",
+        sys.executable, "-m", "harness.child", str(exit_path), *(["--hold"] if hold else []), "--",
         str(Path(__file__).parent / "suite" / "test_ops.py"),
         "-q", "-rN", "-p", "no:cacheprovider", "--noconftest", "-c", os.devnull,
         "--rootdir", str(run_dir),
@@ -314,20 +317,36 @@ class BatchEvents(Protocol):
 
 
 @dataclass(frozen=True)
+class _Held:
+    """A pre-started op process: imports done, waiting for ``go`` on its stdin (harness.child --hold)."""
+
+    child: subprocess.Popen[bytes]
+    exit_path: Path
+    skip: frozenset[str]
+
+
+@dataclass(frozen=True)
 class _Batch:
     plan: RunPlan
     run_dir: Path
     parent_env: Mapping[str, str]
     stop: StopToken
     events: BatchEvents
+    prestart: bool = False
+    held: dict[str, _Held] = field(default_factory=dict)  # op -> its pre-started process
+    held_lock: threading.Lock = field(default_factory=threading.Lock)
 
     @property
     def records_path(self) -> Path:
         return self.run_dir / "records.jsonl"
 
+    def take_held(self, op: str) -> _Held | None:
+        with self.held_lock:
+            return self.held.pop(op, None)
 
-def _attempt(batch: _Batch, op_plan: OpPlan, attempt: int, skip: Collection[str]) -> AttemptExit | None:
-    """One process for the op's cases not yet recorded; None when a stop ended it."""
+
+def _spawn(batch: _Batch, op_plan: OpPlan, attempt: int, skip: Collection[str], hold: bool) -> _Held:
+    """Start the op's process for the cases not in ``skip``; with ``hold`` it waits for ``go``."""
     plan, run_dir = batch.plan, batch.run_dir
     stem = op_file_stem(op_plan.op)
     spec = ChildSpec(
@@ -345,23 +364,82 @@ def _attempt(batch: _Batch, op_plan: OpPlan, attempt: int, skip: Collection[str]
     exit_path.unlink(missing_ok=True)
     (run_dir / "logs").mkdir(exist_ok=True)
     with open(run_dir / "logs" / f"{stem}.log", "ab") as log:
-        log.write(f"\n=== attempt {attempt} on device {op_plan.device} ===\n".encode())
+        header = f"\n=== attempt {attempt} on device {op_plan.device}{' (pre-started)' if hold else ''} ===\n"
+        log.write(header.encode())
         log.flush()
         child = subprocess.Popen(
-            _child_command(plan, spec_path, exit_path, run_dir),
+            _child_command(plan, spec_path, exit_path, run_dir, hold=hold),
             env=_child_env(plan, op_plan.device, batch.parent_env),
-            stdout=log, stderr=subprocess.STDOUT, stdin=subprocess.DEVNULL,
+            stdout=log, stderr=subprocess.STDOUT, stdin=subprocess.PIPE if hold else subprocess.DEVNULL,
             start_new_session=True,  # its own session and process group: ended as a whole
         )
-        state = wait_exit(child.pid, time.monotonic() + plan.options.op_timeout, batch.stop)
-        if state == "timeout":
-            end_group(child, signal.SIGTERM, batch.stop)
-            return AttemptExit(child.returncode, timed_out=True)
-        if state == "stopped":
-            # SIGINT first: Python finishes the record write in progress and pytest unwinds.
-            end_group(child, signal.SIGINT, batch.stop)
-            return None
-        reap_group(child)
+    return _Held(child, exit_path, frozenset(skip))
+
+
+def _release(held: _Held) -> None:
+    """Let a pre-started process run its op. One that already died is left to be classified by
+    its exit like any other attempt (a fresh process would have hit the same failure)."""
+    stdin = held.child.stdin
+    if stdin is None:
+        return
+    try:
+        stdin.write(f"{GO}\n".encode())
+        stdin.close()
+    except (BrokenPipeError, OSError):
+        pass
+
+
+def _cancel(held: _Held) -> None:
+    """End a pre-started process that will not run (its op ended otherwise, or the run stopped)."""
+    if held.child.stdin is not None:
+        try:
+            held.child.stdin.close()
+        except OSError:
+            pass
+    reap_group(held.child)
+
+
+def prestart_op(batch: _Batch, op_plan: OpPlan) -> None:
+    """Start ``op_plan``'s first attempt now, held, so its imports overlap the op running before it."""
+    skip = _op_records(read_records(batch.records_path), op_plan).recorded
+    if not [c for c in op_plan.cases() if c.case_id not in skip]:
+        return
+    held = _spawn(batch, op_plan, 1, skip, hold=True)
+    with batch.held_lock:
+        stale = batch.held.pop(op_plan.op, None)
+        batch.held[op_plan.op] = held
+    if stale is not None:
+        _cancel(stale)
+
+
+def cancel_held(batch: _Batch, ops: Collection[str]) -> None:
+    for op in ops:
+        held = batch.take_held(op)
+        if held is not None:
+            _cancel(held)
+
+
+def _attempt(batch: _Batch, op_plan: OpPlan, attempt: int, skip: Collection[str]) -> AttemptExit | None:
+    """One process for the op's cases not yet recorded (a pre-started one where there is one for
+    exactly these cases); None when a stop ended it."""
+    held = batch.take_held(op_plan.op)
+    if held is not None and (attempt != 1 or held.skip != frozenset(skip)):
+        _cancel(held)
+        held = None
+    if held is not None:
+        _release(held)
+    else:
+        held = _spawn(batch, op_plan, attempt, skip, hold=False)
+    child, exit_path = held.child, held.exit_path
+    state = wait_exit(child.pid, time.monotonic() + batch.plan.options.op_timeout, batch.stop)
+    if state == "timeout":
+        end_group(child, signal.SIGTERM, batch.stop)
+        return AttemptExit(child.returncode, timed_out=True)
+    if state == "stopped":
+        # SIGINT first: Python finishes the record write in progress and pytest unwinds.
+        end_group(child, signal.SIGINT, batch.stop)
+        return None
+    reap_group(child)
     try:
         pytest_exit: int | None = int(exit_path.read_text())
     except (OSError, ValueError):
@@ -443,28 +521,37 @@ Runner = Callable[[_Batch, OpPlan, Callable[[int], None]], OpOutcome]
 
 
 def _device_worker(batch: _Batch, share: Sequence[OpPlan], board: _Board, runner: Runner) -> None:
-    for op_plan in share:
-        if batch.stop.requested:
-            return
-        if board.outcomes[op_plan.op].done:
-            continue
+    todo = [o for o in share if not board.outcomes[o.op].done]
+    try:
+        for i, op_plan in enumerate(todo):
+            if batch.stop.requested:
+                return
+            upcoming = todo[i + 1] if i + 1 < len(todo) else None
 
-        def started(attempt: int, o: OpPlan = op_plan) -> None:
-            board.set(OpOutcome(o.op, o.device, RUNNING, attempt, notes=(f"attempt {attempt} running",)))
-            batch.events.attempt_started(o.device, o.op, attempt)
+            def started(attempt: int, o: OpPlan = op_plan, following: OpPlan | None = upcoming) -> None:
+                board.set(OpOutcome(o.op, o.device, RUNNING, attempt, notes=(f"attempt {attempt} running",)))
+                batch.events.attempt_started(o.device, o.op, attempt)
+                if batch.prestart and attempt == 1 and following is not None:
+                    try:
+                        prestart_op(batch, following)
+                    except Exception as exc:  # noqa: BLE001 - the op then starts fresh when its turn comes
+                        batch.events.note(f"could not pre-start {following.op}: {type(exc).__name__}: {exc}")
 
-        try:
-            result = runner(batch, op_plan, started)
+            try:
+                result = runner(batch, op_plan, started)
+                if result.done:
+                    write_marker(batch.run_dir, result)
+            except Exception as exc:  # a fault of the harness (disk full...): this op is lost, the run goes on
+                result = _harness_fault(op_plan, exc)  # no marker: a resume runs it again
+            cancel_held(batch, [op_plan.op])  # pre-started but not used (every case was already recorded)
+            try:
+                board.set(result)
+            except Exception as exc:
+                board.outcomes[op_plan.op] = _harness_fault(op_plan, exc)
             if result.done:
-                write_marker(batch.run_dir, result)
-        except Exception as exc:  # a fault of the harness (disk full...): this op is lost, the run goes on
-            result = _harness_fault(op_plan, exc)  # no marker: a resume runs it again
-        try:
-            board.set(result)
-        except Exception as exc:
-            board.outcomes[op_plan.op] = _harness_fault(op_plan, exc)
-        if result.done:
-            batch.events.op_finished(result)
+                batch.events.op_finished(result)
+    finally:
+        cancel_held(batch, [o.op for o in todo])
 
 
 def _harness_fault(op_plan: OpPlan, exc: Exception) -> OpOutcome:
@@ -480,11 +567,14 @@ def run_batch(
     stop: StopToken | None = None,
     already_done: Mapping[str, OpOutcome] | None = None,
     runner: Runner = run_op,
+    prestart: bool = False,
 ) -> BatchResult:
     """Run every op of the plan that has not ended yet, one thread per device.
 
     Returns when every op has ended or, after a stop was requested, when every child is gone;
     the records file is then left with no torn line. ``runner`` runs one op (tests replace it).
+    With ``prestart``, each device's next op process is started (held) as soon as the current
+    op's first attempt starts, so its imports overlap that op's run.
     """
     stop = stop or StopToken()
     records = run_dir / "records.jsonl"
@@ -494,7 +584,7 @@ def run_batch(
     initial = {o.op: OpOutcome(o.op, o.device) for o in plan.ops}
     initial.update({k: v for k, v in (already_done or {}).items() if k in initial})
     board = _Board(run_dir / "ops_status.csv", initial)
-    batch = _Batch(plan, run_dir, parent_env, stop, events)
+    batch = _Batch(plan, run_dir, parent_env, stop, events, prestart=prestart)
     todo = [o for o in plan.ops if not initial[o.op].done]
     threads = [
         threading.Thread(target=_device_worker, args=(batch, share, board, runner), name=f"device-{device}", daemon=True)

@@ -63,6 +63,9 @@ def _add_run(sub: argparse._SubParsersAction[argparse.ArgumentParser]) -> None:
     p.add_argument("--ops-file", help="text file of op ids, one per line (# starts a comment)")
     p.add_argument("--dismiss", help="YAML file mapping op id -> reason; those ops are skipped and the reason recorded")
     p.add_argument("--progress", help="auto (live display on a terminal), rich, or plain lines")
+    p.add_argument("--prestart", help="auto (default: on for accelerators, off on the cpu backend), on or off: "
+                   "start each device's next op process while the current op runs, held before it touches "
+                   "the device, so its imports (about 5 s a process on the H200 machine) overlap")
     p.add_argument("--replay-from", metavar="RUN_DIR",
                    help="use the autotune configs recorded by an earlier run of the same backend instead "
                         "of tuning; a key it lacks is tuned live and its row says replay-miss (docs/compare.md)")
@@ -108,7 +111,7 @@ def build_parser() -> argparse.ArgumentParser:
 def _cli_values(ns: argparse.Namespace) -> dict[str, Any]:
     keys = ("backend", "ops", "dtypes", "level", "shapes_file", "ops_modules", "provider", "timer",
             "cache", "seed", "warmup_ms", "rep_ms", "devices", "op_timeout", "reports_dir", "out", "run_id",
-            "ops_file", "dismiss", "progress", "suite", "replay_from")
+            "ops_file", "dismiss", "progress", "suite", "replay_from", "prestart")
     return {k: getattr(ns, k, None) for k in keys}
 
 

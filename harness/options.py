@@ -20,6 +20,7 @@ __all__ = ["ENV_PREFIX", "RunOptions", "read_pyproject", "resolve_run_options"]
 ENV_PREFIX = "HARNESS_"
 LEVEL_CHOICES = ("auto", "smoke", "core", "comprehensive")
 CACHE_CHOICES = ("cold", "warm")
+PRESTART_CHOICES = ("auto", "on", "off")
 
 
 @dataclass(frozen=True)
@@ -48,6 +49,12 @@ class RunOptions:
     image: str | None = None  # set by the container runner: the image this run is inside
     image_digest: str | None = None
     replay_from: str | None = None  # a run directory whose recorded autotune configs this run uses
+    prestart: str = "auto"  # start a device's next op process early (held): auto (accelerators), on, off
+
+    def prestart_for(self, accelerator: bool) -> bool:
+        """Whether to pre-start op processes: ``auto`` only on accelerators, where the held process's
+        imports use spare CPU cores; on the CPU backend they would compete with the timing."""
+        return self.prestart == "on" or (self.prestart == "auto" and accelerator)
 
     def to_dict(self) -> dict[str, Any]:
         return {f.name: (list(v) if isinstance(v := getattr(self, f.name), tuple) else v) for f in fields(self)}
@@ -141,6 +148,7 @@ _PARSERS: dict[str, Callable[[Any], Any]] = {
     "image": _str,
     "image_digest": _str,
     "replay_from": _str,
+    "prestart": _choice("prestart mode", PRESTART_CHOICES),
 }
 
 

@@ -347,7 +347,8 @@ def _execute_locked(prepared: Prepared, env: Mapping[str, str], out: TextIO) -> 
     # Signals stay caught until every output is written: a Ctrl-C now only asks the batch to stop.
     with stop_on_signals(stop, on_signal):
         with progress:
-            result = run_batch(plan, run_dir, env, progress, stop=stop, already_done=already)
+            result = run_batch(plan, run_dir, env, progress, stop=stop, already_done=already,
+                               prestart=plan.options.prestart_for(plan.backend.capabilities.accelerator))
         outcomes = list(result.outcomes)
         if result.interrupted:
             finalize(plan, run_dir, outcomes, "interrupted", started, dismissed)

@@ -84,7 +84,21 @@ def _assert_files_whole(run: Path) -> None:
     assert header == "op,device,status,attempts,elapsed_s,rows,notes"
 
 
-def test_faulty_ops_cost_one_op_each_and_are_classified(tmp_path: Path) -> None:
+def _held_children(run: Path) -> list[int]:
+    """Pre-started op processes (harness.child --hold) of the run in ``run`` still alive."""
+    found = []
+    for proc in Path("/proc").iterdir():
+        try:
+            argv = (proc / "cmdline").read_bytes().split(b"\0")
+        except (FileNotFoundError, PermissionError, NotADirectoryError, ProcessLookupError):
+            continue
+        if b"--hold" in argv and any(str(run).encode() in a for a in argv) and _alive(int(proc.name)):
+            found.append(int(proc.name))
+    return found
+
+
+@pytest.mark.parametrize("prestart", ["off", "on"])
+def test_faulty_ops_cost_one_op_each_and_are_classified(tmp_path: Path, prestart: str) -> None:
     state = tmp_path / "state"
     state.mkdir()
     shapes = tmp_path / "shapes.yaml"
@@ -99,8 +113,9 @@ def test_faulty_ops_cost_one_op_each_and_are_classified(tmp_path: Path) -> None:
     dismiss.write_text("builtin:softmax: too slow in the interpreter for this test\n")
     run = tmp_path / "run"
     done = _harness([*FAST, "--dtypes", "fp32", "fp16", "--ops-file", str(ops), "--dismiss", str(dismiss), "--shapes-file", str(shapes),
-                     "--op-timeout", "15", "--out", str(run)], tmp_path, state)
+                     "--op-timeout", "15", "--prestart", prestart, "--out", str(run)], tmp_path, state)
     assert done.returncode == 1, done.stdout + done.stderr
+    assert _held_children(run) == []
     status = _status(run)
     got = {op: (row["status"], row["attempts"], row["rows"]) for op, row in status.items()}
     assert got == {
@@ -152,6 +167,10 @@ def test_faulty_ops_cost_one_op_each_and_are_classified(tmp_path: Path) -> None:
     planned = len(softmax["shapes"]) * len(softmax["dtypes"])
     assert planned > 0 and junit.count('message="op skipped: dismissed: too slow') == planned
     _assert_files_whole(run)
+    # with pre-start, every op after the first started held; retries start fresh
+    logs = "".join(p.read_text() for p in (run / "logs").glob("*.log"))
+    assert ("(pre-started)" in logs) == (prestart == "on")
+    assert "attempt 2 on device cpu (pre-started)" not in logs
 
 
 def _digest(lines: list[bytes]) -> str:
@@ -163,7 +182,8 @@ def _lines_of(run: Path, op: str) -> list[bytes]:
             if json.loads(line)["op"] == op]
 
 
-def test_sigint_midway_then_resume_finishes_without_redoing_anything(tmp_path: Path) -> None:
+@pytest.mark.parametrize("prestart", ["off", "on"])
+def test_sigint_midway_then_resume_finishes_without_redoing_anything(tmp_path: Path, prestart: str) -> None:
     state = tmp_path / "state"
     state.mkdir()
     shapes = tmp_path / "shapes.yaml"
@@ -171,7 +191,7 @@ def test_sigint_midway_then_resume_finishes_without_redoing_anything(tmp_path: P
     shapes.write_text("add: [[64]]\nfault_gate: [[1], [2]]\nfault_nan: [[4]]\n")
     run = tmp_path / "run"
     args = [*FAST, "--dtypes", "fp32", "--shapes-file", str(shapes),
-            "--ops", "add", "fault_gate", "fault_nan", "--out", str(run)]
+            "--ops", "add", "fault_gate", "fault_nan", "--prestart", prestart, "--out", str(run)]
     parent = _start(args, tmp_path, state)
     try:
         _wait_for(lambda: any(state.glob("gate-*.pid")), "fault_gate to reach its waiting case")
@@ -183,6 +203,9 @@ def test_sigint_midway_then_resume_finishes_without_redoing_anything(tmp_path: P
     assert parent.returncode == 130, output
     assert "--resume" in output
     assert not _alive(gate_pid), "the op's process outlived the interrupted run"
+    assert _held_children(run) == [], "a pre-started op process outlived the interrupted run"
+    if prestart == "on":  # fault_nan was pre-started while fault_gate ran, then cancelled
+        assert "(pre-started)" in (run / "logs" / "fault_nan.log").read_text()
 
     info = json.loads((run / "run.json").read_text())
     assert info["status"] == "interrupted"

@@ -5,7 +5,11 @@ from __future__ import annotations
 
 import csv
 import io
+import os
+import subprocess
+import sys
 import threading
+import time
 from collections import Counter
 from pathlib import Path
 
@@ -27,6 +31,7 @@ from harness.batch import (
     should_retry,
     write_marker,
 )
+from harness.child import CANCELLED_EXIT, GO, preload
 from harness.ops.registry import builtin_ops
 from harness.options import RunOptions
 from harness.plan import OP_START_COST, OpPlan, RunPlan, plan_run, shard_ops
@@ -306,3 +311,42 @@ def test_a_harness_fault_costs_one_op(tmp_path: Path) -> None:
     assert [o.status for o in result.outcomes] == ["ERROR", "PASS"]
     assert "No space left on device" in result.outcomes[0].notes[0]
     assert set(read_markers(tmp_path)) == {"b"}  # no marker: a resume runs "a" again
+
+
+# -- pre-started op processes ---------------------------------------------------------------------
+
+
+def _held_child(tmp_path: Path) -> tuple[subprocess.Popen[bytes], Path]:
+    exit_path = tmp_path / "op.exit"
+    env = dict(os.environ, PYTHONPATH=str(Path(__file__).resolve().parents[2]))
+    child = subprocess.Popen([sys.executable, "-m", "harness.child", str(exit_path), "--hold", "--", "--version"],
+                             stdin=subprocess.PIPE, stdout=subprocess.PIPE, stderr=subprocess.STDOUT, env=env)
+    return child, exit_path
+
+
+@pytest.mark.slow
+def test_a_held_child_runs_pytest_only_after_go(tmp_path: Path) -> None:
+    child, exit_path = _held_child(tmp_path)
+    time.sleep(0.5)
+    assert child.poll() is None and not exit_path.exists()  # imported, waiting
+    out, _ = child.communicate(f"{GO}\n".encode(), timeout=120)
+    assert child.returncode == 0 and exit_path.read_text() == "0\n", out.decode()
+    assert b"pytest" in out
+
+
+@pytest.mark.slow
+def test_a_held_child_ends_without_running_when_stdin_closes(tmp_path: Path) -> None:
+    child, exit_path = _held_child(tmp_path)
+    out, _ = child.communicate(b"", timeout=120)
+    assert child.returncode == CANCELLED_EXIT and not exit_path.exists(), out.decode()
+    assert b"initialised CUDA" not in out
+
+
+def test_preload_reports_modules_it_could_not_import() -> None:
+    assert preload(("json", "harness_no_such_module")) == ["harness_no_such_module"]
+
+
+@pytest.mark.parametrize(("mode", "accelerator", "expected"),
+                         [("auto", True, True), ("auto", False, False), ("on", False, True), ("off", True, False)])
+def test_prestart_mode(mode: str, accelerator: bool, expected: bool) -> None:
+    assert RunOptions(prestart=mode).prestart_for(accelerator) is expected
