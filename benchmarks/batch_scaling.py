@@ -124,7 +124,8 @@ def main(argv: Sequence[str] | None = None) -> int:
     p.add_argument("--ops", nargs="+", default=list(BUILTIN_OP_IDS),
                    help="default: every built-in op (the memory-bound ones and mm)")
     p.add_argument("--level", default="auto", help="auto = core on accelerators (smoke on cpu)")
-    p.add_argument("--dtypes", nargs="+", default=["bfloat16"], help="default: bfloat16")
+    p.add_argument("--dtypes", nargs="+", default=["float16", "bfloat16", "float32"],
+                   help="default: float16 bfloat16 float32, what a nightly `harness run` measures")
     p.add_argument("--rep-ms", type=float, help="measurement budget per timing (harness default if not given)")
     p.add_argument("--cpu-dry-run", action="store_true", help="CPU backend, two pseudo-devices: checks the script")
     p.add_argument("--work-dir", help="where the two runs go (default: a new temporary directory)")
