@@ -63,6 +63,19 @@ def git_commit(where: Path) -> str | None:
     return done.stdout.strip() or None if done.returncode == 0 else None
 
 
+def git_dirty(where: Path) -> bool | None:
+    """Whether tracked files differ from the commit :func:`git_commit` names (None: not known).
+    A copied working tree with a stale ``.git`` (as on a lent machine) is dirty, not that commit."""
+    try:
+        done = subprocess.run(
+            ["git", "-c", "safe.directory=*", "status", "--porcelain", "--untracked-files=no"],
+            cwd=where, capture_output=True, text=True, timeout=20,
+        )
+    except (OSError, subprocess.TimeoutExpired):
+        return None
+    return bool(done.stdout.strip()) if done.returncode == 0 else None
+
+
 def _check_out_dir(path: Path) -> None:
     """Fail before anything is written if the run directory cannot be used."""
     if path.exists() and (path / "run.json").exists():
@@ -190,6 +203,7 @@ def _run_info(
         "identity": identity,
         "harness_version": __version__,
         "git_commit": git_commit(Path(__file__).resolve().parent),
+        "git_dirty": git_dirty(Path(__file__).resolve().parent),
         "python": sys.version.split()[0],
         "container": {"image": plan.options.image, "digest": plan.options.image_digest},
         "options": plan.options.to_dict(),

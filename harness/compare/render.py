@@ -10,7 +10,7 @@ from junit_xml import TestCase, TestSuite
 
 from harness.compare.compare import FAILING, NOT_COMPARED, Comparison, RowComparison, RunData
 from harness.compare.history import CaseCheck, HistoryRules
-from harness.results.render import serialise_junit
+from harness.results.render import commit_label, serialise_junit
 
 __all__ = [
     "COMPARE_COLUMNS",
@@ -80,8 +80,7 @@ def render_compare_csv(rows: Sequence[RowComparison]) -> str:
 
 
 def _run_line(label: str, run: RunData) -> str:
-    commit = run.info.get("git_commit") or "no git"
-    return f"- {label}: `{run.run_id}` ({str(commit)[:12]}, {run.path})"
+    return f"- {label}: `{run.run_id}` ({commit_label(run.info, 12)}, {run.path})"
 
 
 def _cell(text: str) -> str:
@@ -219,7 +218,7 @@ def render_history_markdown(run: RunData, checks: Sequence[CaseCheck], rules: Hi
     lines = [
         headline,
         "",
-        f"- run `{run.run_id}` ({str(run.info.get('git_commit') or 'no git')[:12]}), backend "
+        f"- run `{run.run_id}` ({commit_label(run.info, 12)}), backend "
         f"{run.info.get('backend', '?')}, device {ident.get('device_name', '?')}, level "
         f"{run.info.get('level', '?')}, fingerprint `{run.info.get('fingerprint', '?')}`",
         f"- rule: baseline = median of the last {rules.window} runs of this fingerprint in `{db}`; "

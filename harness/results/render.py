@@ -13,7 +13,7 @@ from junit_xml import TestCase, TestSuite
 
 from harness.results.schema import Measurement, shape_str
 
-__all__ = ["SUMMARY_COLUMNS", "Unreached", "render_csv", "render_junit", "render_markdown", "serialise_junit"]
+__all__ = ["SUMMARY_COLUMNS", "Unreached", "commit_label", "render_csv", "render_junit", "render_markdown", "serialise_junit"]
 
 SUMMARY_COLUMNS = (
     "case_id",
@@ -48,6 +48,16 @@ class Unreached:
     status: str  # "error" or "skip"
     message: str
 
+
+
+def commit_label(run_info: Mapping[str, Any], width: int | None = None) -> str:
+    """The run's commit for a report line: ``no git``, the (shortened) hash, with ``+dirty`` when
+    the tracked files differed from it (run.json ``git_dirty``)."""
+    commit = run_info.get("git_commit")
+    if not commit:
+        return "no git"
+    text = str(commit)[:width] if width else str(commit)
+    return text + ("+dirty" if run_info.get("git_dirty") else "")
 
 def _fmt(value: float | None, digits: int = 6) -> str:
     return "" if value is None else f"{value:.{digits}g}"
@@ -199,7 +209,7 @@ def render_markdown(records: Sequence[Measurement], run_info: Mapping[str, Any],
         f"- backend: **{run_info.get('backend', '?')}**, device: {ident.get('device_name', '?')}"
         f" ({ident.get('device_arch', '?')}), driver {ident.get('driver', '?')}",
         f"- torch {ident.get('torch', '?')}, triton {ident.get('triton', '?')}, harness "
-        f"{run_info.get('harness_version', '?')} ({run_info.get('git_commit') or 'no git'})",
+        f"{run_info.get('harness_version', '?')} ({commit_label(run_info)})",
         f"- level {run_info.get('level', '?')}, timer {run_info.get('timer', '?')}, cache "
         f"{run_info.get('options', {}).get('cache', '?')}, status {run_info.get('status', '?')}",
         "",
