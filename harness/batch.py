@@ -31,7 +31,7 @@ from pathlib import Path
 from typing import Protocol
 
 from harness.backends import isolated_env
-from harness.child import GO
+from harness.child import GO, PARENT_PID_ENV
 from harness.plan import OpPlan, RunPlan
 from harness.plugins.records import POISONED_EXIT
 from harness.plugins.spec import ChildSpec
@@ -292,6 +292,7 @@ def _child_env(plan: RunPlan, device: str, parent_env: Mapping[str, str]) -> dic
     src = str(Path(__file__).absolute().parent.parent)
     env["PYTHONPATH"] = src + (os.pathsep + env["PYTHONPATH"] if env.get("PYTHONPATH") else "")
     env["PYTHONUNBUFFERED"] = "1"
+    env[PARENT_PID_ENV] = str(os.getpid())  # the op process ends with this one (harness.child)
     return env
 
 

@@ -299,18 +299,61 @@ def _autotune_meta(plan: RunPlan, identity: Mapping[str, Any]) -> AutotuneMeta:
                         run_id=plan.run_id)
 
 
-@contextmanager
-def _run_lock(run_dir: Path) -> Iterator[None]:
-    """One harness process per run directory: a resume must not race the run it finishes."""
-    with open(run_dir / "run.lock", "a+") as fh:
+LOCK_FILE = "run.lock"
+
+
+def _open_lock(path: Path) -> int:
+    """An open descriptor of ``path`` (created if missing) holding an exclusive flock on it.
+
+    flock belongs to the open file, so the kernel drops it when its holder ends, however it ends
+    (a run killed with SIGKILL leaves a file that locks nothing), and the descriptor is never
+    inherited by an op process, which would keep the lock after the harness died. The holder
+    removes the file before it lets go (:func:`_run_lock`): a process that opened the file before
+    that removal and locked it after holds a lock on a name that is gone, so it opens the path
+    again until the file it locked is the one the path names.
+    """
+    while True:
+        fd = os.open(path, os.O_RDWR | os.O_CREAT | os.O_CLOEXEC, 0o666)
         try:
-            fcntl.flock(fh, fcntl.LOCK_EX | fcntl.LOCK_NB)
+            fcntl.flock(fd, fcntl.LOCK_EX | fcntl.LOCK_NB)
         except BlockingIOError:
-            raise UsageError(
-                f"Run directory {run_dir} is in use by another harness process. Wait for it to "
-                "finish (or stop it), then run `harness run --resume` again."
-            ) from None
+            os.close(fd)
+            raise
+        try:
+            if os.path.samestat(os.fstat(fd), os.stat(path)):
+                return fd
+        except FileNotFoundError:
+            pass
+        os.close(fd)
+
+
+@contextmanager
+def _run_lock(run_dir: Path, fresh: bool = False) -> Iterator[None]:
+    """One harness process per run directory: a resume must not race the run it finishes.
+
+    ``run.lock`` exists only while a harness process works on the directory: it is removed
+    when the run ends (complete, failed, interrupted or on an error of the harness); a SIGKILLed
+    run leaves it behind, unlocked, and the next resume takes it. ``fresh`` (a new run, not a
+    resume): refuse a directory that came to hold a run while this process was preparing.
+    """
+    path = run_dir / LOCK_FILE
+    try:
+        fd = _open_lock(path)
+    except BlockingIOError:
+        raise UsageError(
+            f"Run directory {run_dir} is in use by another harness process. Wait for it to "
+            "finish (or stop it), then run `harness run --resume` again."
+        ) from None
+    try:
+        if fresh:
+            _check_out_dir(run_dir)
         yield
+    finally:
+        try:
+            path.unlink(missing_ok=True)  # still locked: no other process can be using it now
+        except OSError:
+            pass
+        os.close(fd)
 
 
 def execute(prepared: Prepared, env: Mapping[str, str], out: TextIO) -> int:
@@ -321,7 +364,7 @@ def execute(prepared: Prepared, env: Mapping[str, str], out: TextIO) -> int:
     """
     run_dir = prepared.run_dir
     run_dir.mkdir(parents=True, exist_ok=True)
-    with _run_lock(run_dir):
+    with _run_lock(run_dir, fresh=not prepared.resumed):
         return _execute_locked(prepared, env, out)
 
 

@@ -394,7 +394,7 @@ def execute_suite(sp: SuitePrepared, env: Mapping[str, str], out: TextIO) -> int
     prepared = sp.prepared
     plan, run_dir = prepared.plan, prepared.run_dir
     run_dir.mkdir(parents=True, exist_ok=True)
-    with _run_lock(run_dir):
+    with _run_lock(run_dir, fresh=not prepared.resumed):
         started = _now()
         already: dict[str, OpOutcome] = {}
         if prepared.resumed:

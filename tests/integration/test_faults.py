@@ -77,6 +77,7 @@ def _records(run: Path) -> list[dict[str, object]]:
 def _assert_files_whole(run: Path) -> None:
     leftovers = [p.name for p in run.rglob(".*") if p.is_file()]
     assert leftovers == [], f"temporary files left behind: {leftovers}"
+    assert not (run / "run.lock").exists(), "run.lock outlived the run"
     _records(run)
     for name in ("run.json",):
         json.loads((run / name).read_text())
@@ -267,3 +268,46 @@ def test_sigterm_stops_the_op_processes_and_leaves_a_resumable_run(tmp_path: Pat
     assert resumed.returncode == 0, resumed.stdout + resumed.stderr
     assert _status(run)["fault_gate"]["status"] == "PASS"
     assert [r["status"] for r in _records(run)] == ["pass"]
+
+
+@pytest.mark.parametrize("op", ["fault_gate", "fault_hang"])
+def test_a_sigkilled_harness_takes_its_op_processes_with_it_and_resumes(tmp_path: Path, op: str) -> None:
+    """SIGKILL (or the OOM killer) gives the harness no chance to end its op processes: each
+    one notices its parent is gone and ends its own group (harness.child.watch_parent). The
+    run.lock left behind locks nothing, so the resume goes ahead, and removes it when done."""
+    state = tmp_path / "state"
+    state.mkdir()
+    shapes = tmp_path / "shapes.yaml"
+    shapes.write_text(f"{op}: [[2]]\n")
+    run = tmp_path / "run"
+    parent = _start([*FAST, "--dtypes", "fp32", "--shapes-file", str(shapes), "--ops", op, "--op-timeout", "120",
+                     "--out", str(run)], tmp_path, state)
+    pid_file = "gate-*.pid" if op == "fault_gate" else "hang-stray.pid"
+    try:
+        _wait_for(lambda: any(p.read_text() for p in state.glob(pid_file)), f"{op} to start waiting")
+        watched = [int(next(state.glob(pid_file)).read_text())]
+        if op == "fault_hang":  # the stray's parent: the op's process
+            watched.append(int(Path(f"/proc/{watched[0]}/stat").read_text().rsplit(")", 1)[1].split()[1]))
+        assert all(_alive(pid) for pid in watched)
+        parent.kill()
+        parent.wait(timeout=10)
+        _wait_for(lambda: not any(_alive(pid) for pid in watched), "the op's processes to end with the harness",
+                  timeout=10)
+    finally:
+        parent.kill()
+        if parent.stdout is not None:
+            parent.stdout.close()
+    assert parent.returncode == -signal.SIGKILL
+    assert (run / "run.lock").exists(), "a SIGKILLed run cannot remove its lock file"
+    assert json.loads((run / "run.json").read_text())["status"] == "running"
+    assert "the harness process is gone" in (run / "logs" / f"{op}.log").read_text()
+
+    if op == "fault_hang":
+        return  # it hangs again on resume; the gate op shows the resume
+    (state / "gate-open").write_text("")
+    resumed = _harness(["run", "--resume", str(run)], tmp_path, state)
+    assert resumed.returncode == 0, resumed.stdout + resumed.stderr
+    assert _status(run)["fault_gate"]["status"] == "PASS"
+    assert [r["status"] for r in _records(run)] == ["pass"]
+    assert not (run / "run.lock").exists()
+    _assert_files_whole(run)

@@ -1,0 +1,98 @@
+"""The op process's parent watchdog (harness.child.watch_parent, end_own_group)."""
+
+from __future__ import annotations
+
+import os
+import signal
+import subprocess
+import sys
+import threading
+import time
+from pathlib import Path
+
+from harness.child import PARENT_PID_ENV, _expected_parent, watch_parent
+
+ROOT = Path(__file__).resolve().parents[2]
+
+
+def test_the_watchdog_acts_once_the_parent_is_not_the_one_expected() -> None:
+    gone = threading.Event()
+    watch_parent(-1, gone.set, interval_s=0.01)  # never anyone's parent
+    assert gone.wait(5)
+
+
+def test_the_watchdog_waits_while_the_parent_lives() -> None:
+    gone = threading.Event()
+    thread = watch_parent(os.getppid(), gone.set, interval_s=0.01)
+    assert thread.daemon
+    assert not gone.wait(0.2)
+
+
+def test_the_expected_parent_comes_from_the_environment_and_leaves_it() -> None:
+    env = {PARENT_PID_ENV: "4242", "OTHER": "x"}
+    assert _expected_parent(env) == 4242 and env == {"OTHER": "x"}
+    assert _expected_parent({}) == os.getppid()
+    assert _expected_parent({PARENT_PID_ENV: "junk"}) == os.getppid()
+
+
+def _orphan(tmp_path: Path, new_session: bool) -> tuple[int, int]:
+    """A middle process starts a watched process (with a stray child of its own) and exits at
+    once, as a SIGKILLed harness would. Returns the watched pid and the stray's."""
+    pids = tmp_path / "pids"
+    watched = (
+        "import os, subprocess, sys, time\n"
+        "from harness.child import watch_parent\n"
+        "stray = subprocess.Popen(['sleep', '300'])\n"
+        "watch_parent(int(sys.argv[2]), interval_s=0.05)\n"
+        "open(sys.argv[1], 'w').write(f'{os.getpid()} {stray.pid}')\n"
+        "time.sleep(300)\n"
+    )
+    middle = (
+        "import os, subprocess, sys, time\n"
+        f"subprocess.Popen([sys.executable, '-c', {watched!r}, sys.argv[1], str(os.getpid())], "
+        f"start_new_session={new_session})\n"
+        "while not os.path.exists(sys.argv[1]) or not open(sys.argv[1]).read(): time.sleep(0.02)\n"
+    )
+    env = dict(os.environ, PYTHONPATH=str(ROOT))
+    subprocess.run([sys.executable, "-c", middle, str(pids)], env=env, timeout=60, check=True)
+    watched_pid, stray_pid = (int(x) for x in pids.read_text().split())
+    return watched_pid, stray_pid
+
+
+def _alive(pid: int) -> bool:
+    try:
+        stat = Path(f"/proc/{pid}/stat").read_text()
+    except FileNotFoundError:
+        return False
+    return stat.rsplit(")", 1)[1].split()[0] != "Z"
+
+
+def _gone_within(pid: int, seconds: float) -> bool:
+    deadline = time.monotonic() + seconds
+    while _alive(pid):
+        if time.monotonic() > deadline:
+            return False
+        time.sleep(0.05)
+    return True
+
+
+def test_an_orphaned_group_leader_ends_itself_and_its_group(tmp_path: Path) -> None:
+    watched, stray = _orphan(tmp_path, new_session=True)
+    try:
+        assert _gone_within(watched, 10) and _gone_within(stray, 10)
+    finally:
+        for pid in (watched, stray):
+            if _alive(pid):
+                os.kill(pid, signal.SIGKILL)
+
+
+def test_an_orphan_that_leads_no_group_ends_itself_only(tmp_path: Path) -> None:
+    """It shares a group it did not start (here, this test's): that group is left alone."""
+    watched, stray = _orphan(tmp_path, new_session=False)
+    try:
+        assert _gone_within(watched, 10)
+        assert _alive(stray)
+    finally:
+        for pid in (watched, stray):
+            if _alive(pid):
+                os.kill(pid, signal.SIGKILL)
