@@ -116,7 +116,7 @@ def _cli_values(ns: argparse.Namespace) -> dict[str, Any]:
 
 
 def _cmd_run(ns: argparse.Namespace, env: Mapping[str, str]) -> int:
-    from harness.options import read_pyproject, resolve_run_options
+    from harness.options import read_project_config, resolve_run_options
     from harness.run import execute, prepare, prepare_resume
     from harness.upstream.cli import is_suite_run, resume_suite, run_suite
 
@@ -135,7 +135,7 @@ def _cmd_run(ns: argparse.Namespace, env: Mapping[str, str]) -> int:
             return resume_suite(Path(ns.resume), env, sys.stdout)
         prepared = prepare_resume(Path(ns.resume), env)
     else:
-        options = resolve_run_options(_cli_values(ns), env, read_pyproject(Path("pyproject.toml")))
+        options = resolve_run_options(_cli_values(ns), env, read_project_config())
         if options.suite and options.replay_from:
             raise UsageError(
                 "--replay-from does not apply to --suite runs: FlagGems' suite tunes through its own "

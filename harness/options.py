@@ -1,26 +1,60 @@
 """The one options layer: CLI > environment (HARNESS_*) > [tool.harness] in pyproject.toml > defaults.
 
 The environment arrives as a Mapping and is read nowhere else. Every value is
-validated here, so code below works with a frozen, well-typed RunOptions.
+validated here, so code below works with frozen, well-typed values:
+
+- ``resolve_run_options``: `harness run` (RunOptions; [tool.harness]).
+- ``resolve_container_options``: the host side of `harness container run|plan|build`
+  (ContainerOptions; [tool.harness.container]).
+- ``resolve_history_db``: the SQLite file of `harness history` (``history-db`` in [tool.harness]).
 """
 
 from __future__ import annotations
 
+import os
 import tomllib
 from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass, fields
 from pathlib import Path
 from typing import Any
+from urllib.parse import urlparse
 
 from harness.errors import ConfigError, UsageError
 from harness.ops.base import DTYPES
 
-__all__ = ["ENV_PREFIX", "RunOptions", "read_pyproject", "resolve_run_options"]
+__all__ = [
+    "CONTAINER_TABLE",
+    "DEFAULT_HISTORY_DB",
+    "ENV_PREFIX",
+    "HISTORY_DB_ENV",
+    "IMAGE_NAME",
+    "IMAGE_POLICIES",
+    "ContainerOptions",
+    "RunOptions",
+    "forwarded_run_env",
+    "parse_user",
+    "read_project_config",
+    "read_pyproject",
+    "resolve_container_options",
+    "resolve_history_db",
+    "resolve_run_options",
+]
 
 ENV_PREFIX = "HARNESS_"
 LEVEL_CHOICES = ("auto", "smoke", "core", "comprehensive")
 CACHE_CHOICES = ("cold", "warm")
 PRESTART_CHOICES = ("auto", "on", "off")
+IMAGE_POLICIES = ("auto", "pull", "build", "no-build")
+IMAGE_NAME = "triton-op-harness"
+HISTORY_DB_ENV = ENV_PREFIX + "HISTORY_DB"
+DEFAULT_HISTORY_DB = "reports/history.sqlite"
+CONTAINER_TABLE = "container"  # [tool.harness.container]: the container runner's options
+_CONTAINER_KEYS = ("registry", "image-policy", "base-images", "build-args", "wheels")
+# [tool.harness] keys that are not `harness run` options.
+_OTHER_KEYS = ("history-db", CONTAINER_TABLE)
+# RunOptions fields that must not cross into a container: paths and devices mean other
+# things there, and the image fields are set by the container layer itself.
+_NOT_FORWARDED = frozenset({"backend", "devices", "reports_dir", "out", "run_id", "image", "image_digest"})
 
 
 @dataclass(frozen=True)
@@ -152,6 +186,26 @@ _PARSERS: dict[str, Callable[[Any], Any]] = {
 }
 
 
+def _text(name: str) -> Callable[[Any], str]:
+    """A string as given (pyproject values may be other TOML types: those are refused)."""
+
+    def parse(value: Any) -> str:
+        if not isinstance(value, str):
+            raise ConfigError(f"{name} must be a string, got {value!r}.")
+        return value
+
+    return parse
+
+
+def _paths(value: Any) -> tuple[Path, ...]:
+    """Directories: a string is os.pathsep-separated (as HARNESS_WHEELS); a list names one each."""
+    if isinstance(value, str):
+        return tuple(Path(p) for p in value.split(os.pathsep) if p)
+    if isinstance(value, list | tuple) and all(isinstance(p, str) for p in value):
+        return tuple(Path(p) for p in value if p)
+    raise ConfigError(f"wheels must be a list of directories, got {value!r}.")
+
+
 def read_pyproject(path: Path) -> dict[str, Any]:
     """The [tool.harness] table of a pyproject.toml, or {} when there is none."""
     if not path.is_file():
@@ -166,34 +220,324 @@ def read_pyproject(path: Path) -> dict[str, Any]:
     return table
 
 
+def read_project_config() -> dict[str, Any]:
+    """The [tool.harness] table of ./pyproject.toml: the pyproject layer of every command."""
+    return read_pyproject(Path("pyproject.toml"))
+
+
+def _dashed(key: str) -> str:
+    return key.replace("_", "-")
+
+
+def _config_value(table: Mapping[str, Any], key: str) -> Any:
+    """A pyproject key spelt with _ or - (the _ spelling wins); None when absent."""
+    under = key.replace("-", "_")
+    return table.get(under, table.get(_dashed(key)))
+
+
+def _container_table(config: Mapping[str, Any]) -> Mapping[str, Any]:
+    """[tool.harness.container], checked: a table of known keys ({} when absent)."""
+    table = config.get(CONTAINER_TABLE, {})
+    if not isinstance(table, dict):
+        raise ConfigError(
+            f"[tool.harness] {CONTAINER_TABLE} must be a table ([tool.harness.container]), got {table!r}."
+        )
+    unknown = [k for k in table if _dashed(k) not in _CONTAINER_KEYS]
+    if unknown:
+        raise ConfigError(
+            f"[tool.harness.container] has unknown key(s): {', '.join(unknown)}. "
+            f"Known keys: {', '.join(_CONTAINER_KEYS)}."
+        )
+    return table
+
+
+def _check_keys(config: Mapping[str, Any]) -> None:
+    """Every command checks the whole [tool.harness] table, so a misspelt key never passes silently."""
+    known = [_dashed(k) for k in _PARSERS] + list(_OTHER_KEYS)
+    unknown = [k for k in config if _dashed(k) not in known]
+    if unknown:
+        raise ConfigError(
+            f"[tool.harness] has unknown key(s): {', '.join(unknown)}. Known keys: {', '.join(known)}."
+        )
+    _container_table(config)
+
+
+@dataclass(frozen=True)
+class _Layers:
+    """The sources of one group of options, highest first: flags given, environment, a pyproject table."""
+
+    cli: Mapping[str, Any]  # only the flags the user gave (None, () or [] mean not given)
+    env: Mapping[str, str]
+    table: Mapping[str, Any]
+    table_name: str  # "[tool.harness]" or "[tool.harness.container]", for messages
+
+    def pick(self, cli_key: str, flag: str, env_key: str, table_key: str) -> tuple[Any, str]:
+        """The raw value of the highest layer that sets the option and where it came from,
+        or (None, "") when none does."""
+        if self.cli.get(cli_key) not in (None, (), []):
+            return self.cli[cli_key], flag
+        if self.env.get(env_key, "") != "":
+            return self.env[env_key], env_key
+        value = _config_value(self.table, table_key)
+        if value is not None:
+            return value, f"{self.table_name} {_dashed(table_key)}"
+        return None, ""
+
+
+def _parse(parse: Callable[[Any], Any], raw: Any, source: str) -> Any:
+    """Validate a raw value; the error names where the value came from."""
+    try:
+        return parse(raw)
+    except UsageError as exc:
+        raise type(exc)(f"{source}: {exc.message}") from None
+
+
+# -- harness run ----------------------------------------------------------------------------
+
+
 def resolve_run_options(
     cli: Mapping[str, Any],
     env: Mapping[str, str],
     config: Mapping[str, Any] | None = None,
 ) -> RunOptions:
     """Merge the layers; ``cli`` holds only the flags the user gave (None means not given)."""
-    config = dict(config or {})
+    table = dict(config or {})
+    _check_keys(table)
+    layers = _Layers(cli, env, table, "[tool.harness]")
     values: dict[str, Any] = {}
-    unknown = [k for k in config if k.replace("-", "_") not in _PARSERS]
+    for name, parse in _PARSERS.items():
+        raw, source = layers.pick(name, f"--{_dashed(name)}", ENV_PREFIX + name.upper(), name)
+        if raw is not None:
+            values[name] = _parse(parse, raw, source)
+    return RunOptions(**values)
+
+
+def forwarded_run_env(env: Mapping[str, str]) -> dict[str, str]:
+    """The HARNESS_* run options of the host that mean the same inside a container.
+
+    `HARNESS_LEVEL=core nox -s bench-cpu` then behaves like the host run. Paths,
+    devices and the backend are not forwarded (see ``_NOT_FORWARDED``); the
+    pyproject layer needs no forwarding: the container reads the mounted checkout's.
+    """
+    keys = [ENV_PREFIX + f.name.upper() for f in fields(RunOptions) if f.name not in _NOT_FORWARDED]
+    return {key: env[key] for key in keys if env.get(key, "") != ""}
+
+
+# -- harness history ------------------------------------------------------------------------
+
+
+def resolve_history_db(
+    cli: Mapping[str, Any],
+    env: Mapping[str, str],
+    config: Mapping[str, Any] | None = None,
+) -> Path:
+    """The history database: --db (``cli["db"]``), else HARNESS_HISTORY_DB, else
+    ``history-db`` in [tool.harness], else reports/history.sqlite."""
+    table = dict(config or {})
+    _check_keys(table)
+    layers = _Layers(cli, env, table, "[tool.harness]")
+    raw, source = layers.pick("db", "--db", HISTORY_DB_ENV, "history-db")
+    if raw is None:
+        return Path(DEFAULT_HISTORY_DB)
+    path = _parse(_text("the history database"), raw, source)
+    if not path.strip():
+        raise ConfigError(f"{source}: the history database must be a file path, got an empty string.")
+    return Path(path)
+
+
+# -- harness container ----------------------------------------------------------------------
+
+
+@dataclass(frozen=True)
+class ContainerOptions:
+    """The host side of a container run (which image, which devices, what crosses in).
+
+    The options of `harness run` itself are resolved again inside the container.
+    """
+
+    repo_dir: Path
+    reports_dir: Path
+    registry: str | None = None
+    policy: str = "auto"
+    base_images: tuple[tuple[str, str], ...] = ()  # (backend, image), for the backends asked for
+    build_args: tuple[tuple[str, str], ...] = ()
+    wheel_dirs: tuple[Path, ...] = ()
+    devices: tuple[str, ...] | None = None  # host device ids given with --devices
+    device_root: str = "/"
+    user: tuple[int, int] | None = None  # None: the caller's uid:gid
+    image_name: str = IMAGE_NAME
+    forwarded_env: tuple[tuple[str, str], ...] = ()  # HARNESS_* run options that cross into the container
+
+    def base_image(self, backend: str) -> str | None:
+        return dict(self.base_images).get(backend)
+
+
+def parse_user(value: str) -> tuple[int, int]:
+    uid, sep, gid = value.partition(":")
+    if not (uid.isdigit() and sep and gid.isdigit()):
+        raise UsageError(f"--user {value!r} must be numeric UID:GID, for example 1000:1000.")
+    return int(uid), int(gid)
+
+
+def _registry(layers: _Layers) -> str | None:
+    raw, source = layers.pick("registry", "--registry", "HARNESS_REGISTRY", "registry")
+    if raw is None:
+        return None
+    return _parse(_text("registry"), raw, source).strip().rstrip("/") or None
+
+
+def _policy(layers: _Layers, registry: str | None) -> str:
+    flag = f"--{layers.cli.get('policy')}"
+    raw, source = layers.pick("policy", flag, "HARNESS_IMAGE_POLICY", "image-policy")
+    if raw is None:
+        return "auto"
+    policy: str = _parse(_choice("image policy", IMAGE_POLICIES), raw, source)
+    if policy == "pull" and not registry:
+        raise UsageError(
+            f"{source}: image policy pull needs a registry to pull from: give --registry HOST/PATH, "
+            "set HARNESS_REGISTRY or registry in [tool.harness.container], or choose another policy "
+            "(auto, the default, builds the image locally)."
+        )
+    return policy
+
+
+def _split_pairs(items: Sequence[str], source: str) -> dict[str, str]:
+    pairs: dict[str, str] = {}
+    for item in items:
+        key, sep, value = item.partition("=")
+        if not sep or not key.strip():
+            raise UsageError(
+                f"{source}: build argument {item!r} is not KEY=VALUE. "
+                "Example: --build-arg TRITON_PACKAGE=triton-ascend==3.2.0."
+            )
+        pairs[key.strip()] = value
+    return pairs
+
+
+def _string_table(layers: _Layers, key: str, example: str) -> dict[str, str]:
+    """A pyproject sub-table of strings ({} when absent)."""
+    value = _config_value(layers.table, key)
+    if value is None:
+        return {}
+    if not isinstance(value, dict) or not all(isinstance(v, str) for v in value.values()):
+        raise ConfigError(
+            f"{layers.table_name} {key} must be a table of strings, for example {example}; got {value!r}."
+        )
+    return {str(k).strip(): v for k, v in value.items()}
+
+
+def _build_args(layers: _Layers) -> tuple[tuple[str, str], ...]:
+    """Merged key by key: --build-arg over HARNESS_BUILD_ARGS over [tool.harness.container] build-args."""
+    merged = _string_table(layers, "build-args", 'build-args = { TRITON_PACKAGE = "triton-ascend==3.2.0" }')
+    merged.update(_split_pairs(layers.env.get("HARNESS_BUILD_ARGS", "").split(), "HARNESS_BUILD_ARGS"))
+    merged.update(_split_pairs(list(layers.cli.get("build_args") or ()), "--build-arg"))
+    return tuple(merged.items())
+
+
+def _table_base_images(layers: _Layers, backends: Sequence[str]) -> dict[str, str]:
+    from harness.backends import BACKENDS
+
+    table = _string_table(layers, "base-images", 'base-images = { rocm = "mirror.local/rocm/pytorch:7.2" }')
+    names = [b.name for b in BACKENDS]
+    unknown = [k for k in table if k not in names]
     if unknown:
         raise ConfigError(
-            f"[tool.harness] has unknown key(s): {', '.join(unknown)}. Known keys: "
-            f"{', '.join(k.replace('_', '-') for k in _PARSERS)}."
+            f"{layers.table_name} base-images: unknown backend(s) {', '.join(unknown)}. "
+            f"Backends: {', '.join(names)}."
         )
-    for name, parse in _PARSERS.items():
-        raw: Any = None
-        source = ""
-        if cli.get(name) not in (None, (), []):
-            raw, source = cli[name], f"--{name.replace('_', '-')}"
-        elif env.get(ENV_PREFIX + name.upper(), "") != "":
-            raw, source = env[ENV_PREFIX + name.upper()], ENV_PREFIX + name.upper()
-        elif name in config or name.replace("_", "-") in config:
-            raw = config.get(name, config.get(name.replace("_", "-")))
-            source = f"[tool.harness] {name}"
-        if raw is None:
-            continue
-        try:
-            values[name] = parse(raw)
-        except UsageError as exc:
-            raise type(exc)(f"{source}: {exc.message}") from None
-    return RunOptions(**values)
+    return {k: v for k, v in table.items() if k in backends}
+
+
+def _cli_base_images(items: Sequence[str], backends: Sequence[str]) -> dict[str, str]:
+    chosen: dict[str, str] = {}
+    for item in items:
+        backend, sep, image = item.partition("=")
+        if sep and backend in backends:
+            chosen[backend] = image
+        elif not sep and len(backends) == 1:
+            chosen[backends[0]] = item
+        else:
+            raise UsageError(
+                f"--base-image {item!r}: say which backend it is for, as BACKEND=IMAGE "
+                f"(backends here: {', '.join(backends)})."
+            )
+    return chosen
+
+
+def _base_images(layers: _Layers, backends: Sequence[str]) -> tuple[tuple[str, str], ...]:
+    """Per backend: --base-image over HARNESS_BASE_IMAGE_<BACKEND> over [tool.harness.container] base-images."""
+    chosen = _table_base_images(layers, backends)
+    for name in backends:
+        value = layers.env.get(f"HARNESS_BASE_IMAGE_{name.upper()}", "").strip()
+        if value:
+            chosen[name] = value
+    chosen.update(_cli_base_images(list(layers.cli.get("base_images") or ()), backends))
+    return tuple(sorted(chosen.items()))
+
+
+def _local_dirs(find_links: str) -> tuple[Path, ...]:
+    """Local directories among pip's find-links (URLs to other hosts are left to pip)."""
+    dirs: list[Path] = []
+    for item in find_links.split():
+        path = urlparse(item).path if item.startswith("file:") else item
+        if "://" not in path and Path(path).is_dir():
+            dirs.append(Path(path))
+    return tuple(dirs)
+
+
+def _wheel_dirs(layers: _Layers) -> tuple[Path, ...]:
+    """--wheels, HARNESS_WHEELS, [tool.harness.container] wheels; default: pip's local find-links."""
+    raw, source = layers.pick("wheels", "--wheels", "HARNESS_WHEELS", "wheels")  # each --wheels: one dir
+    if raw is None:
+        return _local_dirs(layers.env.get("PIP_FIND_LINKS", ""))
+    dirs: tuple[Path, ...] = _parse(_paths, raw, source)
+    for path in dirs:
+        if not path.is_dir():
+            raise UsageError(f"{source}: wheel directory {path} does not exist.")
+    return dirs
+
+
+def _container_devices(cli: Mapping[str, Any]) -> tuple[str, ...] | None:
+    """--devices (repeatable, comma-separated); None lets the runner use the host's visibility variable."""
+    if not cli.get("devices"):
+        return None
+    return tuple(d.strip() for item in cli["devices"] for d in str(item).split(",") if d.strip())
+
+
+def resolve_container_options(
+    cli: Mapping[str, Any],
+    env: Mapping[str, str],
+    config: Mapping[str, Any] | None,
+    *,
+    repo_dir: Path,
+    backends: Sequence[str],
+) -> ContainerOptions:
+    """Merge the layers for the ``backends`` being run or built (canonical names).
+
+    ``cli`` keys (None: not given): policy, registry, base_images, build_args, wheels,
+    devices, reports, user, device_root. Environment: HARNESS_REGISTRY,
+    HARNESS_IMAGE_POLICY, HARNESS_BASE_IMAGE_<BACKEND>, HARNESS_BUILD_ARGS
+    (space-separated KEY=VALUE), HARNESS_WHEELS (os.pathsep-separated; default: the
+    local directories in PIP_FIND_LINKS); the HARNESS_* run options to forward.
+    ``config`` is [tool.harness]; its [tool.harness.container] table may set registry,
+    image-policy, base-images, build-args and wheels. --devices, --reports, --user and
+    --device-root come from the command line only.
+    """
+    table = dict(config or {})
+    _check_keys(table)
+    layers = _Layers(cli, env, _container_table(table), "[tool.harness.container]")
+    registry = _registry(layers)
+    reports = Path(cli["reports"]) if cli.get("reports") else repo_dir / "reports"
+    return ContainerOptions(
+        repo_dir=repo_dir.resolve(),
+        reports_dir=reports.resolve(),
+        registry=registry,
+        policy=_policy(layers, registry),
+        base_images=_base_images(layers, backends),
+        build_args=_build_args(layers),
+        wheel_dirs=_wheel_dirs(layers),
+        devices=_container_devices(cli),
+        device_root=str(cli.get("device_root") or "/"),
+        user=parse_user(cli["user"]) if cli.get("user") else None,
+        forwarded_env=tuple(sorted(forwarded_run_env(env).items())),
+    )

@@ -14,6 +14,7 @@ from pathlib import Path
 from typing import TYPE_CHECKING, TextIO
 
 from harness.errors import GateFailed, UsageError
+from harness.options import read_project_config, resolve_history_db
 
 if TYPE_CHECKING:  # the statistics pull in numpy: imported only when a command runs
     from harness.compare.compare import Comparison
@@ -22,7 +23,6 @@ if TYPE_CHECKING:  # the statistics pull in numpy: imported only when a command 
 __all__ = ["COMMANDS", "add_parsers", "dispatch"]
 
 COMMANDS = ("compare", "gate", "gate-run", "ab", "history")
-HISTORY_DB_ENV = "HARNESS_HISTORY_DB"
 _VERDICT_ORDER = ("regression", "failing", "improvement", "noisy", "unchanged", "not compared")
 
 _COMPARE_EPILOG = """\
@@ -175,12 +175,13 @@ def _add_history(sub: argparse._SubParsersAction[argparse.ArgumentParser]) -> No
         "history",
         help="store run medians in SQLite and check new runs against them",
         description="A history of runs in SQLite. The database is --db, else $HARNESS_HISTORY_DB, "
-        "else reports/history.sqlite.",
+        "else history-db in [tool.harness] of ./pyproject.toml, else reports/history.sqlite.",
     )
     hs = p.add_subparsers(dest="history_command", metavar="ACTION", required=True)
 
     def db(q: argparse.ArgumentParser) -> None:
-        q.add_argument("--db", help="SQLite file (default $HARNESS_HISTORY_DB or reports/history.sqlite)")
+        q.add_argument("--db", help="SQLite file (default $HARNESS_HISTORY_DB, else history-db in "
+                       "[tool.harness], else reports/history.sqlite)")
 
     add = hs.add_parser("add", help="store a run", description="Store a run's medians (again: replaced).")
     add.add_argument("run", metavar="RUN", help="run directory")
@@ -315,12 +316,6 @@ def _cmd_ab(ns: argparse.Namespace, env: Mapping[str, str], stdout: TextIO) -> i
     return 0
 
 
-def _history_db(ns: argparse.Namespace, env: Mapping[str, str]) -> Path:
-    from harness.compare.history import DEFAULT_DB
-
-    return Path(ns.db or env.get(HISTORY_DB_ENV) or DEFAULT_DB)
-
-
 def _cmd_history(ns: argparse.Namespace, env: Mapping[str, str], stdout: TextIO) -> int:
     from harness.compare.compare import load_run
     from harness.compare.history import (
@@ -332,7 +327,7 @@ def _cmd_history(ns: argparse.Namespace, env: Mapping[str, str], stdout: TextIO)
     )
     from harness.results.store import atomic_write_text
 
-    db = _history_db(ns, env)
+    db = resolve_history_db({"db": ns.db or None}, env, read_project_config())
     store = HistoryStore(db)
     if ns.history_command == "add":
         run = load_run(Path(ns.run))

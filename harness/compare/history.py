@@ -26,7 +26,6 @@ from harness.compare.compare import RunData
 from harness.errors import UsageError
 
 __all__ = [
-    "DEFAULT_DB",
     "EXPORT_COLUMNS",
     "CaseCheck",
     "HistoryRules",
@@ -36,7 +35,6 @@ __all__ = [
     "render_trend_csv",
 ]
 
-DEFAULT_DB = "reports/history.sqlite"
 _SCHEMA_VERSION = 1
 _SCHEMA = """
 CREATE TABLE IF NOT EXISTS runs (

@@ -26,9 +26,11 @@ examples:
   harness container build cpu cuda --base-image cpu=harness-base/debian:bookworm-py
 
 Everything after `--` goes to `harness run` inside the container. Reports land in the
-host's reports/ (or --reports), owned by you. The environment may set HARNESS_REGISTRY,
-HARNESS_IMAGE_POLICY (auto, pull, build, no-build), HARNESS_BASE_IMAGE_<BACKEND>,
-HARNESS_BUILD_ARGS and HARNESS_WHEELS; see docs/containers.md.
+host's reports/ (or --reports), owned by you. The image options come from the command
+line, else HARNESS_REGISTRY, HARNESS_IMAGE_POLICY (auto, pull, build, no-build),
+HARNESS_BASE_IMAGE_<BACKEND>, HARNESS_BUILD_ARGS and HARNESS_WHEELS, else
+[tool.harness.container] in ./pyproject.toml (registry, image-policy, base-images,
+build-args, wheels); see docs/containers.md.
 """
 
 
@@ -47,7 +49,8 @@ def _add_image_options(p: argparse.ArgumentParser) -> None:
                    help="build argument (repeatable), e.g. TRITON_PACKAGE=...")
     p.add_argument("--wheels", action="append", metavar="DIR",
                    help="directory of local wheels staged into images that list them (default: "
-                        "HARNESS_WHEELS, else pip's local find-links)")
+                        "HARNESS_WHEELS, else wheels in [tool.harness.container], else pip's local "
+                        "find-links)")
 
 
 def _add_run_options(p: argparse.ArgumentParser) -> None:
@@ -89,18 +92,23 @@ def _values(ns: argparse.Namespace) -> dict[str, Any]:
 
 
 def run(ns: argparse.Namespace, env: Mapping[str, str]) -> int:
-    """Execute a parsed `harness container ...`; HarnessError propagates to the caller's handler."""
+    """Execute a parsed `harness container ...`; HarnessError propagates to the caller's handler.
+
+    The options are resolved by harness.options from the flags, ``env`` and ./pyproject.toml.
+    """
     from harness.container import runner
+    from harness.options import read_project_config
 
     action = getattr(ns, "container_command", None)
+    if action not in ("run", "plan", "build"):
+        print("harness container: give an action: run, plan or build (see --help)", file=sys.stderr)
+        return 2
+    config = read_project_config()
     if action == "run":
-        return runner.run_in_container(ns.backend, ns.harness_args or [], _values(ns), env)
+        return runner.run_in_container(ns.backend, ns.harness_args or [], _values(ns), env, config)
     if action == "plan":
-        return runner.describe_plan(ns.backend, ns.harness_args or [], _values(ns), env)
-    if action == "build":
-        return runner.build_images(ns.backends, _values(ns), env)
-    print("harness container: give an action: run, plan or build (see --help)", file=sys.stderr)
-    return 2
+        return runner.describe_plan(ns.backend, ns.harness_args or [], _values(ns), env, config)
+    return runner.build_images(ns.backends, _values(ns), env, config)
 
 
 def main(argv: Sequence[str] | None = None, env: Mapping[str, str] | None = None) -> int:

@@ -20,8 +20,8 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import IO, TYPE_CHECKING
 
-from harness.container.settings import ContainerSettings
 from harness.errors import ContainerError, UsageError
+from harness.options import ContainerOptions
 
 if TYPE_CHECKING:
     from harness.container.engine import Engine
@@ -152,7 +152,7 @@ def _stage_wheels(context_dir: Path, wheel_dirs: Sequence[Path]) -> tuple[Contex
     return tuple(staged.values())
 
 
-def load_recipe(containers_dir: Path, backend: str, settings: ContainerSettings) -> ImageRecipe:
+def load_recipe(containers_dir: Path, backend: str, options: ContainerOptions) -> ImageRecipe:
     context_dir = containers_dir / backend
     dockerfile_path = context_dir / "Dockerfile"
     if not dockerfile_path.is_file():
@@ -170,14 +170,14 @@ def load_recipe(containers_dir: Path, backend: str, settings: ContainerSettings)
     )
     dockerfile = dockerfile_path.read_text()
     declared = declared_args(dockerfile)
-    args = dict(settings.build_args)
-    if settings.base_image(backend):
-        args["BASE_IMAGE"] = settings.base_image(backend) or ""
+    args = dict(options.build_args)
+    if options.base_image(backend):
+        args["BASE_IMAGE"] = options.base_image(backend) or ""
     return ImageRecipe(
         backend=backend,
         dockerfile=dockerfile,
         files=files,
-        wheels=_stage_wheels(context_dir, settings.wheel_dirs),
+        wheels=_stage_wheels(context_dir, options.wheel_dirs),
         build_args=tuple(sorted((k, v) for k, v in args.items() if k in declared)),
     )
 
@@ -209,8 +209,8 @@ def _base_missing(recipe: ImageRecipe, cause: str) -> ContainerError:
     return ContainerError(
         f"Cannot build the {recipe.backend} image: its base image {recipe.base_image} is not in the "
         f"local image store and could not be pulled ({cause}). Pull or `docker load` it where a "
-        f"registry is reachable, or name a local base image with --base-image or "
-        f"HARNESS_BASE_IMAGE_{recipe.backend.upper()} (CI makes harness-base/debian:bookworm-py "
+        f"registry is reachable, or name a local base image with --base-image, "
+        f"HARNESS_BASE_IMAGE_{recipe.backend.upper()} or base-images in [tool.harness.container] (CI makes harness-base/debian:bookworm-py "
         "with .ci/docker-up.sh; it serves the cpu image)."
     )
 
@@ -218,18 +218,19 @@ def _base_missing(recipe: ImageRecipe, cause: str) -> ContainerError:
 def ensure_image(
     engine: Engine,
     recipe: ImageRecipe,
-    settings: ContainerSettings,
+    options: ContainerOptions,
     log: Callable[[str], None],
 ) -> ResolvedImage:
     """Reuse, pull or build the image for ``recipe``, as the policy says."""
-    ref = image_ref(settings.image_name, recipe.backend, content_tag(recipe), settings.registry)
+    ref = image_ref(options.image_name, recipe.backend, content_tag(recipe), options.registry)
     present = engine.has_image(ref)
-    steps = resolve_steps(settings.policy, settings.registry, present)
+    steps = resolve_steps(options.policy, options.registry, present)
     if not steps:
         raise ContainerError(
             f"Image {ref} is not present locally and --no-build forbids building it (no registry "
             "is set to pull from). Build it with `nox -s images -- "
-            f"{recipe.backend}`, set HARNESS_REGISTRY, or drop --no-build."
+            f"{recipe.backend}`, set a registry (--registry, HARNESS_REGISTRY or [tool.harness.container] "
+            "registry), or drop --no-build."
         )
     failures: list[str] = []
     for step in steps:

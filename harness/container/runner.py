@@ -29,8 +29,8 @@ from harness.container.plan import (
     plan_devices,
     plan_invocation,
 )
-from harness.container.settings import ContainerSettings, forwarded_run_env, resolve_settings
 from harness.errors import ContainerError, HarnessError, UsageError
+from harness.options import ContainerOptions, resolve_container_options
 
 __all__ = [
     "PreparedRun",
@@ -63,10 +63,10 @@ def _aliases() -> dict[str, str]:
     return {alias: b.name for b in BACKENDS for alias in (b.name, *b.aliases)}
 
 
-def device_choice(backend: Backend, settings: ContainerSettings, env: Mapping[str, str]) -> DeviceChoice:
+def device_choice(backend: Backend, options: ContainerOptions, env: Mapping[str, str]) -> DeviceChoice:
     """--devices, else the devices the host's visibility variable already picked, else all."""
-    if settings.devices is not None:
-        return DeviceChoice(ids=settings.devices, source="--devices")
+    if options.devices is not None:
+        return DeviceChoice(ids=options.devices, source="--devices")
     inherited = read_visibility(backend, env)
     if inherited is not None:
         key = next(k for k in backend.visibility_keys if env.get(k, "").strip())
@@ -77,24 +77,32 @@ def device_choice(backend: Backend, settings: ContainerSettings, env: Mapping[st
 @dataclass(frozen=True)
 class PreparedRun:
     backend: Backend
-    settings: ContainerSettings
+    options: ContainerOptions
     invocation: HarnessInvocation
     recipe: ImageRecipe
     choice: DeviceChoice
 
 
 def prepare_run(
-    backend_name: str, harness_args: Sequence[str], cli: Mapping[str, Any], env: Mapping[str, str]
+    backend_name: str,
+    harness_args: Sequence[str],
+    cli: Mapping[str, Any],
+    env: Mapping[str, str],
+    config: Mapping[str, Any] | None = None,
 ) -> PreparedRun:
-    """Everything that needs neither the engine nor the devices, validated."""
+    """Everything that needs neither the engine nor the devices, validated.
+
+    ``cli`` holds the flags given, ``config`` the [tool.harness] table; the options
+    are resolved by harness.options, which alone reads HARNESS_* from ``env``.
+    """
     from harness.plan import make_run_id
 
     backend = get_backend(backend_name)  # fails closed with the known names
     root = checkout_dir()
-    settings = resolve_settings(cli, env, root, [backend.name])
+    options = resolve_container_options(cli, env, config, repo_dir=root, backends=[backend.name])
     invocation = plan_invocation(backend, harness_args, make_run_id(backend.name), _aliases())
-    recipe = load_recipe(root / "containers", backend.name, settings)
-    return PreparedRun(backend, settings, invocation, recipe, device_choice(backend, settings, env))
+    recipe = load_recipe(root / "containers", backend.name, options)
+    return PreparedRun(backend, options, invocation, recipe, device_choice(backend, options, env))
 
 
 def _say(err: TextIO) -> Callable[[str], None]:
@@ -105,19 +113,17 @@ def _say(err: TextIO) -> Callable[[str], None]:
 
 
 def device_plan(prepared: PreparedRun, runtimes: frozenset[str]) -> DevicePlan:
-    host = probe_host(prepared.backend, prepared.settings.device_root, runtimes)
+    host = probe_host(prepared.backend, prepared.options.device_root, runtimes)
     return plan_devices(prepared.backend, host, prepared.choice)
 
 
-def assemble(
-    prepared: PreparedRun, devices: DevicePlan, image: str, digest: str, env: Mapping[str, str]
-) -> ContainerPlan:
-    uid, gid = prepared.settings.user or (os.getuid(), os.getgid())
+def assemble(prepared: PreparedRun, devices: DevicePlan, image: str, digest: str) -> ContainerPlan:
+    options = prepared.options
+    uid, gid = options.user or (os.getuid(), os.getgid())
     return plan_container(
         image=image, image_digest=digest, invocation=prepared.invocation, devices=devices,
-        uid=uid, gid=gid, repo_dir=str(prepared.settings.repo_dir),
-        reports_dir=str(prepared.settings.reports_dir), forwarded_env=forwarded_run_env(env),
-        backend=prepared.backend.name,
+        uid=uid, gid=gid, repo_dir=str(options.repo_dir), reports_dir=str(options.reports_dir),
+        forwarded_env=dict(options.forwarded_env), backend=prepared.backend.name,
     )
 
 
@@ -126,27 +132,28 @@ def run_in_container(
     harness_args: Sequence[str],
     cli: Mapping[str, Any],
     env: Mapping[str, str],
+    config: Mapping[str, Any] | None = None,
     out: TextIO = sys.stdout,
     err: TextIO = sys.stderr,
     connect: Connect = Engine.connect,
 ) -> int:
     """`nox -s bench-<backend> -- ARGS`: run `harness run ARGS` in the backend's image."""
     log = _say(err)
-    prepared = prepare_run(backend_name, harness_args, cli, env)
+    prepared = prepare_run(backend_name, harness_args, cli, env, config)
     engine = connect(env)
     # Devices are checked before the image is fetched: a missing node is reported at once,
     # not after a long build.
     devices = device_plan(prepared, engine.runtimes())
-    image = ensure_image(engine, prepared.recipe, prepared.settings, log)
-    prepared.settings.reports_dir.mkdir(parents=True, exist_ok=True)
-    plan = assemble(prepared, devices, image.ref, image.digest, env)
+    image = ensure_image(engine, prepared.recipe, prepared.options, log)
+    prepared.options.reports_dir.mkdir(parents=True, exist_ok=True)
+    plan = assemble(prepared, devices, image.ref, image.digest)
     log(f"running {prepared.backend.name} in {image.ref} ({image.digest[:19]}), "
         f"devices: {plan.devices.mode}, user {plan.user}")
     for note in plan.devices.notes:
         log(note)
     code = engine.run(plan, out, prepared.backend.name)
     where = prepared.invocation.run_dir
-    run_dir = prepared.settings.reports_dir / where if where is not None else None
+    run_dir = prepared.options.reports_dir / where if where is not None else None
     if run_dir is not None and (run_dir / "run.json").is_file():
         log(f"exit {code}; reports on the host: {run_dir}/report.md (image {image.ref}, {image.digest})")
         if code == 130:
@@ -159,12 +166,12 @@ def run_in_container(
 
 def describe_plan(
     backend_name: str, harness_args: Sequence[str], cli: Mapping[str, Any], env: Mapping[str, str],
-    out: TextIO = sys.stdout, connect: Connect = Engine.connect,
+    config: Mapping[str, Any] | None = None, out: TextIO = sys.stdout, connect: Connect = Engine.connect,
 ) -> int:
     """Print the planned image and `docker run` command without starting anything."""
-    prepared = prepare_run(backend_name, harness_args, cli, env)
-    settings = prepared.settings
-    ref = image_ref(settings.image_name, prepared.backend.name, content_tag(prepared.recipe), settings.registry)
+    prepared = prepare_run(backend_name, harness_args, cli, env, config)
+    options = prepared.options
+    ref = image_ref(options.image_name, prepared.backend.name, content_tag(prepared.recipe), options.registry)
     try:
         engine = connect(env)
     except ContainerError as exc:
@@ -172,7 +179,7 @@ def describe_plan(
               file=out)
         engine = None
     devices = device_plan(prepared, engine.runtimes() if engine is not None else frozenset())
-    plan = assemble(prepared, devices, ref, "(known after pull or build)", env)
+    plan = assemble(prepared, devices, ref, "(known after pull or build)")
     print(f"# backend {prepared.backend.name}: devices via {devices.mode} ({prepared.choice.source})", file=out)
     print(f"# image {ref} from containers/{prepared.backend.name}/"
           f" (base {prepared.recipe.base_image}, {len(prepared.recipe.wheels)} local wheel(s))", file=out)
@@ -184,18 +191,19 @@ def describe_plan(
 
 def build_images(
     backends: Sequence[str], cli: Mapping[str, Any], env: Mapping[str, str],
-    out: TextIO = sys.stdout, err: TextIO = sys.stderr, connect: Connect = Engine.connect,
+    config: Mapping[str, Any] | None = None, out: TextIO = sys.stdout, err: TextIO = sys.stderr,
+    connect: Connect = Engine.connect,
 ) -> int:
     """`nox -s images [-- BACKEND...]`: get every named image (all when none), report each."""
     log = _say(err)
     names = [get_backend(b).name for b in backends] or [b.name for b in BACKENDS]
     root = checkout_dir()
-    settings = resolve_settings(cli, env, root, names)
+    options = resolve_container_options(cli, env, config, repo_dir=root, backends=names)
     engine = connect(env)
     results: list[tuple[str, str, str]] = []
     for name in names:
         try:
-            image = ensure_image(engine, load_recipe(root / "containers", name, settings), settings, log)
+            image = ensure_image(engine, load_recipe(root / "containers", name, options), options, log)
             results.append((name, image.ref, image.action))
         except HarnessError as exc:
             log(f"{name}: {exc.message}")

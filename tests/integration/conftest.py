@@ -67,11 +67,12 @@ def local_base(docker_engine) -> str:  # type: ignore[no-untyped-def]
 def cpu_image(docker_engine, local_base):  # type: ignore[no-untyped-def]
     """The cpu image, resolved exactly as `nox -s bench-cpu` resolves it, so the session reuses it."""
     from harness.container.image import ensure_image, load_recipe
-    from harness.container.settings import resolve_settings
+    from harness.options import read_pyproject, resolve_container_options
 
-    settings = resolve_settings({}, _container_env(), ROOT, ["cpu"])
-    recipe = load_recipe(ROOT / "containers", "cpu", settings)
-    return ensure_image(docker_engine, recipe, settings, lambda line: None)
+    config = read_pyproject(ROOT / "pyproject.toml")  # the sessions run in the checkout
+    options = resolve_container_options({}, _container_env(), config, repo_dir=ROOT, backends=["cpu"])
+    recipe = load_recipe(ROOT / "containers", "cpu", options)
+    return ensure_image(docker_engine, recipe, options, lambda line: None)
 
 
 @pytest.fixture()

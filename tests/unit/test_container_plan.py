@@ -29,9 +29,9 @@ from harness.container.plan import (
     plan_devices,
     plan_invocation,
 )
-from harness.container.runner import device_choice
-from harness.container.settings import ContainerSettings, forwarded_run_env, resolve_settings
+from harness.container.runner import assemble, device_choice, prepare_run
 from harness.errors import EnvironmentProblem, UsageError
+from harness.options import ContainerOptions
 
 ROOT = Path(__file__).resolve().parents[2]
 CHAR = NodeInfo(kind="char", gids=(44,))
@@ -202,12 +202,12 @@ def test_device_choice_must_be_numeric_for_node_backends() -> None:
 
 
 def test_host_visibility_picks_the_devices_passed_in() -> None:
-    settings = ContainerSettings(repo_dir=ROOT, reports_dir=ROOT / "reports")
-    rocm = device_choice(get_backend("rocm"), settings, {"ROCR_VISIBLE_DEVICES": "5,6", "CUDA_VISIBLE_DEVICES": "0"})
+    options = ContainerOptions(repo_dir=ROOT, reports_dir=ROOT / "reports")
+    rocm = device_choice(get_backend("rocm"), options, {"ROCR_VISIBLE_DEVICES": "5,6", "CUDA_VISIBLE_DEVICES": "0"})
     assert rocm.ids == ("5", "6") and "ROCR_VISIBLE_DEVICES" in rocm.source
-    explicit = ContainerSettings(repo_dir=ROOT, reports_dir=ROOT / "reports", devices=("1",))
+    explicit = ContainerOptions(repo_dir=ROOT, reports_dir=ROOT / "reports", devices=("1",))
     assert device_choice(get_backend("rocm"), explicit, {"HIP_VISIBLE_DEVICES": "3"}).ids == ("1",)
-    assert device_choice(get_backend("musa"), settings, {"CUDA_VISIBLE_DEVICES": "3"}).ids is None
+    assert device_choice(get_backend("musa"), options, {"CUDA_VISIBLE_DEVICES": "3"}).ids is None
 
 
 # -- the host probe (no device nodes needed: plain files stand in and must be refused) ------
@@ -287,34 +287,20 @@ def test_container_plan_mounts_repo_read_only_reports_writable_as_caller() -> No
     assert "docker run" in plan.render()
 
 
-def test_forwarded_env_keeps_run_options_and_drops_paths_devices_backend() -> None:
-    env = {
-        "HARNESS_LEVEL": "core", "HARNESS_DTYPES": "bf16", "HARNESS_OUT": "/tmp/x", "HARNESS_DEVICES": "3",
-        "HARNESS_BACKEND": "cuda", "HARNESS_IMAGE": "spoof", "CUDA_VISIBLE_DEVICES": "1", "HOME": "/root",
-    }
-    assert forwarded_run_env(env) == {"HARNESS_LEVEL": "core", "HARNESS_DTYPES": "bf16"}
-
-
-# -- settings -----------------------------------------------------------------------------------
-
-
-def test_settings_layers_and_refusals(tmp_path: Path) -> None:
-    wheels = tmp_path / "wheels"
-    wheels.mkdir()
-    env = {"HARNESS_REGISTRY": "reg.example/team/", "HARNESS_BASE_IMAGE_CPU": "local/base:1",
-           "PIP_FIND_LINKS": f"{wheels} https://example.invalid/links", "HARNESS_BUILD_ARGS": "A=1"}
-    s = resolve_settings({"build_args": ["B=2"]}, env, ROOT, ["cpu"])
-    assert s.registry == "reg.example/team" and s.base_image("cpu") == "local/base:1"
-    assert s.wheel_dirs == (wheels,) and s.build_args == (("A", "1"), ("B", "2"))
-    assert resolve_settings({"base_images": ["other/base"]}, env, ROOT, ["cpu"]).base_image("cpu") == "other/base"
-    with pytest.raises(UsageError, match="needs a registry"):
-        resolve_settings({"policy": "pull"}, {}, ROOT, ["cpu"])
-    with pytest.raises(UsageError, match="Unknown image policy"):
-        resolve_settings({}, {"HARNESS_IMAGE_POLICY": "sometimes"}, ROOT, ["cpu"])
-    with pytest.raises(UsageError, match="BACKEND=IMAGE"):
-        resolve_settings({"base_images": ["x/y"]}, {}, ROOT, ["cpu", "cuda"])
-    with pytest.raises(UsageError, match="UID:GID"):
-        resolve_settings({"user": "me"}, {}, ROOT, ["cpu"])
+def test_prepared_run_takes_resolved_options_not_the_environment() -> None:
+    """The runner gets its options from harness.options: pyproject, env and flags all reach the plan."""
+    env = {"HARNESS_LEVEL": "core", "HARNESS_OUT": "/tmp/x", "HARNESS_BUILD_ARGS": "EXTRA=1"}
+    config = {"container": {"base-images": {"cpu": "project/base:1"}}}
+    prepared = prepare_run("cpu", ["--ops", "add"], {"user": "7:8"}, env, config)
+    assert prepared.options.base_image("cpu") == "project/base:1"
+    assert prepared.recipe.base_image == "project/base:1"
+    assert prepared.options.forwarded_env == (("HARNESS_LEVEL", "core"),)
+    plan = assemble(prepared, plan_devices(get_backend("cpu"), host_for("cpu"), ALL), "img", "sha256:d")
+    environment = dict(plan.environment)
+    assert environment["HARNESS_LEVEL"] == "core" and "HARNESS_OUT" not in environment
+    assert "HARNESS_BUILD_ARGS" not in environment and plan.user == "7:8"
+    flagged = prepare_run("cpu", [], {"base_images": ["flag/base:2"]}, env, config)
+    assert flagged.recipe.base_image == "flag/base:2"
 
 
 # -- image tags and resolution -------------------------------------------------------------------
@@ -329,10 +315,10 @@ def _tree(tmp_path: Path) -> Path:
     return tmp_path / "containers"
 
 
-def _tag(containers: Path, **settings: object) -> str:
+def _tag(containers: Path, **options: object) -> str:
     base: dict[str, object] = {"repo_dir": containers.parent, "reports_dir": containers.parent / "reports"}
-    base.update(settings)
-    return content_tag(load_recipe(containers, "cpu", ContainerSettings(**base)))  # type: ignore[arg-type]
+    base.update(options)
+    return content_tag(load_recipe(containers, "cpu", ContainerOptions(**base)))  # type: ignore[arg-type]
 
 
 def test_tag_is_stable_for_an_unchanged_tree_and_changes_with_what_is_copied(tmp_path: Path) -> None:
@@ -364,17 +350,17 @@ def test_tag_follows_the_local_wheels_staged(tmp_path: Path) -> None:
     (wheels / "torch-2.13.0+cpu-cp311-none-any.whl").write_text("x")
     with_torch = _tag(containers, wheel_dirs=(wheels,))
     assert with_torch != plain
-    recipe = load_recipe(containers, "cpu", ContainerSettings(repo_dir=tmp_path, reports_dir=tmp_path, wheel_dirs=(wheels,)))
+    recipe = load_recipe(containers, "cpu", ContainerOptions(repo_dir=tmp_path, reports_dir=tmp_path, wheel_dirs=(wheels,)))
     assert [w.path for w in recipe.wheels] == ["wheels/torch-2.13.0+cpu-cp311-none-any.whl"]
 
 
 def test_recipe_base_image_and_declared_args(tmp_path: Path) -> None:
     containers = _tree(tmp_path)
-    recipe = load_recipe(containers, "cpu", ContainerSettings(repo_dir=tmp_path, reports_dir=tmp_path))
+    recipe = load_recipe(containers, "cpu", ContainerOptions(repo_dir=tmp_path, reports_dir=tmp_path))
     assert recipe.base_image == "python:3.11"
     assert declared_args('ARG A\nARG C=1\nARG D=""\n') == {"A": None, "C": "1", "D": ""}
     with pytest.raises(UsageError, match="No Dockerfile"):
-        load_recipe(containers, "musa", ContainerSettings(repo_dir=tmp_path, reports_dir=tmp_path))
+        load_recipe(containers, "musa", ContainerOptions(repo_dir=tmp_path, reports_dir=tmp_path))
 
 
 def test_image_ref_with_and_without_registry() -> None:

@@ -99,11 +99,13 @@ def _run(root: Path, day: int, slow: dict[str, float] | None = None, fingerprint
     return path
 
 
-def _history(argv: Sequence[str], db: Path) -> tuple[int, str]:
+def _history(argv: Sequence[str], db: Path | None, env: dict[str, str] | None = None) -> tuple[int, str]:
+    """Run `harness history ARGV` with HARNESS_HISTORY_DB=db (when db is given) added to ``env``."""
     parser = argparse.ArgumentParser(prog="harness")
     add_parsers(parser.add_subparsers(dest="command"))
     out = io.StringIO()
-    code = dispatch(parser.parse_args(["history", *argv]), {"HARNESS_HISTORY_DB": str(db)}, out)
+    environ = dict(env or {}) | ({"HARNESS_HISTORY_DB": str(db)} if db is not None else {})
+    code = dispatch(parser.parse_args(["history", *argv]), environ, out)
     assert code is not None
     return code, out.getvalue()
 
@@ -207,3 +209,14 @@ def test_a_file_that_is_not_a_database_is_a_usage_error(tmp_path: Path) -> None:
     with pytest.raises(UsageError, match="not a usable history database"):
         _history(["add", str(_run(tmp_path, 1))], bogus)
 
+
+
+def test_the_database_is_resolved_by_the_options_layer(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    """--db over HARNESS_HISTORY_DB over history-db in ./pyproject.toml (harness.options.resolve_history_db)."""
+    (tmp_path / "pyproject.toml").write_text('[tool.harness]\nhistory-db = "project.sqlite"\n')
+    monkeypatch.chdir(tmp_path)
+    run = str(_run(tmp_path, 1))
+    assert "in project.sqlite" in _history(["add", run], None)[1]
+    assert f"in {tmp_path / 'env.sqlite'}" in _history(["add", run], tmp_path / "env.sqlite")[1]
+    assert "in cli.sqlite" in _history(["add", run, "--db", "cli.sqlite"], tmp_path / "env.sqlite")[1]
+    assert all((tmp_path / name).is_file() for name in ("project.sqlite", "env.sqlite", "cli.sqlite"))
