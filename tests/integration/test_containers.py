@@ -1,9 +1,10 @@
 """The container layer against a real docker engine: bench-cpu end to end, passthrough, refusals.
 
 Opt in with `-m integration`; without an engine the tests skip and say how to
-start one. Vendor images cannot be built here (no registry, no vendor base
-images), so passthrough is checked with the cpu image standing in: it is
-started with each backend's planned arguments against fake device nodes.
+start one. Vendor base images cannot be had here (no registry), so passthrough is
+checked with the cpu image standing in: it is started with each backend's planned
+arguments against fake device nodes. (test_vendor_images.py builds the vendor
+Dockerfiles themselves on stand-in bases.)
 """
 
 from __future__ import annotations
