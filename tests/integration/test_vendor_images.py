@@ -52,11 +52,12 @@ def _site(cpu_ref: str) -> str:
     return done.stdout.strip()
 
 
-def _build(engine, backend: str, base: str, env: dict[str, str], log: list[str]):  # type: ignore[no-untyped-def]
+def _build(engine, backend: str, base: str, env: dict[str, str], log: list[str],  # type: ignore[no-untyped-def]
+           build_args: tuple[tuple[str, str], ...] = ()):
     """Build ``backend``'s image FROM ``base`` as `harness container build --build` would."""
     config = read_pyproject(ROOT / "pyproject.toml")
     options = resolve_container_options({}, env, config, repo_dir=ROOT, backends=[backend])
-    options = dataclasses.replace(options, base_images=((backend, base),), policy="build")
+    options = dataclasses.replace(options, base_images=((backend, base),), policy="build", build_args=build_args)
     recipe = load_recipe(ROOT / "containers", backend, options)
     return ensure_image(engine, recipe, options, log.append)
 
@@ -109,3 +110,17 @@ def test_a_base_lacking_the_vendor_pieces_is_refused_with_what_to_pass(  # type:
     with pytest.raises(ContainerError):
         _build(docker_engine, backend, stand_ins[stand_in], container_env, log)
     assert any(message in line for line in log), "\n".join(log[-20:])
+
+
+def test_a_pinned_flag_gems_goes_in_without_touching_torch_or_triton(  # type: ignore[no-untyped-def]
+        docker_engine, stand_ins, container_env) -> None:
+    """FLAGGEMS_VERSION installs flag-gems from PyPI with --no-deps (its vendor extras pin torch builds)."""
+    log: list[str] = []
+    image = _build(docker_engine, "cuda", stand_ins["cuda"], container_env, log, (("FLAGGEMS_VERSION", "5.0.2"),))
+    assert any("torch/triton kept:" in line for line in log), "\n".join(log[-20:])
+    probe = "import importlib.metadata as m; print(m.version('flag-gems'), m.version('torch'), m.version('triton'))"
+    base = _docker("run", "--rm", "--entrypoint", "python3", stand_ins["cuda"], "-c", VERSIONS)
+    done = _docker("run", "--rm", "--entrypoint", "python3", image.ref, "-c", probe)
+    assert done.returncode == 0, done.stderr
+    gems, torch_version, triton_version = done.stdout.split()
+    assert gems == "5.0.2" and base.stdout.split() == [torch_version, triton_version]
