@@ -40,6 +40,7 @@ __all__ = [
 ]
 
 WHEELS_DIR = "wheels"  # where staged wheels appear in the build context
+COMMON_DIR = "common"  # containers/common/: files every image's build context gets, under common/
 WHEELS_LIST = "wheels.txt"  # in containers/<backend>/: glob patterns of wheels to stage
 TAG_LENGTH = 16
 
@@ -152,7 +153,14 @@ def _stage_wheels(context_dir: Path, wheel_dirs: Sequence[Path]) -> tuple[Contex
     return tuple(staged.values())
 
 
+def _context_file(source: Path, path: str) -> ContextFile:
+    return ContextFile(path=path, source=source, digest=_sha256(source),
+                       mode=0o755 if source.stat().st_mode & 0o111 else 0o644)
+
+
 def load_recipe(containers_dir: Path, backend: str, options: ContainerOptions) -> ImageRecipe:
+    """What ``backend``'s image is built from: containers/<backend>/ plus containers/common/
+    (as common/, shared by the images), staged wheels and the build arguments it declares."""
     context_dir = containers_dir / backend
     dockerfile_path = context_dir / "Dockerfile"
     if not dockerfile_path.is_file():
@@ -160,14 +168,18 @@ def load_recipe(containers_dir: Path, backend: str, options: ContainerOptions) -
             f"No Dockerfile for backend {backend!r} at {dockerfile_path}. The images live in "
             f"containers/<backend>/ of the harness checkout ({containers_dir})."
         )
-    files = tuple(
-        ContextFile(
-            path=p.relative_to(context_dir).as_posix(), source=p, digest=_sha256(p),
-            mode=0o755 if p.stat().st_mode & 0o111 else 0o644,
-        )
+    own = tuple(
+        _context_file(p, p.relative_to(context_dir).as_posix())
         for p in sorted(context_dir.rglob("*"))
-        if p.is_file() and p.relative_to(context_dir).parts[0] != WHEELS_DIR
+        if p.is_file() and p.relative_to(context_dir).parts[0] not in (WHEELS_DIR, COMMON_DIR)
     )
+    common_dir = containers_dir / COMMON_DIR
+    shared = tuple(
+        _context_file(p, f"{COMMON_DIR}/{p.relative_to(common_dir).as_posix()}")
+        for p in (sorted(common_dir.rglob("*")) if common_dir.is_dir() else ())
+        if p.is_file()
+    )
+    files = own + shared
     dockerfile = dockerfile_path.read_text()
     declared = declared_args(dockerfile)
     args = dict(options.build_args)

@@ -62,6 +62,15 @@ def _build(engine, backend: str, base: str, env: dict[str, str], log: list[str],
     return ensure_image(engine, recipe, options, log.append)
 
 
+def _assert_guard_passed(log: list[str]) -> None:
+    """The shared install step printed its verdict, or the engine reused that very step from an
+    earlier build (images of one stand-in base share it: same base, same script)."""
+    text = "\n".join(log)
+    steps = [i for i, line in enumerate(log) if "Step" in line and "RUN" in line and "sh /tmp/install-harness-deps.sh" in line]
+    cached = bool(steps) and any("Using cache" in line for line in log[steps[-1] + 1:steps[-1] + 3])
+    assert "torch/triton kept:" in text or cached, text[-2000:]
+
+
 @pytest.fixture(scope="module")
 def stand_ins(cpu_image) -> Iterator[dict[str, str]]:  # type: ignore[no-untyped-def]
     site = _site(cpu_image.ref)
@@ -84,7 +93,7 @@ def test_vendor_dockerfile_builds_on_a_stand_in_and_keeps_its_torch_and_triton( 
         docker_engine, cpu_image, stand_ins, container_env, backend: str) -> None:
     log: list[str] = []
     image = _build(docker_engine, backend, stand_ins[backend], container_env, log)
-    assert any("torch/triton kept:" in line for line in log), "\n".join(log[-20:])
+    _assert_guard_passed(log)
     assert image.action == "built" and f"triton-op-harness-{backend}:" in image.ref
     base = _docker("run", "--rm", "--entrypoint", "python3", stand_ins[backend], "-c", VERSIONS)
     built = _docker("run", "--rm", "--entrypoint", "python3", image.ref, "-c", VERSIONS)
@@ -117,7 +126,7 @@ def test_a_pinned_flag_gems_goes_in_without_touching_torch_or_triton(  # type: i
     """FLAGGEMS_VERSION installs flag-gems from PyPI with --no-deps (its vendor extras pin torch builds)."""
     log: list[str] = []
     image = _build(docker_engine, "cuda", stand_ins["cuda"], container_env, log, (("FLAGGEMS_VERSION", "5.0.2"),))
-    assert any("torch/triton kept:" in line for line in log), "\n".join(log[-20:])
+    _assert_guard_passed(log)
     probe = "import importlib.metadata as m; print(m.version('flag-gems'), m.version('torch'), m.version('triton'))"
     base = _docker("run", "--rm", "--entrypoint", "python3", stand_ins["cuda"], "-c", VERSIONS)
     done = _docker("run", "--rm", "--entrypoint", "python3", image.ref, "-c", probe)

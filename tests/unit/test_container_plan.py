@@ -400,12 +400,40 @@ def test_dockerfile_contract(name: str) -> None:
     assert "# syntax=" not in text  # BuildKit would try to pull a frontend image
     assert re.search(r"^ARG BASE_IMAGE=\S+", text, re.MULTILINE), "base image must be a build ARG"
     assert re.search(r"^FROM \$\{BASE_IMAGE\}", text, re.MULTILINE)
-    assert re.search(r"^USER (?!root|0)", text, re.MULTILINE), "images default to a non-root user"
+    users = re.findall(r"^USER (\S+)", text, re.MULTILINE)
+    assert users and users[-1] not in ("root", "0") and not users[-1].startswith(("root:", "0:")), \
+        "images default to a non-root user"
     assert "--privileged" not in text
+    for copied in re.findall(r"^COPY (common/\S+)", text, re.MULTILINE):  # shared steps count as the image's
+        text += (ROOT / "containers" / copied).read_text()
     for requirement in _harness_requirements():
         assert f'"{requirement}' in text, f"{name} image lacks the harness dependency {requirement}"
     installs_triton = re.search(r'"triton[=><]', text) is not None
     assert installs_triton == (name == "cpu"), "only the cpu image may install upstream triton"
+
+
+@pytest.mark.parametrize("name", ["cuda", "rocm", "musa", "ascend"])
+def test_vendor_images_share_the_guarded_install_step(name: str, tmp_path: Path) -> None:
+    recipe = load_recipe(ROOT / "containers", name, ContainerOptions(repo_dir=tmp_path, reports_dir=tmp_path))
+    shared = {f.path: f for f in recipe.files if f.path.startswith("common/")}
+    assert "common/install-harness-deps.sh" in shared and "COPY common/install-harness-deps.sh" in recipe.dockerfile
+    script = shared["common/install-harness-deps.sh"].source.read_text()
+    assert 'exit 1' in script and "--no-deps" in script and "torch/triton kept" in script
+
+
+def test_a_change_to_a_shared_file_changes_every_image_tag(tmp_path: Path) -> None:
+    containers = tmp_path / "containers"
+    for backend in ("cuda", "rocm"):
+        (containers / backend).mkdir(parents=True)
+        (containers / backend / "Dockerfile").write_text("ARG BASE_IMAGE=x\nFROM ${BASE_IMAGE}\n")
+    (containers / "common").mkdir()
+    shared = containers / "common" / "step.sh"
+    shared.write_text("echo one\n")
+    options = ContainerOptions(repo_dir=tmp_path, reports_dir=tmp_path)
+    before = {b: content_tag(load_recipe(containers, b, options)) for b in ("cuda", "rocm")}
+    shared.write_text("echo two\n")
+    after = {b: content_tag(load_recipe(containers, b, options)) for b in ("cuda", "rocm")}
+    assert all(before[b] != after[b] for b in before)
 
 
 def test_container_package_imports_without_torch() -> None:
@@ -436,3 +464,34 @@ def test_engine_turns_a_plan_into_sdk_arguments() -> None:
     assert [(m["Source"], m["Target"], m["ReadOnly"]) for m in kwargs["mounts"]] == [
         ("/src", "/repo", True), ("/src/reports", "/repo/reports", False),
     ]
+
+
+def _fake_python(bin_dir: Path, replaces_torch: bool) -> None:
+    """A python3 whose `-m pip` is recorded and whose torch version moves if ``replaces_torch``."""
+    bin_dir.mkdir()
+    script = bin_dir / "python3"
+    script.write_text(
+        "#!/bin/sh\n"
+        f'log="{bin_dir}/calls"\n'
+        'if [ "$1" = "-m" ] && [ "$2" = "pip" ]; then echo "pip $*" >> "$log"; '
+        + (f'touch "{bin_dir}/replaced"; ' if replaces_torch else "")
+        + "exit 0; fi\n"
+        f'if [ -f "{bin_dir}/replaced" ]; then echo "2.99 3.0 /x/triton"; else echo "2.10 3.6 /x/triton"; fi\n'
+    )
+    script.chmod(0o755)
+
+
+@pytest.mark.parametrize(("replaces", "flaggems"), [(False, ""), (False, "5.0.2"), (True, "")])
+def test_the_shared_install_step_fails_the_build_when_pip_replaced_torch(
+        tmp_path: Path, replaces: bool, flaggems: str) -> None:
+    bin_dir = tmp_path / "bin"
+    _fake_python(bin_dir, replaces)
+    done = subprocess.run(["sh", str(ROOT / "containers" / "common" / "install-harness-deps.sh")],
+                          capture_output=True, text=True,
+                          env={"PATH": f"{bin_dir}:/usr/bin:/bin", "FLAGGEMS_VERSION": flaggems})
+    calls = (bin_dir / "calls").read_text()
+    if replaces:
+        assert done.returncode == 1 and "pip replaced the vendor's torch/Triton (2.10 3.6" in done.stderr
+    else:
+        assert done.returncode == 0 and "torch/triton kept: 2.10 3.6 /x/triton" in done.stdout, done.stderr
+    assert ("flag-gems==5.0.2" in calls and "--no-deps" in calls) == (flaggems == "5.0.2")
