@@ -74,13 +74,18 @@ def _run(label: str, devices: Sequence[str], args: argparse.Namespace, work: Pat
         wall = time.monotonic() - t0
     records = read_records(work / label / "records.jsonl")
     with open(work / label / "ops_status.csv", newline="") as fh:
-        ops_status = {row["op"]: f"{row['status']} on {row['device']}" for row in csv.DictReader(fh)}
+        status_rows = list(csv.DictReader(fh))
+    ops_status = {row["op"]: f"{row['status']} on {row['device']}" for row in status_rows}
+    # What the next calibration of OpSpec.case_cost needs: each op's wall time and each case's.
+    op_elapsed_s = {row["op"]: float(row["elapsed_s"] or 0) for row in status_rows}
+    case_duration_s = {r.case_id: round(r.duration_s, 3) for r in records}
     load: dict[str, int] = {}
     for o in prepared.plan.ops:
         load[o.device] = load.get(o.device, 0) + len(o.cases())
     return {"label": label, "devices": list(devices), "wall_s": wall, "exit_code": code,
             "cases": len(records), "passed": sum(r.status == "pass" for r in records),
             "cases_per_device": dict(sorted(load.items())), "ops_status": ops_status, "run_dir": str(work / label),
+            "op_elapsed_s": op_elapsed_s, "case_duration_s": case_duration_s,
             "_records": records}
 
 

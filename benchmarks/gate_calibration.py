@@ -13,12 +13,15 @@ run (slowed copy vs original) and reported beside it.
     python benchmarks/gate_calibration.py                         # auto backend, its default level
     python benchmarks/gate_calibration.py --backend cuda --level core --repeats 2
 
-Prints the table and writes benchmarks/results/gate_calibration.json.
+Prints the table and writes benchmarks/results/gate_calibration.json, and every row's raw
+samples per run to gate_calibration-samples.json.gz beside it (so a change to the statistics,
+such as treating repeats as blocks, can be judged offline on real device samples).
 """
 
 from __future__ import annotations
 
 import argparse
+import gzip
 import itertools
 import json
 import math
@@ -126,6 +129,20 @@ def _flagged(rows: Sequence[RowComparison]) -> int:
     return sum(r.verdict in ("regression", "improvement") for r in rows)
 
 
+def _write_samples(path: Path, runs: Sequence[Any], result: dict[str, Any]) -> None:
+    """Raw samples of every row of every run (baseline and candidate, in ms), gzip JSON."""
+    data = {"calibration": {k: result[k] for k in ("backend", "device", "level", "repeats", "slowed_ops",
+                                                   "slowdown_pct")},
+            "runs": [{"run": k + 1, "rows": [
+                {"case_id": r.case_id, "status": r.status, "timer": r.timer,
+                 "baseline_ms": list(r.baseline.samples_ms) if r.baseline else None,
+                 "candidate_ms": list(r.candidate.samples_ms) if r.candidate else None}
+                for r in run.records]} for k, run in enumerate(runs)]}
+    path.parent.mkdir(parents=True, exist_ok=True)
+    with gzip.open(path, "wt", encoding="utf-8") as fh:
+        json.dump(data, fh)
+
+
 def main(argv: Sequence[str] | None = None) -> int:
     p = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     p.add_argument("--backend", default="auto")
@@ -142,6 +159,8 @@ def main(argv: Sequence[str] | None = None) -> int:
     p.add_argument("--rep-ms", type=float, help="measurement budget per timing (harness default 100)")
     p.add_argument("--work", help="keep the runs here (default: a temporary directory)")
     p.add_argument("--out", default=str(HERE / "results" / "gate_calibration.json"))
+    p.add_argument("--samples-out", help="every row's raw samples, per run (gzip JSON), so the statistics can be "
+                   "re-judged offline (default: --out with -samples.json.gz)")
     args = p.parse_args(argv)
     if args.repeats < 2:
         p.error("--repeats must be at least 2: the comparisons are between runs")
@@ -216,6 +235,8 @@ def main(argv: Sequence[str] | None = None) -> int:
     out = Path(args.out)
     out.parent.mkdir(parents=True, exist_ok=True)
     out.write_text(json.dumps(result, indent=2) + "\n")
+    samples_out = Path(args.samples_out or out.with_name(out.stem + "-samples.json.gz"))
+    _write_samples(samples_out, runs, result)
 
     print(f"\ngate calibration on {device} ({backend}, level {level}, {args.repeats} runs, "
           f"threshold {args.threshold:g}%, alpha {args.alpha:g}, {args.correction})")
