@@ -14,11 +14,11 @@ import os
 import signal
 import subprocess
 import sys
-import time
-from collections.abc import Callable
 from pathlib import Path
 
 import pytest
+
+from tests.procs import alive, wait_for
 
 ROOT = Path(__file__).resolve().parents[2]
 FAULT_OPS = ROOT / "tests" / "data" / "fault_ops.py"
@@ -46,21 +46,18 @@ def _start(args: list[str], cwd: Path, state: Path) -> subprocess.Popen[str]:
                             stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True)
 
 
-def _wait_for(condition: Callable[[], bool], what: str, timeout: float = 120.0) -> None:
-    deadline = time.monotonic() + timeout
-    while not condition():
-        if time.monotonic() > deadline:
-            raise AssertionError(f"gave up waiting for {what}")
-        time.sleep(0.1)
-
-
-def _alive(pid: int) -> bool:
-    """Running (a zombie waiting for its reaper counts as gone)."""
+def _stop_at_gate(args: list[str], cwd: Path, state: Path, sig: signal.Signals) -> tuple[int, str, int]:
+    """Start `harness ARGS`, send ``sig`` once fault_gate waits at its gate; the harness's exit
+    code, its output and the gate op's pid."""
+    parent = _start(args, cwd, state)
     try:
-        stat = Path(f"/proc/{pid}/stat").read_text()
-    except FileNotFoundError:
-        return False
-    return stat.rsplit(")", 1)[1].split()[0] != "Z"
+        wait_for(lambda: any(state.glob("gate-*.pid")), "fault_gate to reach its waiting case")
+        gate_pid = int(next(state.glob("gate-*.pid")).read_text())
+        parent.send_signal(sig)
+        output, _ = parent.communicate(timeout=60)
+    finally:
+        parent.kill()
+    return parent.returncode, output, gate_pid
 
 
 def _status(run: Path) -> dict[str, dict[str, str]]:
@@ -93,7 +90,7 @@ def _held_children(run: Path) -> list[int]:
             argv = (proc / "cmdline").read_bytes().split(b"\0")
         except (FileNotFoundError, PermissionError, NotADirectoryError, ProcessLookupError):
             continue
-        if b"--hold" in argv and any(str(run).encode() in a for a in argv) and _alive(int(proc.name)):
+        if b"--hold" in argv and any(str(run).encode() in a for a in argv) and alive(int(proc.name)):
             found.append(int(proc.name))
     return found
 
@@ -141,7 +138,7 @@ def test_faulty_ops_cost_one_op_each_and_are_classified(tmp_path: Path, prestart
 
     # the hung op's stray process went with its process group
     stray = int((state / "hang-stray.pid").read_text())
-    _wait_for(lambda: not _alive(stray), "the hung op's stray child to be gone", timeout=10)
+    wait_for(lambda: not alive(stray), "the hung op's stray child to be gone", timeout=10)
 
     records = _records(run)
     by_case = {(r["op"], r["dtype"]): r for r in records}
@@ -193,17 +190,10 @@ def test_sigint_midway_then_resume_finishes_without_redoing_anything(tmp_path: P
     run = tmp_path / "run"
     args = [*FAST, "--dtypes", "fp32", "--shapes-file", str(shapes),
             "--ops", "add", "fault_gate", "fault_nan", "--prestart", prestart, "--out", str(run)]
-    parent = _start(args, tmp_path, state)
-    try:
-        _wait_for(lambda: any(state.glob("gate-*.pid")), "fault_gate to reach its waiting case")
-        gate_pid = int(next(state.glob("gate-*.pid")).read_text())
-        parent.send_signal(signal.SIGINT)
-        output, _ = parent.communicate(timeout=60)
-    finally:
-        parent.kill()
-    assert parent.returncode == 130, output
+    returncode, output, gate_pid = _stop_at_gate(args, tmp_path, state, signal.SIGINT)
+    assert returncode == 130, output
     assert "--resume" in output
-    assert not _alive(gate_pid), "the op's process outlived the interrupted run"
+    assert not alive(gate_pid), "the op's process outlived the interrupted run"
     assert _held_children(run) == [], "a pre-started op process outlived the interrupted run"
     if prestart == "on":  # fault_nan was pre-started while fault_gate ran, then cancelled
         assert "(pre-started)" in (run / "logs" / "fault_nan.log").read_text()
@@ -246,18 +236,12 @@ def test_sigterm_stops_the_op_processes_and_leaves_a_resumable_run(tmp_path: Pat
     shapes = tmp_path / "shapes.yaml"
     shapes.write_text("fault_gate: [[2]]\n")
     run = tmp_path / "run"
-    parent = _start([*FAST, "--dtypes", "fp32", "--shapes-file", str(shapes), "--ops", "fault_gate",
-                     "--out", str(run)], tmp_path, state)
-    try:
-        _wait_for(lambda: any(state.glob("gate-*.pid")), "fault_gate to start waiting")
-        gate_pid = int(next(state.glob("gate-*.pid")).read_text())
-        parent.send_signal(signal.SIGTERM)
-        output, _ = parent.communicate(timeout=60)
-    finally:
-        parent.kill()
-    assert parent.returncode == 130, output
+    returncode, output, gate_pid = _stop_at_gate(
+        [*FAST, "--dtypes", "fp32", "--shapes-file", str(shapes), "--ops", "fault_gate", "--out", str(run)],
+        tmp_path, state, signal.SIGTERM)
+    assert returncode == 130, output
     assert "SIGTERM" in output
-    assert not _alive(gate_pid)
+    assert not alive(gate_pid)
     assert json.loads((run / "run.json").read_text())["status"] == "interrupted"
     assert _status(run)["fault_gate"]["status"] == "INTERRUPTED"
     assert not (run / "done").exists() or not any((run / "done").iterdir())
@@ -284,14 +268,14 @@ def test_a_sigkilled_harness_takes_its_op_processes_with_it_and_resumes(tmp_path
                      "--out", str(run)], tmp_path, state)
     pid_file = "gate-*.pid" if op == "fault_gate" else "hang-stray.pid"
     try:
-        _wait_for(lambda: any(p.read_text() for p in state.glob(pid_file)), f"{op} to start waiting")
+        wait_for(lambda: any(p.read_text() for p in state.glob(pid_file)), f"{op} to start waiting")
         watched = [int(next(state.glob(pid_file)).read_text())]
         if op == "fault_hang":  # the stray's parent: the op's process
             watched.append(int(Path(f"/proc/{watched[0]}/stat").read_text().rsplit(")", 1)[1].split()[1]))
-        assert all(_alive(pid) for pid in watched)
+        assert all(alive(pid) for pid in watched)
         parent.kill()
         parent.wait(timeout=10)
-        _wait_for(lambda: not any(_alive(pid) for pid in watched), "the op's processes to end with the harness",
+        wait_for(lambda: not any(alive(pid) for pid in watched), "the op's processes to end with the harness",
                   timeout=10)
     finally:
         parent.kill()

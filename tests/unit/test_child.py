@@ -11,6 +11,7 @@ import time
 from pathlib import Path
 
 from harness.child import PARENT_PID_ENV, _expected_parent, watch_parent
+from tests.procs import alive
 
 ROOT = Path(__file__).resolve().parents[2]
 
@@ -59,17 +60,9 @@ def _orphan(tmp_path: Path, new_session: bool) -> tuple[int, int]:
     return watched_pid, stray_pid
 
 
-def _alive(pid: int) -> bool:
-    try:
-        stat = Path(f"/proc/{pid}/stat").read_text()
-    except FileNotFoundError:
-        return False
-    return stat.rsplit(")", 1)[1].split()[0] != "Z"
-
-
 def _gone_within(pid: int, seconds: float) -> bool:
     deadline = time.monotonic() + seconds
-    while _alive(pid):
+    while alive(pid):
         if time.monotonic() > deadline:
             return False
         time.sleep(0.05)
@@ -82,7 +75,7 @@ def test_an_orphaned_group_leader_ends_itself_and_its_group(tmp_path: Path) -> N
         assert _gone_within(watched, 10) and _gone_within(stray, 10)
     finally:
         for pid in (watched, stray):
-            if _alive(pid):
+            if alive(pid):
                 os.kill(pid, signal.SIGKILL)
 
 
@@ -91,8 +84,8 @@ def test_an_orphan_that_leads_no_group_ends_itself_only(tmp_path: Path) -> None:
     watched, stray = _orphan(tmp_path, new_session=False)
     try:
         assert _gone_within(watched, 10)
-        assert _alive(stray)
+        assert alive(stray)
     finally:
         for pid in (watched, stray):
-            if _alive(pid):
+            if alive(pid):
                 os.kill(pid, signal.SIGKILL)
