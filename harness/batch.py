@@ -16,8 +16,6 @@ functions; the thin layer below them launches, waits and kills.
 
 from __future__ import annotations
 
-import csv
-import io
 import os
 import re
 import signal
@@ -45,7 +43,7 @@ from harness.procgroup import (
 )
 from harness.providers.vendors import gems_vendor_env
 from harness.results.schema import Measurement
-from harness.results.store import atomic_write_text, read_json, read_records, write_json
+from harness.results.store import atomic_write_text, csv_text, read_json, read_records, write_json
 
 __all__ = [
     "FAILED_STATUSES",
@@ -202,12 +200,7 @@ def device_shares(ops: Sequence[OpPlan]) -> dict[str, list[OpPlan]]:
 
 
 def render_status(outcomes: Sequence[OpOutcome]) -> str:
-    buf = io.StringIO()
-    writer = csv.DictWriter(buf, fieldnames=list(STATUS_COLUMNS), lineterminator="\n")
-    writer.writeheader()
-    for o in outcomes:
-        writer.writerow(o.row())
-    return buf.getvalue()
+    return csv_text(STATUS_COLUMNS, (o.row() for o in outcomes))
 
 
 def op_file_stem(op: str) -> str:

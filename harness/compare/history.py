@@ -12,9 +12,7 @@ not an alarm), or at once when it is slower by more than ``large``.
 
 from __future__ import annotations
 
-import csv
 import datetime as _dt
-import io
 import sqlite3
 import statistics
 from collections.abc import Iterator, Mapping, Sequence
@@ -24,6 +22,7 @@ from pathlib import Path
 
 from harness.compare.compare import RunData
 from harness.errors import UsageError
+from harness.results.store import csv_text
 
 __all__ = [
     "EXPORT_COLUMNS",
@@ -276,9 +275,5 @@ class HistoryStore:
 
 
 def render_trend_csv(rows: Sequence[Mapping[str, object]]) -> str:
-    buf = io.StringIO()
-    writer = csv.DictWriter(buf, fieldnames=list(EXPORT_COLUMNS), lineterminator="\n")
-    writer.writeheader()
-    for row in rows:
-        writer.writerow({k: "" if row.get(k) is None else row.get(k) for k in EXPORT_COLUMNS})
-    return buf.getvalue()
+    return csv_text(EXPORT_COLUMNS, ({k: "" if row.get(k) is None else row.get(k) for k in EXPORT_COLUMNS}
+                                     for row in rows))

@@ -2,8 +2,6 @@
 
 from __future__ import annotations
 
-import csv
-import io
 from collections.abc import Sequence
 
 from junit_xml import TestCase, TestSuite
@@ -11,6 +9,7 @@ from junit_xml import TestCase, TestSuite
 from harness.compare.compare import FAILING, NOT_COMPARED, Comparison, RowComparison, RunData
 from harness.compare.history import CaseCheck, HistoryRules
 from harness.results.render import commit_label, serialise_junit
+from harness.results.store import csv_text
 
 __all__ = [
     "COMPARE_COLUMNS",
@@ -71,12 +70,7 @@ def _csv_row(r: RowComparison) -> dict[str, str]:
 
 
 def render_compare_csv(rows: Sequence[RowComparison]) -> str:
-    buf = io.StringIO()
-    writer = csv.DictWriter(buf, fieldnames=list(COMPARE_COLUMNS), lineterminator="\n")
-    writer.writeheader()
-    for r in rows:
-        writer.writerow(_csv_row(r))
-    return buf.getvalue()
+    return csv_text(COMPARE_COLUMNS, (_csv_row(r) for r in rows))
 
 
 def _run_line(label: str, run: RunData) -> str:

@@ -2,8 +2,6 @@
 
 from __future__ import annotations
 
-import csv
-import io
 import xml.etree.ElementTree as ET
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
@@ -12,6 +10,7 @@ from typing import Any
 from junit_xml import TestCase, TestSuite
 
 from harness.results.schema import Measurement, shape_str
+from harness.results.store import csv_text
 
 __all__ = ["SUMMARY_COLUMNS", "Unreached", "commit_label", "render_csv", "render_junit", "render_markdown", "serialise_junit"]
 
@@ -91,12 +90,7 @@ def _row(r: Measurement) -> dict[str, str]:
 
 
 def render_csv(records: Sequence[Measurement]) -> str:
-    buf = io.StringIO()
-    writer = csv.DictWriter(buf, fieldnames=list(SUMMARY_COLUMNS), lineterminator="\n")
-    writer.writeheader()
-    for r in records:
-        writer.writerow(_row(r))
-    return buf.getvalue()
+    return csv_text(SUMMARY_COLUMNS, (_row(r) for r in records))
 
 
 def _properties(r: Measurement) -> dict[str, str]:

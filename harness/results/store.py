@@ -2,17 +2,28 @@
 
 from __future__ import annotations
 
+import csv
+import io
 import json
 import os
 import tempfile
 import warnings
-from collections.abc import Iterable
+from collections.abc import Iterable, Mapping, Sequence
 from pathlib import Path
 from typing import Any
 
 from harness.results.schema import Measurement, record_from_dict
 
-__all__ = ["append_record", "atomic_write_text", "read_json", "read_records", "write_json"]
+__all__ = ["append_record", "atomic_write_text", "csv_text", "read_json", "read_records", "write_json"]
+
+
+def csv_text(columns: Sequence[str], rows: Iterable[Mapping[str, Any]]) -> str:
+    """A CSV file's text: a header of ``columns``, then one line per row (LF line ends)."""
+    buf = io.StringIO()
+    writer = csv.DictWriter(buf, fieldnames=list(columns), lineterminator="\n")
+    writer.writeheader()
+    writer.writerows(rows)
+    return buf.getvalue()
 
 
 def atomic_write_text(path: Path, text: str) -> None:
