@@ -404,8 +404,9 @@ def test_dockerfile_contract(name: str) -> None:
     assert users and users[-1] not in ("root", "0") and not users[-1].startswith(("root:", "0:")), \
         "images default to a non-root user"
     assert "--privileged" not in text
-    for copied in re.findall(r"^COPY (common/\S+)", text, re.MULTILINE):  # shared steps count as the image's
-        text += (ROOT / "containers" / copied).read_text()
+    for line in re.findall(r"^COPY (.+)$", text, re.MULTILINE):  # shared steps count as the image's
+        for copied in (w for w in line.split() if w.startswith("common/")):
+            text += (ROOT / "containers" / copied).read_text()
     for requirement in _harness_requirements():
         assert f'"{requirement}' in text, f"{name} image lacks the harness dependency {requirement}"
     installs_triton = re.search(r'"triton[=><]', text) is not None
@@ -495,3 +496,26 @@ def test_the_shared_install_step_fails_the_build_when_pip_replaced_torch(
     else:
         assert done.returncode == 0 and "torch/triton kept: 2.10 3.6 /x/triton" in done.stdout, done.stderr
     assert ("flag-gems==5.0.2" in calls and "--no-deps" in calls) == (flaggems == "5.0.2")
+
+
+@pytest.mark.parametrize(("has_module", "packages", "expect"), [
+    (True, "", "kept"), (False, "pkg==1 other==2", "installed"), (False, "", "refused")])
+def test_ensure_module_keeps_what_the_base_has_and_installs_or_refuses_the_rest(
+        tmp_path: Path, has_module: bool, packages: str, expect: str) -> None:
+    bin_dir = tmp_path / "bin"
+    bin_dir.mkdir()
+    (bin_dir / "python3").write_text(
+        "#!/bin/sh\n"
+        f'if [ "$1" = "-m" ]; then echo "$*" >> "{bin_dir}/pip"; exit 0; fi\n'
+        f"exit {0 if has_module else 1}\n")
+    (bin_dir / "python3").chmod(0o755)
+    done = subprocess.run(["sh", str(ROOT / "containers" / "common" / "ensure-module.sh"), "torch_npu", packages,
+                           "Pass --build-arg X"], capture_output=True, text=True,
+                          env={"PATH": f"{bin_dir}:/usr/bin:/bin"})
+    pip = (bin_dir / "pip").read_text() if (bin_dir / "pip").exists() else ""
+    if expect == "kept":
+        assert done.returncode == 0 and pip == ""
+    elif expect == "installed":
+        assert done.returncode == 0 and pip.split()[-2:] == ["pkg==1", "other==2"]
+    else:
+        assert done.returncode == 1 and "Pass --build-arg X" in done.stderr and pip == ""
