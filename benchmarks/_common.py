@@ -9,11 +9,11 @@ from pathlib import Path
 from typing import Any
 
 from harness.backends import get_backend
-from harness.timing.base import Budget, DeviceApi, device_api
-from harness.timing.direct import DirectTimer
-from harness.timing.flush import Flusher
-from harness.timing.graph import GraphTimer
-from harness.timing.profiler import ProfilerTimer
+from harness.child.timing.base import Budget, DeviceApi, device_api
+from harness.child.timing.direct import DirectTimer
+from harness.child.timing.flush import Flusher
+from harness.child.timing.graph import GraphTimer
+from harness.child.timing.profiler import ProfilerTimer
 
 
 def cuda_setup(backend_name: str = "cuda") -> tuple[Any, DeviceApi, dict[str, Any]]:

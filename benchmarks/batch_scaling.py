@@ -42,10 +42,10 @@ from harness.compare.compare import compare_records  # noqa: E402
 from harness.compare.stats import Criteria  # noqa: E402
 from harness.ops.registry import BUILTIN_OP_IDS  # noqa: E402
 from harness.options import resolve_run_options  # noqa: E402
-from harness.plan import shard_ops  # noqa: E402
 from harness.results.schema import Measurement  # noqa: E402
 from harness.results.store import read_records  # noqa: E402
 from harness.run import execute, prepare  # noqa: E402
+from harness.run.plan import shard_ops  # noqa: E402
 
 TARGET_RATIO = 1.8
 FLAGGED = ("regression", "improvement")

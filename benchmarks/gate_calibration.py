@@ -92,7 +92,7 @@ def _write_helpers(work: Path, slow: Sequence[str], fraction: float, level: str)
 
 def _resolve(backend: str, level: str) -> tuple[str, str]:
     from harness.backends import resolve_backend
-    from harness.plan import resolve_level
+    from harness.run.plan import resolve_level
 
     b = resolve_backend(backend)
     return b.name, resolve_level(level, b)

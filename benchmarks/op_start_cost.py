@@ -27,7 +27,7 @@ PIECES: dict[str, list[str]] = {
     "import torch": [sys.executable, "-c", "import torch"],
     "import torch+triton+harness plugins": [
         sys.executable, "-c",
-        "import torch, triton, pytest, harness.plugins.session, harness.plugins.timing, harness.measure"],
+        "import torch, triton, pytest, harness.child.plugins.session, harness.child.plugins.timing, harness.child.measure"],
     "torch + device context": [sys.executable, "-c", "import torch; torch.zeros(1, device='cuda'); torch.cuda.synchronize()"],
     "nvidia-smi state query": ["nvidia-smi", "--query-gpu=index,clocks.sm,clocks.mem,temperature.gpu,power.draw",
                                "--format=csv,noheader,nounits"],

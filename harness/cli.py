@@ -1,4 +1,8 @@
-"""The `harness` command. Only ``main`` catches HarnessError; it prints the message and exits."""
+"""The `harness` command: its parser and the dispatch to each command.
+
+Parsing and every refusal of bad input import neither torch, Triton nor pytest; a command
+imports what it needs when it runs. HarnessError becomes a message and an exit code in one
+place (:func:`harness.errors.exit_status`)."""
 
 from __future__ import annotations
 
@@ -8,10 +12,10 @@ import shutil
 import sys
 from collections.abc import Mapping, Sequence
 from pathlib import Path
-from typing import Any
+from typing import Any, NoReturn
 
 from harness import __version__
-from harness.errors import HarnessError, UsageError
+from harness.errors import UsageError, exit_status
 
 __all__ = ["build_parser", "main"]
 
@@ -29,6 +33,12 @@ Outputs: run.json, records.jsonl, summary.csv, junit.xml, report.md, ops_status.
 autotune/ (the configs Triton's autotuners chose, per op, and meta.json).
 Exit codes: 0 all passed, 1 a case or op failed, 2 bad input, 3 missing environment, 130 interrupted.
 """
+
+
+SUITE_HELP = ("run FlagGems' own benchmark suite instead of the harness's cases: PATH is the benchmark/ "
+              "directory of a FlagGems checkout at the tag of the installed flag_gems (v5.0.x); each op "
+              "in --ops runs FlagGems' pytest nodes with that mark, timed by the harness timer, on the "
+              "harness's shapes; rows have provider flaggems-suite (docs/flaggems.md)")
 
 
 def _add_run(sub: argparse._SubParsersAction[argparse.ArgumentParser]) -> None:
@@ -69,10 +79,23 @@ def _add_run(sub: argparse._SubParsersAction[argparse.ArgumentParser]) -> None:
     p.add_argument("--replay-from", metavar="RUN_DIR",
                    help="use the autotune configs recorded by an earlier run of the same backend instead "
                         "of tuning; a key it lacks is tuned live and its row says replay-miss (docs/compare.md)")
-    from harness.upstream.cli import add_suite_argument
-
-    add_suite_argument(p)
+    p.add_argument("--suite", metavar="PATH", help=SUITE_HELP)
     p.add_argument("--resume", metavar="RUN_DIR", help="finish an interrupted run: redo only ops without a completion marker")
+
+
+class _RunArgs(argparse.ArgumentParser):
+    """`harness run`'s parser for checking arguments meant for a run elsewhere (a container):
+    a bad argument is a UsageError, not an exit."""
+
+    def error(self, message: str) -> NoReturn:
+        raise UsageError(f"harness run: {message}. See `harness run --help`.")
+
+
+def parse_run_args(args: Sequence[str]) -> argparse.Namespace:
+    """``args`` read as `harness run` reads them (the namespace of the run subcommand)."""
+    parser = _RunArgs(prog="harness")
+    _add_run(parser.add_subparsers(dest="command", parser_class=_RunArgs))
+    return parser.parse_args(["run", *args])
 
 
 def build_parser() -> argparse.ArgumentParser:
@@ -117,8 +140,7 @@ def _cli_values(ns: argparse.Namespace) -> dict[str, Any]:
 
 def _cmd_run(ns: argparse.Namespace, env: Mapping[str, str]) -> int:
     from harness.options import read_project_config, resolve_run_options
-    from harness.run import execute, prepare, prepare_resume
-    from harness.upstream.cli import is_suite_run, resume_suite, run_suite
+    from harness.run.execute import execute, prepare, prepare_resume
 
     if ns.all and (ns.ops or ns.ops_file):
         raise UsageError("--all selects every op; it cannot be combined with --ops or --ops-file.")
@@ -131,8 +153,6 @@ def _cmd_run(ns: argparse.Namespace, env: Mapping[str, str]) -> int:
                 f"{', '.join(given)} would be ignored. Drop them (only --progress may change), "
                 "or start a new run."
             )
-        if is_suite_run(Path(ns.resume)):
-            return resume_suite(Path(ns.resume), env, sys.stdout)
         prepared = prepare_resume(Path(ns.resume), env)
     else:
         options = resolve_run_options(_cli_values(ns), env, read_project_config())
@@ -142,8 +162,11 @@ def _cmd_run(ns: argparse.Namespace, env: Mapping[str, str]) -> int:
                 "LibTuner cache, which the harness does not seed. Drop --replay-from, or --suite."
             )
         if options.suite:
-            return run_suite(options, options.suite, env, sys.stdout)
-        prepared = prepare(options, env)
+            from harness.suite.runner import prepare_suite
+
+            prepared = prepare_suite(options, options.suite, env)
+        else:
+            prepared = prepare(options, env)
     return execute(prepared, env, sys.stdout)
 
 
@@ -159,17 +182,18 @@ def _cmd_list(ns: argparse.Namespace, env: Mapping[str, str]) -> int:
         for b in BACKENDS:
             print(f"  {b.name:8} {b.hardware_verified}")
         return 0
-    from harness.ops.registry import build_catalog
+    from harness.ops.registry import catalog
     from harness.ops.shapes import LEVELS, load_level
 
-    catalog = build_catalog(ns.ops_modules or ())
     if ns.provider == "flaggems":
+        from harness.ops.registry import load_ops
         from harness.providers.inventory import list_flaggems_ops
 
-        return list_flaggems_ops(catalog, env, sys.stdout)
+        return list_flaggems_ops(load_ops(ns.ops_modules or ()), env, sys.stdout)
+    ops = catalog(ns.ops_modules or ())
     counts = {level: load_level(level) for level in LEVELS}
     print(f"{'op':14} {'source':10} {'aten':28} {'shapes s/c/x':13} description")
-    for op in catalog.values():
+    for op in ops.values():
         n = "/".join(str(len(counts[lv].get(op.id, ()))) for lv in LEVELS)
         print(f"{op.id:14} {op.source[:10]:10} {op.aten or '-':28} {n:13} {op.description}")
     return 0
@@ -177,7 +201,7 @@ def _cmd_list(ns: argparse.Namespace, env: Mapping[str, str]) -> int:
 
 def _cmd_plugins(ns: argparse.Namespace) -> int:
     from harness.backends import resolve_backend
-    from harness.plugins.planning import plan_plugins
+    from harness.run.plugins import plan_plugins
 
     backend = resolve_backend(ns.backend)
     plan = plan_plugins(backend, ns.timer)
@@ -187,20 +211,41 @@ def _cmd_plugins(ns: argparse.Namespace) -> int:
     return 0
 
 
+DOCTOR_PACKAGES = ("torch", "triton", "numpy", "pytest", "pyyaml", "junit-xml", "scipy", "docker", "nox", "rich")
+
+
+def _engine_status(env: Mapping[str, str]) -> str:
+    """Whether a docker engine answers (what the bench-<backend> sessions need)."""
+    from harness.container.engine import Engine
+    from harness.errors import HarnessError
+
+    try:
+        engine = Engine.connect(env)
+    except HarnessError as exc:
+        return f"no: {exc.message.split('. ')[0]}"
+    return f"yes, at {engine.address}"
+
+
 def _cmd_doctor(env: Mapping[str, str]) -> int:
     import importlib.metadata
 
     from harness.backends import BACKENDS, detect_backend, enumerate_devices
+    from harness.errors import HarnessError
 
     detected = detect_backend()
     print(f"detected backend: {detected.name} ({detected.description})")
     if detected.capabilities.accelerator:
-        print(f"devices: {', '.join(enumerate_devices(detected, None, env))}")
-    for name in ("torch", "triton", "numpy", "pytest", "pyyaml", "junit-xml", "docker", "nox", "rich"):
+        try:
+            print(f"devices: {', '.join(enumerate_devices(detected, None, env))}")
+        except HarnessError as exc:
+            print(f"devices: none usable ({exc.message})")
+    missing = []
+    for name in DOCTOR_PACKAGES:
         try:
             version = importlib.metadata.version(name)
         except importlib.metadata.PackageNotFoundError:
             version = "MISSING"
+            missing.append(name)
         print(f"  package {name:10} {version}")
     for b in BACKENDS:
         if b.listing is None:
@@ -211,38 +256,42 @@ def _cmd_doctor(env: Mapping[str, str]) -> int:
         for key in b.visibility_keys:
             if env.get(key):
                 print(f"  visibility: {key}={env[key]}")
+    print(f"  docker engine answers: {_engine_status(env)}")
+    if missing:
+        print(f"missing packages: {', '.join(missing)}; `harness run` needs torch, triton, numpy, pytest, "
+              "pyyaml and junit-xml (pip install -e . in this checkout), the container sessions docker.")
     return 0
+
+
+def _dispatch(parser: argparse.ArgumentParser, ns: argparse.Namespace, environ: Mapping[str, str]) -> int:
+    if ns.command == "run":
+        return _cmd_run(ns, environ)
+    if ns.command == "list":
+        return _cmd_list(ns, environ)
+    if ns.command == "plugins":
+        return _cmd_plugins(ns)
+    if ns.command == "doctor":
+        return _cmd_doctor(environ)
+    if ns.command == "report":
+        from harness.run.report import render_report
+
+        sys.stdout.write(render_report(Path(ns.run_dir), ns.format))
+        return 0
+    if ns.command == "container":
+        from harness.container.cli import run as run_container
+
+        return run_container(ns, environ)
+    from harness.compare.cli import dispatch
+
+    handled = dispatch(ns, environ)
+    if handled is not None:
+        return handled
+    parser.print_help()
+    return 2
 
 
 def main(argv: Sequence[str] | None = None, env: Mapping[str, str] | None = None) -> int:
     parser = build_parser()
     ns = parser.parse_args(argv)
     environ = dict(os.environ if env is None else env)
-    try:
-        if ns.command == "run":
-            return _cmd_run(ns, environ)
-        if ns.command == "list":
-            return _cmd_list(ns, environ)
-        if ns.command == "plugins":
-            return _cmd_plugins(ns)
-        if ns.command == "doctor":
-            return _cmd_doctor(environ)
-        if ns.command == "report":
-            from harness.report import render_report
-
-            sys.stdout.write(render_report(Path(ns.run_dir), ns.format))
-            return 0
-        if ns.command == "container":
-            from harness.container.cli import run as run_container
-
-            return run_container(ns, environ)
-        from harness.compare.cli import dispatch
-
-        handled = dispatch(ns, environ)
-        if handled is not None:
-            return handled
-        parser.print_help()
-        return 2
-    except HarnessError as exc:
-        print(f"harness: error: {exc.message}", file=sys.stderr)
-        return exc.exit_code
+    return exit_status(lambda: _dispatch(parser, ns, environ))

@@ -1,11 +1,16 @@
 """One exception family for everything the harness reports to a user.
 
-Each subclass carries its process exit code. Only ``harness.cli.main`` catches
-them; everywhere else raises with a message that names the input, the cause
-and the fix.
+Each subclass carries its process exit code (harness.contract names them). Only
+:func:`exit_status`, called by the command entry points, turns them into a message
+and an exit code; everywhere else raises with a message that names the input, the
+cause and the fix.
 """
 
 from __future__ import annotations
+
+import sys
+from collections.abc import Callable
+from typing import TextIO
 
 __all__ = [
     "HarnessError",
@@ -15,6 +20,7 @@ __all__ = [
     "ContainerError",
     "GateFailed",
     "ContextPoisoned",
+    "exit_status",
 ]
 
 
@@ -57,4 +63,13 @@ class GateFailed(HarnessError):
 class ContextPoisoned(Exception):
     """Raised inside an op's process when the device context is unusable (for example a graph
     capture that killed it). Not a user error: the records plugin marks the case, and the op's
-    process stops with ``harness.batch.POISONED_EXIT`` so the rest of the run goes on."""
+    process stops with ``harness.contract.POISONED_EXIT`` so the rest of the run goes on."""
+
+
+def exit_status(action: Callable[[], int], stderr: TextIO | None = None) -> int:
+    """Run a command's body: its exit code, or a HarnessError's message on stderr and its code."""
+    try:
+        return action()
+    except HarnessError as exc:
+        print(f"harness: error: {exc.message}", file=stderr or sys.stderr)
+        return exc.exit_code

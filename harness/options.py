@@ -93,6 +93,26 @@ class RunOptions:
     def to_dict(self) -> dict[str, Any]:
         return {f.name: (list(v) if isinstance(v := getattr(self, f.name), tuple) else v) for f in fields(self)}
 
+    @classmethod
+    def from_stored(cls, data: Any, source: str) -> RunOptions:
+        """The options a run.json stored (``source`` names it); options this harness does not know
+        (removed, or from a newer harness) are refused by name, not with a TypeError."""
+        if not isinstance(data, Mapping):
+            raise UsageError(f"{source}: 'options' is not a table of options; the file is damaged.")
+        known = {f.name for f in fields(cls)}
+        unknown = sorted(set(data) - known)
+        if unknown:
+            raise UsageError(
+                f"{source} was written with option(s) this harness does not know: {', '.join(unknown)} "
+                "(removed, or from a newer harness). Resume it with the harness version that started it, "
+                "or start a new run."
+            )
+        values: dict[str, Any] = {k: tuple(v) if isinstance(v, list) else v for k, v in data.items()}
+        try:
+            return cls(**values)
+        except TypeError as exc:
+            raise UsageError(f"{source}: its options cannot be read ({exc}).") from None
+
 
 def _csv(value: str | Sequence[str]) -> tuple[str, ...]:
     items = value.split(",") if isinstance(value, str) else list(value)

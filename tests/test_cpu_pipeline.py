@@ -131,7 +131,7 @@ def test_list_plugins_and_doctor(tmp_path: Path) -> None:
     backends = harness("list", "backends", cwd=tmp_path)
     assert "MUSA_VISIBLE_DEVICES" in backends.stdout
     plugins = harness("plugins", "--backend", "musa", cwd=tmp_path)
-    assert "harness.plugins.device" in plugins.stdout and "timer graph" in plugins.stdout
+    assert "harness.child.plugins.device" in plugins.stdout and "timer graph" in plugins.stdout
     doctor = harness("doctor", cwd=tmp_path, env={"CUDA_VISIBLE_DEVICES": "5"})
     assert doctor.returncode == 0 and "detected backend: cpu" in doctor.stdout
 

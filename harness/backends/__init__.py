@@ -21,7 +21,7 @@ from harness.backends.base import (
     parse_listing,
     read_visibility,
 )
-from harness.errors import UsageError
+from harness.errors import EnvironmentProblem, UsageError
 
 __all__ = [
     "BACKENDS",
@@ -36,6 +36,7 @@ __all__ = [
     "get_backend",
     "isolated_env",
     "known_names",
+    "require_devices",
 ]
 
 BACKENDS: tuple[Backend, ...] = (
@@ -85,6 +86,21 @@ def detect_backend(
         if backend.listing is not None and which(backend.listing.command[0]):
             return backend
     return by_name["cpu"]
+
+
+def require_devices(backend: Backend, exists: Callable[[str], bool] = _glob_exists) -> None:
+    """Refuse an accelerator backend on a machine without its devices (before any op process
+    starts): none of the backend's device nodes is present."""
+    if not backend.capabilities.accelerator or not backend.detect_paths:
+        return
+    if any(exists(p) for p in backend.detect_paths):
+        return
+    raise EnvironmentProblem(
+        f"Backend {backend.name!r} needs its devices, and this machine has none: no "
+        f"{' or '.join(backend.detect_paths)}. Run on a machine (or in a container) that has "
+        f"{backend.description.split(' (')[0]}, choose --backend auto to run on what is here, or see "
+        "`harness doctor`."
+    )
 
 
 def resolve_backend(name: str, **detect_kwargs: object) -> Backend:

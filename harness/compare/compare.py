@@ -17,8 +17,9 @@ from typing import Any
 
 from harness.compare.stats import Criteria, RowStats, adjust_pvalues, decide, row_stats
 from harness.errors import UsageError
+from harness.results.runinfo import ALIKE_FIELDS, alike_values, read_run_info
 from harness.results.schema import Measurement, shape_str
-from harness.results.store import read_json, read_records
+from harness.results.store import read_records
 
 __all__ = [
     "ALIKE_KEYS",
@@ -35,8 +36,9 @@ __all__ = [
     "run_mismatches",
 ]
 
-# What must match for two runs to be compared, by the names shown to the user.
-ALIKE_KEYS: tuple[str, ...] = ("backend", "device model", "timer", "level", "cache")
+# What must match for two runs to be compared, by the names shown to the user (the fields of the
+# fingerprint: harness.results.runinfo).
+ALIKE_KEYS: tuple[str, ...] = tuple(ALIKE_FIELDS)
 
 # Verdicts of rows that were not compared; "failing" also fails the gate.
 NOT_COMPARED = "not compared"
@@ -122,24 +124,12 @@ class Comparison:
         return bool(self.regressions or self.failing or not self.compared)
 
 
-def _identity_value(info: Mapping[str, Any], key: str) -> str:
-    options = info.get("options") or {}
-    identity = info.get("identity") or {}
-    value: Any
-    if key == "device model":
-        value = identity.get("device_name")
-    elif key == "cache":
-        value = options.get("cache")
-    else:
-        value = info.get(key) or options.get(key)
-    return "" if value is None else str(value)
-
-
 def run_mismatches(base_info: Mapping[str, Any], head_info: Mapping[str, Any]) -> list[Mismatch]:
     """The identity fields on which two runs differ (empty when they are alike)."""
     out = []
+    base_values, head_values = alike_values(base_info), alike_values(head_info)
     for key in ALIKE_KEYS:
-        b, h = _identity_value(base_info, key), _identity_value(head_info, key)
+        b, h = base_values[key], head_values[key]
         if b != h:
             out.append(Mismatch(key=key, base=b or "?", head=h or "?"))
     return out
@@ -152,8 +142,8 @@ def check_alike(base: RunData, head: RunData, allow_mismatch: bool) -> list[Mism
         detail = "; ".join(f"{m.key}: {m.base!r} in base, {m.head!r} in head" for m in found)
         raise UsageError(
             f"Runs {base.path} and {head.path} are unlike ({detail}), so their timings do not "
-            "measure the same thing. Compare runs of the same backend, device model, timer, "
-            "level and cache mode, or pass --allow-mismatch to compare them anyway."
+            f"measure the same thing. Compare runs of the same {', '.join(ALIKE_KEYS)}, or pass "
+            "--allow-mismatch to compare them anyway."
         )
     return found
 
@@ -250,16 +240,7 @@ def compare_records(
 
 def load_run(path: Path) -> RunData:
     """Read run.json and records.jsonl; a directory that is not a run is a usage error."""
-    info_path = path / "run.json"
-    if not info_path.is_file():
-        raise UsageError(
-            f"{path} is not a run directory (no run.json there). Give the --out directory "
-            "of a `harness run`."
-        )
-    try:
-        info = read_json(info_path)
-    except ValueError as exc:
-        raise UsageError(f"{info_path} is not valid JSON ({exc}). Re-run or restore that run.") from exc
+    info = read_run_info(path / "run.json")
     try:
         records = tuple(read_records(path / "records.jsonl"))
     except ValueError as exc:

@@ -26,9 +26,10 @@ from pathlib import Path
 from typing import Any
 
 from harness.compare.compare import load_run
-from harness.errors import EnvironmentProblem, UsageError
+from harness.errors import HarnessError, UsageError
 from harness.results.schema import Measurement, Timing
 from harness.results.store import append_record, write_json
+from harness.run.provenance import git
 
 __all__ = [
     "GateSide",
@@ -150,17 +151,6 @@ def pool_side(repeat_dirs: Sequence[Path], target: Path, run_id: str, ref: str,
     return target
 
 
-def _git(repo: Path, *args: str) -> str:
-    try:
-        done = subprocess.run(["git", "-C", str(repo), *args], capture_output=True, text=True, timeout=300)
-    except FileNotFoundError as exc:
-        raise EnvironmentProblem("git is not installed, so git refs cannot be checked out. "
-                                 "Install git, or give --base-ref/--head-ref as directories.") from exc
-    if done.returncode != 0:
-        raise UsageError(f"git {' '.join(args)} failed in {repo}: {done.stderr.strip()}")
-    return done.stdout.strip()
-
-
 @contextmanager
 def side_trees(repo: Path, refs: Mapping[str, str], workdir: Path) -> Iterator[dict[str, GateSide]]:
     """Each side's tree: a directory as given, or a detached worktree of a git ref, removed after."""
@@ -172,21 +162,23 @@ def side_trees(repo: Path, refs: Mapping[str, str], workdir: Path) -> Iterator[d
                 sides[name] = GateSide(name, ref, Path(ref).resolve())
                 continue
             try:
-                sha = _git(repo, "rev-parse", "--verify", "--quiet", f"{ref}^{{commit}}")
+                sha = git(repo, "rev-parse", "--verify", "--quiet", f"{ref}^{{commit}}")
             except UsageError:
                 raise UsageError(
                     f"--{name}-ref {ref!r} is neither a directory nor a commit known in {repo}. "
                     "Fetch it first (in CI: actions/checkout with fetch-depth: 0), or give a path."
                 ) from None
             tree = workdir / f"src-{name}"
-            _git(repo, "worktree", "add", "--detach", str(tree), sha)
+            git(repo, "worktree", "add", "--detach", str(tree), sha)
             made.append(tree)
             sides[name] = GateSide(name, f"{ref} ({sha[:12]})", tree)
         yield sides
     finally:
         for tree in made:
-            subprocess.run(["git", "-C", str(repo), "worktree", "remove", "--force", str(tree)],
-                           capture_output=True, check=False)
+            try:
+                git(repo, "worktree", "remove", "--force", str(tree))
+            except HarnessError:
+                pass  # best effort: the tree is in a temporary directory
 
 
 def _run_side(side: GateSide, out_dir: Path, run_id: str, run_args: Sequence[str],

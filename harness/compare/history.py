@@ -22,6 +22,7 @@ from pathlib import Path
 
 from harness.compare.compare import RunData
 from harness.errors import UsageError
+from harness.results.runinfo import fingerprint
 from harness.results.store import csv_text
 
 __all__ = [
@@ -155,13 +156,8 @@ def _now() -> str:
 
 
 def _fingerprint(run: RunData) -> str:
-    fp = run.info.get("fingerprint")
-    if not fp:
-        raise UsageError(
-            f"{run.path / 'run.json'} has no fingerprint, so the history cannot tell which runs "
-            "are alike. Re-run it with this harness version."
-        )
-    return str(fp)
+    """The run's fingerprint (harness.results.runinfo); computed for a run.json that lacks it."""
+    return str(run.info.get("fingerprint") or fingerprint(run.info))
 
 
 def run_medians(run: RunData) -> dict[str, float | None]:

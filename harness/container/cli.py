@@ -14,7 +14,7 @@ import sys
 from collections.abc import Mapping, Sequence
 from typing import Any
 
-from harness.errors import HarnessError
+from harness.errors import exit_status
 
 __all__ = ["add_parser", "main", "run"]
 
@@ -96,7 +96,7 @@ def run(ns: argparse.Namespace, env: Mapping[str, str]) -> int:
 
     The options are resolved by harness.options from the flags, ``env`` and ./pyproject.toml.
     """
-    from harness.container import runner
+    from harness.container import launch
     from harness.options import read_project_config
 
     action = getattr(ns, "container_command", None)
@@ -105,10 +105,10 @@ def run(ns: argparse.Namespace, env: Mapping[str, str]) -> int:
         return 2
     config = read_project_config()
     if action == "run":
-        return runner.run_in_container(ns.backend, ns.harness_args or [], _values(ns), env, config)
+        return launch.run_in_container(ns.backend, ns.harness_args or [], _values(ns), env, config)
     if action == "plan":
-        return runner.describe_plan(ns.backend, ns.harness_args or [], _values(ns), env, config)
-    return runner.build_images(ns.backends, _values(ns), env, config)
+        return launch.describe_plan(ns.backend, ns.harness_args or [], _values(ns), env, config)
+    return launch.build_images(ns.backends, _values(ns), env, config)
 
 
 def main(argv: Sequence[str] | None = None, env: Mapping[str, str] | None = None) -> int:
@@ -116,8 +116,4 @@ def main(argv: Sequence[str] | None = None, env: Mapping[str, str] | None = None
     parser = argparse.ArgumentParser(prog="harness")
     add_parser(parser.add_subparsers(dest="command"))
     ns = parser.parse_args(["container", *(sys.argv[1:] if argv is None else argv)])
-    try:
-        return run(ns, dict(os.environ if env is None else env))
-    except HarnessError as exc:
-        print(f"harness: error: {exc.message}", file=sys.stderr)
-        return exc.exit_code
+    return exit_status(lambda: run(ns, dict(os.environ if env is None else env)))

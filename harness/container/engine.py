@@ -8,16 +8,12 @@ whether the run passes, fails, is refused by the engine or is interrupted.
 from __future__ import annotations
 
 import codecs
-import tempfile
 import time
 from collections.abc import Callable, Mapping
-from typing import TYPE_CHECKING, Any, TextIO
+from typing import IO, Any, TextIO
 
 from harness.container.plan import LABEL, ContainerPlan
 from harness.errors import ContainerError
-
-if TYPE_CHECKING:
-    from harness.container.image import ImageRecipe
 
 __all__ = ["Engine", "engine_address"]
 
@@ -105,42 +101,39 @@ class Engine:
         except docker.errors.DockerException as exc:
             raise ContainerError(f"pulling {ref} failed: {_short(exc)}") from None
 
-    def build(self, recipe: ImageRecipe, ref: str, log: Callable[[str], None]) -> None:
-        """Build with the engine's classic builder, streaming its output to ``log``.
+    def build(self, ref: str, context: IO[bytes], build_args: Mapping[str, str], backend: str,
+              log: Callable[[str], None]) -> None:
+        """Build ``context`` (a tar) with the engine's classic builder, streaming its output to ``log``.
 
         The docker SDK speaks only the classic builder (BuildKit needs a session
         the SDK does not implement), so the Dockerfiles use nothing BuildKit-only.
         """
         import docker
 
-        from harness.container.image import write_context
-
         tail: list[str] = []
-        with tempfile.TemporaryFile() as context:
-            write_context(recipe, context)
-            try:
-                stream = self.client.api.build(
-                    fileobj=context, custom_context=True, tag=ref, buildargs=dict(recipe.build_args),
-                    rm=True, forcerm=True, pull=False, decode=True,
-                    labels={LABEL: "1", "org.triton-op-harness.backend": recipe.backend},
-                )
-                for chunk in stream:
-                    if "stream" in chunk:
-                        for line in chunk["stream"].splitlines():
-                            if line.strip():
-                                tail = (tail + [line])[-15:]
-                                log(f"  | {line}")
-                    elif "error" in chunk:
-                        raise ContainerError(
-                            f"Building the {recipe.backend} image ({ref}) from "
-                            f"containers/{recipe.backend}/Dockerfile failed: {chunk['error'].strip()}\n"
-                            "Last build output:\n" + "\n".join(tail) + "\n"
-                            "Fix the Dockerfile or the build arguments (--build-arg, --base-image) "
-                            "and run again; `nox -s images -- "
-                            f"{recipe.backend}` builds it alone."
-                        )
-            except docker.errors.DockerException as exc:
-                raise ContainerError(f"The engine refused to build {ref}: {_short(exc)}") from None
+        try:
+            stream = self.client.api.build(
+                fileobj=context, custom_context=True, tag=ref, buildargs=dict(build_args),
+                rm=True, forcerm=True, pull=False, decode=True,
+                labels={LABEL: "1", "org.triton-op-harness.backend": backend},
+            )
+            for chunk in stream:
+                if "stream" in chunk:
+                    for line in chunk["stream"].splitlines():
+                        if line.strip():
+                            tail = (tail + [line])[-15:]
+                            log(f"  | {line}")
+                elif "error" in chunk:
+                    raise ContainerError(
+                        f"Building the {backend} image ({ref}) from "
+                        f"containers/{backend}/Dockerfile failed: {chunk['error'].strip()}\n"
+                        "Last build output:\n" + "\n".join(tail) + "\n"
+                        "Fix the Dockerfile or the build arguments (--build-arg, --base-image) "
+                        "and run again; `nox -s images -- "
+                        f"{backend}` builds it alone."
+                    )
+        except docker.errors.DockerException as exc:
+            raise ContainerError(f"The engine refused to build {ref}: {_short(exc)}") from None
 
     # -- containers ----------------------------------------------------------------------------
 

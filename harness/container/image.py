@@ -15,20 +15,19 @@ import hashlib
 import io
 import re
 import tarfile
-from collections.abc import Callable, Sequence
+import tempfile
+from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass
 from pathlib import Path
-from typing import IO, TYPE_CHECKING
+from typing import IO, Protocol
 
 from harness.errors import ContainerError, UsageError
 from harness.options import ContainerOptions
 
-if TYPE_CHECKING:
-    from harness.container.engine import Engine
-
 __all__ = [
     "ContextFile",
     "ImageRecipe",
+    "ImageStore",
     "ResolvedImage",
     "content_tag",
     "declared_args",
@@ -227,8 +226,27 @@ def _base_missing(recipe: ImageRecipe, cause: str) -> ContainerError:
     )
 
 
+class ImageStore(Protocol):
+    """Where images are kept and made (harness.container.engine.Engine is one)."""
+
+    def has_image(self, ref: str) -> bool: ...
+
+    def image_digest(self, ref: str) -> str: ...
+
+    def pull(self, ref: str) -> None: ...
+
+    def build(self, ref: str, context: IO[bytes], build_args: Mapping[str, str], backend: str,
+              log: Callable[[str], None]) -> None: ...
+
+
+def _build(store: ImageStore, recipe: ImageRecipe, ref: str, log: Callable[[str], None]) -> None:
+    with tempfile.TemporaryFile() as context:
+        write_context(recipe, context)
+        store.build(ref, context, dict(recipe.build_args), recipe.backend, log)
+
+
 def ensure_image(
-    engine: Engine,
+    engine: ImageStore,
     recipe: ImageRecipe,
     options: ContainerOptions,
     log: Callable[[str], None],
@@ -267,6 +285,6 @@ def ensure_image(
                 raise _base_missing(recipe, exc.message) from None
         log(f"image {ref}: building from containers/{recipe.backend}/ on {base}"
             + (f" with {len(recipe.wheels)} local wheel(s)" if recipe.wheels else ""))
-        engine.build(recipe, ref, log)
+        _build(engine, recipe, ref, log)
         return ResolvedImage(ref=ref, digest=engine.image_digest(ref), action="built")
     raise ContainerError(f"Could not get image {ref}: {'; '.join(failures)}.")

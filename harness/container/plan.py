@@ -11,10 +11,11 @@ container exists.
 
 from __future__ import annotations
 
+import argparse
 import posixpath
 import re
 import shlex
-from collections.abc import Mapping, Sequence
+from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass, field, replace
 
 from harness.backends.base import Backend, Passthrough
@@ -40,11 +41,6 @@ __all__ = [
 CONTAINER_REPO = "/repo"  # where the checkout is mounted, read-only; reports/ inside it is writable
 CONTAINER_HOME = "/home/harness"  # world-writable in every image: any uid can run them
 LABEL = "org.triton-op-harness.managed"  # on every container the harness starts, for clean-up checks
-
-# `harness run` options that name a place to write; inside the container only
-# reports/ is writable, so each must stay inside it.
-_PATH_OPTIONS = ("--out", "--reports-dir", "--resume")
-
 
 @dataclass(frozen=True)
 class NodeInfo:
@@ -358,17 +354,6 @@ def plan_devices(backend: Backend, host: HostView, choice: DeviceChoice) -> Devi
 # -- the harness command ---------------------------------------------------------------
 
 
-def _option_values(args: Sequence[str], names: Sequence[str]) -> list[tuple[str, str | None]]:
-    found: list[tuple[str, str | None]] = []
-    for i, arg in enumerate(args):
-        for name in names:
-            if arg == name:
-                found.append((name, args[i + 1] if i + 1 < len(args) else None))
-            elif arg.startswith(name + "="):
-                found.append((name, arg.split("=", 1)[1]))
-    return found
-
-
 def _inside_reports(value: str) -> str | None:
     """``value`` as a path relative to reports/, or None when it points elsewhere."""
     if posixpath.isabs(value):
@@ -381,59 +366,75 @@ def _inside_reports(value: str) -> str | None:
     return None
 
 
+def _without_backend(args: Sequence[str]) -> list[str]:
+    """``args`` without ``--backend VALUE`` (or ``--backend=VALUE``, or an abbreviation the parser
+    took for it): the container passes its own."""
+    kept: list[str] = []
+    skip = False
+    for arg in args:
+        if skip:
+            skip = False
+            continue
+        name, eq, _ = arg.partition("=")
+        if len(name) > 3 and "--backend".startswith(name):
+            skip = not eq
+            continue
+        kept.append(arg)
+    return kept
+
+
 def plan_invocation(
     backend: Backend,
     args: Sequence[str],
     run_id: str,
     resolve: Mapping[str, str] | None = None,
+    parse: Callable[[Sequence[str]], argparse.Namespace] | None = None,
 ) -> HarnessInvocation:
     """Check the user's `harness run` arguments for the container and pin the run id.
 
+    The arguments are read by `harness run`'s own parser (``parse``; default
+    :func:`harness.cli.parse_run_args`), so abbreviations and ``--opt=value`` forms are seen
+    as the run inside will see them, and a bad argument is refused before a container starts.
     ``--backend`` may be given only if it names this backend (aliases count, through
-    ``resolve``: alias -> name). Output paths must stay inside reports/, the only
-    writable place. Unless the user named the run (--run-id, --out, --resume),
-    ``run_id`` is added so the host knows where the reports land.
+    ``resolve``: alias -> name). Output paths must stay inside reports/, the only writable
+    place. Unless the user named the run (--run-id, --out, --resume), ``run_id`` is added so
+    the host knows where the reports land.
     """
-    args = list(args)
-    if args and args[0] == "--":
-        args = args[1:]
+    if parse is None:
+        from harness.cli import parse_run_args
+
+        parse = parse_run_args
+    kept = list(args)
+    if kept and kept[0] == "--":
+        kept = kept[1:]
+    ns = parse(kept)
     resolve = resolve or {}
-    kept: list[str] = []
-    skip = False
-    for i, arg in enumerate(args):
-        if skip:
-            skip = False
+    if ns.backend and resolve.get(ns.backend.strip().lower(), ns.backend.strip().lower()) != backend.name:
+        raise UsageError(
+            f"--backend {ns.backend} conflicts with the container backend {backend.name}: each "
+            f"bench-<backend> session runs one backend. Drop --backend, or use the session "
+            f"for {ns.backend} (`nox -s bench-{ns.backend}`)."
+        )
+    relative: dict[str, str] = {}
+    for flag, given in (("--out", ns.out), ("--reports-dir", ns.reports_dir), ("--resume", ns.resume)):
+        if given is None:
             continue
-        if arg == "--backend" or arg.startswith("--backend="):
-            value = arg.split("=", 1)[1] if "=" in arg else (args[i + 1] if i + 1 < len(args) else "")
-            skip = "=" not in arg
-            if resolve.get(value.strip().lower(), value.strip().lower()) != backend.name:
-                raise UsageError(
-                    f"--backend {value} conflicts with the container backend {backend.name}: each "
-                    f"bench-<backend> session runs one backend. Drop --backend, or use the session "
-                    f"for {value} (`nox -s bench-{value}`)."
-                )
-            continue
-        kept.append(arg)
-    run_dir: str | None = None
-    for name, given in _option_values(kept, _PATH_OPTIONS):
-        rel = _inside_reports(given) if given else None
-        if given is None or rel is None:
+        rel = _inside_reports(given)
+        if rel is None:
             raise UsageError(
-                f"{name} {given or ''}: inside the container only reports/ (mounted from the host's "
+                f"{flag} {given}: inside the container only reports/ (mounted from the host's "
                 f"reports directory) is writable. Give a path under reports/, such as "
-                f"{name} reports/my-run, or run on the host with `nox -s bench -- ...`."
+                f"{flag} reports/my-run, or run on the host with `nox -s bench -- ...`."
             )
-        if name in ("--out", "--resume"):
-            run_dir = rel
-    named = dict(_option_values(kept, ("--run-id", "--out", "--resume")))
-    if not named:
+        relative[flag] = rel
+    kept = _without_backend(kept)
+    run_name = ns.run_id
+    if not (ns.run_id or ns.out or ns.resume):
         kept += ["--run-id", run_id]
-        named["--run-id"] = run_id
-    run_name = named.get("--run-id")
+        run_name = run_id
+    run_dir = relative.get("--out", relative.get("--resume"))
     if run_dir is None and run_name:
-        reports = dict(_option_values(kept, ("--reports-dir",))).get("--reports-dir")
-        run_dir = posixpath.join((_inside_reports(reports) or "") if reports else "", run_name)
+        run_dir = posixpath.join(relative.get("--reports-dir", ""), run_name)
     return HarnessInvocation(args=("python3", "-m", "harness", "run", "--backend", backend.name, *kept),
                              run_dir=run_dir)
 

@@ -8,7 +8,8 @@ import torch
 import triton
 import triton.language as tl
 
-from harness.ops.base import OpSpec, Shape
+from harness.ops.base import Shape
+from harness.ops.registry import builtin_spec
 
 
 @triton.jit
@@ -43,13 +44,11 @@ def make_inputs(shape: Shape, dtype: torch.dtype, gen: torch.Generator, device: 
     return (a, b)
 
 
-OP = OpSpec(
-    id="add",
+OP = builtin_spec(
+    "add",
     baseline=torch_add,
     candidate=triton_add,
     make_inputs=make_inputs,
     bytes_moved=lambda shape, itemsize: 3 * math.prod(shape) * itemsize,
     flops=lambda shape: math.prod(shape),
-    aten="aten::add.Tensor",
-    description="a + b, elementwise",
 )

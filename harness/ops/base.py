@@ -10,13 +10,14 @@ See docs/ops.md for the contract.
 from __future__ import annotations
 
 from collections.abc import Callable, Mapping, Sequence
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, fields
 from typing import Any
 
 __all__ = [
     "DTYPES",
     "DEFAULT_TOLERANCES",
     "InputMaker",
+    "OpInfo",
     "OpSpec",
     "Shape",
     "Tolerance",
@@ -45,25 +46,17 @@ DEFAULT_TOLERANCES: Mapping[str, Tolerance] = {
 }
 
 
-@dataclass(frozen=True)
-class OpSpec:
-    """One benchmarkable operator.
+@dataclass(frozen=True, kw_only=True)
+class OpInfo:
+    """What the parent process knows of an op: enough to select it, plan its shapes and weigh it.
 
-    ``baseline`` is the torch reference (also what the candidate is timed
-    against); ``candidate`` is the implementation under test (for built-in ops,
-    a Triton kernel written in this project). Both take the tuple produced by
-    ``make_inputs`` and return one tensor. ``bytes_moved`` and ``flops`` model
-    the minimum traffic and arithmetic for GB/s and TFLOP/s.
+    Built-in ops are described by these alone in :mod:`harness.ops.registry`, so planning a run
+    (and refusing bad input) imports neither torch nor Triton; the op process loads the
+    :class:`OpSpec`.
     """
 
     id: str
-    baseline: Callable[..., Any]
-    candidate: Callable[..., Any]
-    make_inputs: InputMaker
-    bytes_moved: Callable[[Shape, int], int]
-    flops: Callable[[Shape], int]
     dtypes: tuple[str, ...] = DTYPES
-    tolerances: Mapping[str, Tolerance] = field(default_factory=lambda: dict(DEFAULT_TOLERANCES))
     shape_rank: int | None = None
     aten: str | None = None  # the torch op this corresponds to (for providers such as flaggems)
     description: str = ""
@@ -72,8 +65,10 @@ class OpSpec:
     # batch sharder weighs ops by cases x case_cost, so an autotuned op does not pile up on one device.
     case_cost: float = 1.0
 
-    def tolerance(self, dtype: str) -> Tolerance:
-        return self.tolerances.get(dtype, DEFAULT_TOLERANCES[dtype])
+    @property
+    def info(self) -> OpInfo:
+        """The parent's view of this op (the op itself, for an OpInfo)."""
+        return OpInfo(**{f.name: getattr(self, f.name) for f in fields(OpInfo)})
 
     def check_shape(self, shape: Sequence[int]) -> str | None:
         """Why ``shape`` is unusable for this op, or None."""
@@ -82,3 +77,25 @@ class OpSpec:
         if any((not isinstance(d, int)) or isinstance(d, bool) or d <= 0 for d in shape):
             return f"shape {list(shape)} for op {self.id!r} must be positive integers"
         return None
+
+
+@dataclass(frozen=True, kw_only=True)
+class OpSpec(OpInfo):
+    """One benchmarkable operator (all fields are keywords).
+
+    ``baseline`` is the torch reference (also what the candidate is timed
+    against); ``candidate`` is the implementation under test (for built-in ops,
+    a Triton kernel written in this project). Both take the tuple produced by
+    ``make_inputs`` and return one tensor. ``bytes_moved`` and ``flops`` model
+    the minimum traffic and arithmetic for GB/s and TFLOP/s.
+    """
+
+    baseline: Callable[..., Any]
+    candidate: Callable[..., Any]
+    make_inputs: InputMaker
+    bytes_moved: Callable[[Shape, int], int]
+    flops: Callable[[Shape], int]
+    tolerances: Mapping[str, Tolerance] = field(default_factory=lambda: dict(DEFAULT_TOLERANCES))
+
+    def tolerance(self, dtype: str) -> Tolerance:
+        return self.tolerances.get(dtype, DEFAULT_TOLERANCES[dtype])

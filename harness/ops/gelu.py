@@ -9,7 +9,8 @@ import triton
 import triton.language as tl
 from triton.language.extra import libdevice
 
-from harness.ops.base import OpSpec, Shape
+from harness.ops.base import Shape
+from harness.ops.registry import builtin_spec
 
 _BLOCK = 4096
 
@@ -76,14 +77,12 @@ def make_inputs(shape: Shape, dtype: torch.dtype, gen: torch.Generator, device: 
     return (x,)
 
 
-OP = OpSpec(
-    id="gelu",
+OP = builtin_spec(
+    "gelu",
     baseline=torch_gelu,
     candidate=triton_gelu,
     make_inputs=make_inputs,
     bytes_moved=lambda shape, itemsize: 2 * math.prod(shape) * itemsize,
     # scale, erf, add, two multiplies: counted as 5 operations an element
     flops=lambda shape: 5 * math.prod(shape),
-    aten="aten::gelu",
-    description="exact (erf) gelu 0.5*x*(1+erf(x/sqrt(2))), fp32 math; fp16/bf16 use a 1.5e-7-accurate erf polynomial",
 )

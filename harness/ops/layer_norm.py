@@ -7,7 +7,8 @@ import triton
 import triton.language as tl
 
 from harness.ops._rows import launch_rows
-from harness.ops.base import OpSpec, Shape
+from harness.ops.base import Shape
+from harness.ops.registry import builtin_spec
 
 EPS = 1e-5
 
@@ -119,15 +120,12 @@ def _bytes(shape: Shape, itemsize: int) -> int:
     return (2 * m * n + 2 * n) * itemsize  # x read, y written, weight and bias read
 
 
-OP = OpSpec(
-    id="layer_norm",
+OP = builtin_spec(
+    "layer_norm",
     baseline=torch_layer_norm,
     candidate=triton_layer_norm,
     make_inputs=make_inputs,
     bytes_moved=_bytes,
     # sum, subtract, square, sum, scale, weight, bias: about 7 operations an element
     flops=lambda shape: 7 * shape[0] * shape[1],
-    shape_rank=2,
-    aten="aten::native_layer_norm",
-    description="layer_norm over the last dim of (M, N) with weight and bias, eps=1e-5, fp32 math",
 )

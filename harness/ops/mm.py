@@ -8,7 +8,8 @@ import torch
 import triton
 import triton.language as tl
 
-from harness.ops.base import OpSpec, Shape, Tolerance
+from harness.ops.base import Shape, Tolerance
+from harness.ops.registry import builtin_spec
 
 
 @triton.jit
@@ -213,8 +214,8 @@ def _bytes(shape: Shape, itemsize: int) -> int:
     return (m * k + k * n + m * n) * itemsize
 
 
-OP = OpSpec(
-    id="mm",
+OP = builtin_spec(
+    "mm",
     baseline=torch_mm,
     candidate=triton_mm,
     make_inputs=make_inputs,
@@ -225,10 +226,4 @@ OP = OpSpec(
         "float16": Tolerance(atol=2e-2, rtol=2e-2),
         "bfloat16": Tolerance(atol=2e-2, rtol=2e-2),
     },
-    shape_rank=3,
-    aten="aten::mm",
-    # H200, 2026-11-29 core run (benchmarks/results/h200-core-2026-11-29/ops_status.csv): mm took
-    # 5.7 s per case (autotuning), the memory-bound ops 0.8-1.5 s.
-    case_cost=4.5,
-    description="C = A @ B, A (M, K), B (K, N), fp32 accumulation, grouped tile order, autotuned on GPU",
 )

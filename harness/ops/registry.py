@@ -1,8 +1,8 @@
 """The catalogue of ops: built-in ones plus those from users' modules.
 
-Built-in ops are listed here by module name, imported on first use (importing
-them imports triton, which must not happen before the CPU backend has set
-TRITON_INTERPRET in the process that runs kernels). User modules are loaded
+Built-in ops are described here (:data:`BUILTIN`) and imported only in the op process
+(importing them imports torch and Triton, which must not happen before the CPU backend has set
+TRITON_INTERPRET, and which the parent process never needs). User modules are loaded
 from a file path or a dotted module name and expose ``HARNESS_OPS`` or
 ``harness_ops()``.
 """
@@ -12,34 +12,54 @@ from __future__ import annotations
 import importlib
 import importlib.util
 import sys
-from collections.abc import Iterable, Mapping, Sequence
+from collections.abc import Sequence
+from dataclasses import fields
 from pathlib import Path
 from types import ModuleType
+from typing import Any
 
 from harness.errors import UsageError
-from harness.ops.base import OpSpec
+from harness.ops.base import OpInfo, OpSpec
 
-__all__ = ["BUILTIN_OP_IDS", "builtin_ops", "build_catalog", "load_user_ops", "select_ops"]
+__all__ = ["BUILTIN", "builtin_spec", "catalog", "load_op", "load_ops", "load_user_ops"]
 
-BUILTIN_OP_IDS: tuple[str, ...] = (
-    "softmax",
-    "layer_norm",
-    "rms_norm",
-    "gelu",
-    "silu_and_mul",
-    "add",
-    "sum",
-    "mm",
-)
+# The built-in ops, described without importing them (their modules import torch and Triton).
+# Each module harness/ops/<id>.py builds its OpSpec from its entry here (builtin_spec).
+BUILTIN: dict[str, OpInfo] = {
+    op.id: op
+    for op in (
+        OpInfo(id="softmax", shape_rank=2, aten="aten::_softmax",
+               description="softmax over the last dim of (M, N), fp32 math; looped online softmax past N=32768"),
+        OpInfo(id="layer_norm", shape_rank=2, aten="aten::native_layer_norm",
+               description="layer_norm over the last dim of (M, N) with weight and bias, eps=1e-5, fp32 math"),
+        OpInfo(id="rms_norm", shape_rank=2, aten="aten::rms_norm",
+               description="rms_norm over the last dim of (M, N) with weight, eps=1e-6, fp32 math"),
+        OpInfo(id="gelu", aten="aten::gelu",
+               description="exact (erf) gelu 0.5*x*(1+erf(x/sqrt(2))), fp32 math; fp16/bf16 use a "
+                           "1.5e-7-accurate erf polynomial"),
+        OpInfo(id="silu_and_mul", shape_rank=2, aten="aten::silu",
+               description="silu(x1) * x2 fused, x = [x1 | x2] of shape (M, 2N), output (M, N); shape is (M, N)"),
+        OpInfo(id="add", aten="aten::add.Tensor", description="a + b, elementwise"),
+        OpInfo(id="sum", shape_rank=2, aten="aten::sum.dim_IntList",
+               description="sum over the last dim of (M, N), fp32 accumulation, output in the input dtype"),
+        # H200, 2026-11-29 core run (benchmarks/results/h200-core-2026-11-29/ops_status.csv): mm took
+        # 5.7 s per case (autotuning), the memory-bound ops 0.8-1.5 s.
+        OpInfo(id="mm", shape_rank=3, aten="aten::mm", case_cost=4.5,
+               description="C = A @ B, A (M, K), B (K, N), fp32 accumulation, grouped tile order, autotuned on GPU"),
+    )
+}
 
 
-def builtin_ops() -> dict[str, OpSpec]:
-    ops: dict[str, OpSpec] = {}
-    for op_id in BUILTIN_OP_IDS:
-        module = importlib.import_module(f"harness.ops.{op_id}")
-        spec: OpSpec = module.OP
-        ops[spec.id] = spec
-    return ops
+def builtin_spec(op_id: str, **behaviour: Any) -> OpSpec:
+    """The OpSpec of built-in op ``op_id``: its entry in :data:`BUILTIN` plus the callables (and
+    tolerances) its module defines."""
+    info = BUILTIN[op_id]
+    return OpSpec(**{f.name: getattr(info, f.name) for f in fields(OpInfo)}, **behaviour)
+
+
+def _builtin_op(op_id: str) -> OpSpec:
+    spec: OpSpec = importlib.import_module(f"harness.ops.{op_id}").OP
+    return spec
 
 
 def _import_user_module(ref: str) -> ModuleType:
@@ -106,33 +126,40 @@ def _with_source(op: OpSpec, ref: str) -> OpSpec:
     return replace(op, source=ref)
 
 
-def build_catalog(ops_modules: Sequence[str] = ()) -> dict[str, OpSpec]:
-    """Built-in ops plus users' ops; an id defined twice is an error naming both sources."""
-    catalog = builtin_ops()
+def _add(found: dict[str, OpInfo], ref: str, op: OpInfo) -> None:
+    if op.id in found:
+        raise UsageError(
+            f"Op id {op.id!r} from --ops-module {ref!r} is already defined by "
+            f"{found[op.id].source!r}. Give your op another id (for example 'my_{op.id}')."
+        )
+    found[op.id] = op
+
+
+def catalog(ops_modules: Sequence[str] = ()) -> dict[str, OpInfo]:
+    """Every op a run can name: the built-in ones (described, not imported) and users' ops
+    (their modules are imported); an id defined twice is an error naming both sources."""
+    found: dict[str, OpInfo] = dict(BUILTIN)
     for ref in ops_modules:
         for op in load_user_ops(ref):
-            if op.id in catalog:
-                raise UsageError(
-                    f"Op id {op.id!r} from --ops-module {ref!r} is already defined by "
-                    f"{catalog[op.id].source!r}. Give your op another id (for example "
-                    f"'my_{op.id}')."
-                )
-            catalog[op.id] = op
-    return catalog
+            _add(found, ref, op.info)
+    return found
 
 
-def select_ops(catalog: Mapping[str, OpSpec], wanted: Iterable[str]) -> list[OpSpec]:
-    """The ops named (all of them when none is named), in the order given; unknown names fail."""
-    names = list(wanted)
-    if not names:
-        return list(catalog.values())
-    unknown = [n for n in names if n not in catalog]
-    if unknown:
-        raise UsageError(
-            f"Unknown op(s): {', '.join(unknown)}. Known ops: {', '.join(catalog)}. "
-            "Check the spelling, or load your own ops with --ops-module."
-        )
-    seen: dict[str, OpSpec] = {}
-    for n in names:
-        seen.setdefault(n, catalog[n])
-    return list(seen.values())
+def load_ops(ops_modules: Sequence[str] = ()) -> dict[str, OpSpec]:
+    """Every op as a whole OpSpec (imports the built-in modules, so torch and Triton)."""
+    found = {op_id: _builtin_op(op_id) for op_id in BUILTIN}
+    for ref in ops_modules:
+        for op in load_user_ops(ref):
+            _add(found, ref, op)  # type: ignore[arg-type]
+    return found
+
+
+def load_op(op_id: str, ops_modules: Sequence[str] = ()) -> OpSpec:
+    """The whole OpSpec of ``op_id`` (in the op process): a built-in module, or a user's."""
+    if op_id in BUILTIN:
+        return _builtin_op(op_id)
+    for ref in ops_modules:
+        for op in load_user_ops(ref):
+            if op.id == op_id:
+                return op
+    raise UsageError(f"Op {op_id!r} is neither built in nor defined by --ops-module {', '.join(ops_modules) or '(none)'}.")

@@ -7,7 +7,8 @@ import triton
 import triton.language as tl
 
 from harness.ops._rows import launch_rows
-from harness.ops.base import OpSpec, Shape
+from harness.ops.base import Shape
+from harness.ops.registry import builtin_spec
 
 EPS = 1e-6
 
@@ -106,15 +107,12 @@ def _bytes(shape: Shape, itemsize: int) -> int:
     return (2 * m * n + n) * itemsize  # x read, y written, weight read
 
 
-OP = OpSpec(
-    id="rms_norm",
+OP = builtin_spec(
+    "rms_norm",
     baseline=torch_rms_norm,
     candidate=triton_rms_norm,
     make_inputs=make_inputs,
     bytes_moved=_bytes,
     # square, sum, scale, weight: about 4 operations an element
     flops=lambda shape: 4 * shape[0] * shape[1],
-    shape_rank=2,
-    aten="aten::rms_norm",
-    description="rms_norm over the last dim of (M, N) with weight, eps=1e-6, fp32 math",
 )

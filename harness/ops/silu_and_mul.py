@@ -6,7 +6,8 @@ import torch
 import triton
 import triton.language as tl
 
-from harness.ops.base import OpSpec, Shape, Tolerance
+from harness.ops.base import Shape, Tolerance
+from harness.ops.registry import builtin_spec
 
 
 @triton.jit
@@ -73,8 +74,8 @@ def _bytes(shape: Shape, itemsize: int) -> int:
     return 3 * m * n * itemsize  # read (M, 2N), write (M, N)
 
 
-OP = OpSpec(
-    id="silu_and_mul",
+OP = builtin_spec(
+    "silu_and_mul",
     baseline=torch_silu_and_mul,
     candidate=triton_silu_and_mul,
     make_inputs=make_inputs,
@@ -87,7 +88,4 @@ OP = OpSpec(
         "float16": Tolerance(atol=3e-3, rtol=3e-3),
         "bfloat16": Tolerance(atol=2.5e-2, rtol=2.5e-2),
     },
-    shape_rank=2,
-    aten="aten::silu",
-    description="silu(x1) * x2 fused, x = [x1 | x2] of shape (M, 2N), output (M, N); shape is (M, N)",
 )

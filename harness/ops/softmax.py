@@ -7,7 +7,8 @@ import triton
 import triton.language as tl
 
 from harness.ops._rows import launch_rows
-from harness.ops.base import OpSpec, Shape
+from harness.ops.base import Shape
+from harness.ops.registry import builtin_spec
 
 # Warps of the looped kernel (best of those tried on an H200).
 _LOOP_WARPS = 16
@@ -97,15 +98,12 @@ def _elems(shape: Shape) -> int:
     return m * n
 
 
-OP = OpSpec(
-    id="softmax",
+OP = builtin_spec(
+    "softmax",
     baseline=torch_softmax,
     candidate=triton_softmax,
     make_inputs=make_inputs,
     bytes_moved=lambda shape, itemsize: 2 * _elems(shape) * itemsize,
     # max, subtract, exp, sum, scale: about 5 operations an element
     flops=lambda shape: 5 * _elems(shape),
-    shape_rank=2,
-    aten="aten::_softmax",
-    description="softmax over the last dim of (M, N), fp32 math; looped online softmax past N=32768",
 )

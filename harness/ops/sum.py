@@ -8,7 +8,8 @@ import torch
 import triton
 import triton.language as tl
 
-from harness.ops.base import OpSpec, Shape, Tolerance
+from harness.ops.base import Shape, Tolerance
+from harness.ops.registry import builtin_spec
 
 _MAX_BLOCK_N = 2048  # columns per loop step
 _TILE = 4096  # elements per program per step when rows are short
@@ -114,8 +115,8 @@ def _bytes(shape: Shape, itemsize: int) -> int:
     return (m * n + m) * itemsize
 
 
-OP = OpSpec(
-    id="sum",
+OP = builtin_spec(
+    "sum",
     baseline=torch_sum,
     candidate=triton_sum,
     make_inputs=make_inputs,
@@ -129,7 +130,4 @@ OP = OpSpec(
         "float16": Tolerance(atol=1e-2, rtol=2e-3),
         "bfloat16": Tolerance(atol=5e-2, rtol=1.6e-2),
     },
-    shape_rank=2,
-    aten="aten::sum.dim_IntList",
-    description="sum over the last dim of (M, N), fp32 accumulation, output in the input dtype",
 )

@@ -24,6 +24,7 @@ __all__ = [
     "Summary",
     "Timing",
     "case_id",
+    "quantile",
     "record_from_dict",
     "shape_str",
 ]
@@ -43,8 +44,9 @@ def case_id(op: str, provider: str, dtype: str, shape: Sequence[int]) -> str:
     return f"{op}[{provider}-{dtype}-{shape_str(shape)}]"
 
 
-def _quantile(sorted_values: Sequence[float], q: float) -> float:
-    # Linear interpolation between closest ranks (numpy's default method).
+def quantile(sorted_values: Sequence[float], q: float) -> float:
+    """The ``q`` quantile of sorted values: linear interpolation between closest ranks (numpy's
+    default method). The one quantile function of the harness."""
     if len(sorted_values) == 1:
         return sorted_values[0]
     pos = q * (len(sorted_values) - 1)
@@ -72,9 +74,9 @@ class Summary:
         s = sorted(samples)
         return cls(
             median=statistics.median(s),
-            p10=_quantile(s, 0.10),
-            p90=_quantile(s, 0.90),
-            iqr=_quantile(s, 0.75) - _quantile(s, 0.25),
+            p10=quantile(s, 0.10),
+            p90=quantile(s, 0.90),
+            iqr=quantile(s, 0.75) - quantile(s, 0.25),
             mean=statistics.fmean(s),
             min=s[0],
             n=len(s),

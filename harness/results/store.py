@@ -97,8 +97,3 @@ def read_records(path: Path) -> list[Measurement]:
     if torn:
         warnings.warn(f"{path}: skipped {torn} torn line(s) left by an interrupted writer", stacklevel=2)
     return records
-
-
-def iter_dicts(records: Iterable[Measurement]) -> Iterable[dict[str, Any]]:
-    for r in records:
-        yield r.to_dict()

@@ -18,7 +18,7 @@ from typing import Any
 import numpy as np
 import pytest
 
-from harness.autotune import (
+from harness.autotune.store import (
     AutotuneMeta,
     OpAutotune,
     TunedConfig,
@@ -29,10 +29,10 @@ from harness.autotune import (
     read_op_autotune,
     write_meta,
 )
-from harness.autotune_tuners import AutotuneRecorder, find_autotuners, name_tuners
+from harness.autotune.tuners import AutotuneRecorder, find_autotuners, name_tuners
+from harness.child.plugins.autotune import module_names
 from harness.cli import main
 from harness.errors import UsageError
-from harness.plugins.autotune import module_names
 
 
 class FakeConfig:

@@ -16,27 +16,25 @@ from pathlib import Path
 import pytest
 
 from harness.backends import get_backend
-from harness.batch import (
+from harness.child.process import preload
+from harness.contract import CANCELLED_EXIT, GO, POISONED_EXIT
+from harness.ops.registry import BUILTIN as BUILTIN_OPS
+from harness.options import RunOptions
+from harness.run.batch import run_batch
+from harness.run.decide import (
     MAX_ATTEMPTS,
     AttemptExit,
     OpOutcome,
-    StopToken,
     Verdict,
     classify_exit,
     failure_key,
-    read_markers,
     render_status,
-    repair_records_tail,
-    run_batch,
     should_retry,
-    write_marker,
 )
-from harness.child import CANCELLED_EXIT, GO, preload
-from harness.ops.registry import builtin_ops
-from harness.options import RunOptions
-from harness.plan import OP_START_COST, OpPlan, RunPlan, plan_run, shard_ops
-from harness.plugins.planning import plan_plugins
-from harness.plugins.records import POISONED_EXIT
+from harness.run.plan import OP_START_COST, OpPlan, RunPlan, plan_run, shard_ops
+from harness.run.plugins import plan_plugins
+from harness.run.rundir import read_markers, repair_records_tail, write_marker
+from harness.run.spawn import StopToken
 
 BUILTIN = ("softmax", "layer_norm", "rms_norm", "gelu", "silu_and_mul", "add", "sum", "mm")
 
@@ -167,7 +165,7 @@ def test_sharding_weighs_an_expensive_op_by_its_case_cost() -> None:
 
 
 def test_plan_carries_the_ops_case_cost() -> None:
-    ops = builtin_ops()
+    ops = BUILTIN_OPS
     assert ops["mm"].case_cost > 1.0 and ops["add"].case_cost == 1.0
     plan = plan_run(RunOptions(ops=("mm", "add")), get_backend("cpu"), [ops["mm"], ops["add"]], "smoke",
                     {"mm": [(8, 8, 8)], "add": [(8,)]}, None, ["0"], "r")
@@ -261,7 +259,7 @@ def test_devices_run_in_parallel_but_each_device_one_op_at_a_time(tmp_path: Path
         return OpOutcome(op_plan.op, op_plan.device, "PASS", 1, 0.0, 1)
 
     events = _Events()
-    result = run_batch(_run_plan(ops, ("0", "1")), tmp_path, {}, events, runner=runner)
+    result = run_batch(_run_plan(ops, ("0", "1")), tmp_path, {}, events, run_one=runner)
     assert [o.status for o in result.outcomes] == ["PASS"] * 6
     assert result.interrupted == ""
     assert dict(worst) == {"0": 1, "1": 1}
@@ -280,7 +278,7 @@ def test_ops_already_done_are_not_run_again(tmp_path: Path) -> None:
         return OpOutcome(op_plan.op, op_plan.device, "PASS", 1, 0.0, 1)
 
     done = {"b": OpOutcome("b", "0", "CRASH", 2, 1.0, 0, ("killed by SIGSEGV",))}
-    result = run_batch(_run_plan(ops, ("0",)), tmp_path, {}, _Events(), already_done=done, runner=runner)
+    result = run_batch(_run_plan(ops, ("0",)), tmp_path, {}, _Events(), already_done=done, run_one=runner)
     assert ran == ["a", "c"]
     assert result.outcomes[1] == done["b"]
 
@@ -293,7 +291,7 @@ def test_a_stop_leaves_later_ops_pending_and_unmarked(tmp_path: Path) -> None:
         stop.request("SIGINT")  # arrives while "a" runs; "a" still ends normally
         return OpOutcome(op_plan.op, op_plan.device, "PASS", 1, 0.0, 1)
 
-    result = run_batch(_run_plan(ops, ("0",)), tmp_path, {}, _Events(), stop=stop, runner=runner)
+    result = run_batch(_run_plan(ops, ("0",)), tmp_path, {}, _Events(), stop=stop, run_one=runner)
     assert result.interrupted == "SIGINT"
     assert [o.status for o in result.outcomes] == ["PASS", "PENDING", "PENDING"]
     assert set(read_markers(tmp_path)) == {"a"}
@@ -307,7 +305,7 @@ def test_a_harness_fault_costs_one_op(tmp_path: Path) -> None:
             raise OSError(28, "No space left on device")
         return OpOutcome(op_plan.op, op_plan.device, "PASS", 1, 0.0, 1)
 
-    result = run_batch(_run_plan(ops, ("0",)), tmp_path, {}, _Events(), runner=runner)
+    result = run_batch(_run_plan(ops, ("0",)), tmp_path, {}, _Events(), run_one=runner)
     assert [o.status for o in result.outcomes] == ["ERROR", "PASS"]
     assert "No space left on device" in result.outcomes[0].notes[0]
     assert set(read_markers(tmp_path)) == {"b"}  # no marker: a resume runs "a" again

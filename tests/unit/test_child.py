@@ -10,7 +10,8 @@ import threading
 import time
 from pathlib import Path
 
-from harness.child import PARENT_PID_ENV, _expected_parent, watch_parent
+from harness.child.process import _expected_parent, watch_parent
+from harness.contract import PARENT_PID_ENV
 from tests.procs import alive
 
 ROOT = Path(__file__).resolve().parents[2]
@@ -42,7 +43,7 @@ def _orphan(tmp_path: Path, new_session: bool) -> tuple[int, int]:
     pids = tmp_path / "pids"
     watched = (
         "import os, subprocess, sys, time\n"
-        "from harness.child import watch_parent\n"
+        "from harness.child.process import watch_parent\n"
         "stray = subprocess.Popen(['sleep', '300'])\n"
         "watch_parent(int(sys.argv[2]), interval_s=0.05)\n"
         "open(sys.argv[1], 'w').write(f'{os.getpid()} {stray.pid}')\n"

@@ -326,7 +326,7 @@ with open(os.path.join(out, "records.jsonl"), "w") as fh:
         fh.write(json.dumps(dict(schema_version=1, run_id=run_id, op=op, provider="builtin",
                  dtype="float16", shape=[64], backend="cpu", device="cpu", timer="cpu",
                  status="pass", baseline=timing, candidate=timing)) + "\\n")
-info = dict(run_id=run_id, status="complete", backend="cpu", timer="cpu", level="smoke",
+info = dict(schema_version=1, run_id=run_id, status="complete", backend="cpu", timer="cpu", level="smoke",
             identity=dict(device_name="x86_64"), options=dict(cache="cold"), fingerprint="fp",
             args=args, cwd=os.getcwd())
 json.dump(info, open(os.path.join(out, "run.json"), "w"))

@@ -20,6 +20,7 @@ from harness.container.image import (
     load_recipe,
     resolve_steps,
 )
+from harness.container.launch import assemble, device_choice, prepare_run
 from harness.container.plan import (
     CONTAINER_REPO,
     DeviceChoice,
@@ -29,7 +30,6 @@ from harness.container.plan import (
     plan_devices,
     plan_invocation,
 )
-from harness.container.runner import assemble, device_choice, prepare_run
 from harness.errors import EnvironmentProblem, UsageError
 from harness.options import ContainerOptions
 
@@ -441,7 +441,7 @@ def test_container_package_imports_without_torch() -> None:
     """The bench-<backend> venvs hold the docker SDK and no torch."""
     code = (
         "import sys; sys.modules['torch'] = None; sys.modules['triton'] = None; "
-        "import harness.container.cli, harness.container.runner; print('ok')"
+        "import harness.container.cli, harness.container.launch; print('ok')"
     )
     done = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, cwd=ROOT,
                           env={**os.environ, "PYTHONPATH": str(ROOT)})

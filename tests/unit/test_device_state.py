@@ -1,6 +1,6 @@
 from __future__ import annotations
 
-from harness.device_state import clock_drop, parse_state
+from harness.backends.state import clock_drop, parse_state
 
 NVSMI = "0, 1980, 3201, 41, 120.55\n1, 1755, 3201, 39, [N/A]\n"
 
@@ -21,7 +21,7 @@ def test_clock_drop_flags_throttling_after_the_peak_only() -> None:
 
 
 def test_summarize_states_flags_a_drop_under_load_only(tmp_path) -> None:
-    from harness.device_state import summarize_states
+    from harness.backends.state import summarize_states
 
     lines = [
         '{"op": "<run start>", "device": "0", "sm_clock_mhz": 345}',

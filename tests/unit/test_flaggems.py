@@ -16,11 +16,9 @@ import pytest
 import torch
 
 from harness.backends import BACKENDS, get_backend
-from harness.batch import _child_env
 from harness.errors import ConfigError, UsageError
-from harness.ops.registry import BUILTIN_OP_IDS, build_catalog, builtin_ops
+from harness.ops.registry import BUILTIN, load_op, load_ops
 from harness.options import RunOptions
-from harness.plan import plan_run
 from harness.providers import PROVIDERS, candidate_for, check_provider
 from harness.providers.bindings import BUILTIN_BINDINGS, LAYER_NORM_EPS, RMS_NORM_EPS, GemsCall
 from harness.providers.declarative import (
@@ -46,6 +44,8 @@ from harness.providers.vendors import (
     gems_vendor_env,
     unknown_vendor_message,
 )
+from harness.run.plan import plan_run
+from harness.run.spawn import child_env
 
 # -- vendor mapping -------------------------------------------------------------------------------
 
@@ -76,16 +76,16 @@ def test_a_vendor_the_user_chose_is_left_alone(key: str) -> None:
 
 
 def _plan(backend: str) -> Any:
-    ops = builtin_ops()
+    ops = BUILTIN
     return plan_run(RunOptions(backend=backend), get_backend(backend), [ops["add"]], "smoke",
                     {"add": [(4, 64)]}, None, ["0"], "r1")
 
 
 def test_child_environment_carries_gems_vendor_and_keeps_the_users() -> None:
-    env = _child_env(_plan("cuda"), "3", {"CUDA_VISIBLE_DEVICES": "0,1,2,3"})
+    env = child_env(get_backend("cuda"), "3", {"CUDA_VISIBLE_DEVICES": "0,1,2,3"})
     assert env["GEMS_VENDOR"] == "nvidia" and env["CUDA_VISIBLE_DEVICES"] == "3"
-    assert _child_env(_plan("cuda"), "0", {"GEMS_VENDOR": "hygon"})["GEMS_VENDOR"] == "hygon"
-    assert "GEMS_VENDOR" not in _child_env(_plan("cpu"), "cpu", {})
+    assert child_env(get_backend("cuda"), "0", {"GEMS_VENDOR": "hygon"})["GEMS_VENDOR"] == "hygon"
+    assert "GEMS_VENDOR" not in child_env(get_backend("cpu"), "cpu", {})
 
 
 def test_a_misspelt_vendor_is_explained() -> None:
@@ -98,8 +98,8 @@ def test_a_misspelt_vendor_is_explained() -> None:
 
 
 def test_every_builtin_op_has_a_flaggems_binding_matching_its_aten_op() -> None:
-    ops = builtin_ops()
-    assert set(BUILTIN_BINDINGS) == set(BUILTIN_OP_IDS)
+    ops = BUILTIN
+    assert set(BUILTIN_BINDINGS) == set(tuple(BUILTIN))
     for op_id, binding in BUILTIN_BINDINGS.items():
         if binding.aten is not None:
             assert ops[op_id].aten == f"aten::{binding.aten}"
@@ -125,9 +125,9 @@ def _silu_and_mul(a: torch.Tensor, b: torch.Tensor) -> torch.Tensor:
 SHAPES = {"mm": (8, 5, 6)}
 
 
-@pytest.mark.parametrize("op_id", BUILTIN_OP_IDS)
+@pytest.mark.parametrize("op_id", tuple(BUILTIN))
 def test_each_binding_calls_flaggems_with_atens_arguments(op_id: str) -> None:
-    op = builtin_ops()[op_id]
+    op = load_op(op_id)
     binding = BUILTIN_BINDINGS[op_id]
     fn = _aten_reference(binding.aten) if binding.aten else _silu_and_mul
     gen = torch.Generator().manual_seed(0)
@@ -206,7 +206,7 @@ def test_cases_skip_on_a_backend_without_gpu_and_flag_gems_is_not_imported() -> 
     def must_not_load() -> Any:
         raise AssertionError("flag_gems must not be imported for the cpu backend")
 
-    cand = flaggems_candidate(builtin_ops()["softmax"], get_backend("cpu"), load=must_not_load)
+    cand = flaggems_candidate(load_op("softmax"), get_backend("cpu"), load=must_not_load)
     assert isinstance(cand, Unavailable) and "GPU" in cand.reason and "'cpu'" in cand.reason
     with pytest.raises(pytest.skip.Exception, match="GPU"):
         cand(torch.ones(2, 2))
@@ -214,20 +214,20 @@ def test_cases_skip_on_a_backend_without_gpu_and_flag_gems_is_not_imported() -> 
 
 def test_an_op_flaggems_does_not_register_on_this_vendor_skips_naming_it() -> None:
     rt = fake_runtime(unused=("add",))  # FlagGems' _amd backend leaves add to torch
-    cand = flaggems_candidate(builtin_ops()["add"], get_backend("rocm"), load=lambda: rt)
+    cand = flaggems_candidate(load_op("add"), get_backend("rocm"), load=lambda: rt)
     assert isinstance(cand, Unavailable)
     assert "does not register aten::add.Tensor" in cand.reason and "vendor amd" in cand.reason
 
 
 def test_an_op_without_binding_skips_with_the_fix() -> None:
-    user_op = build_catalog([str(Path(__file__).parents[1] / "data" / "user_ops.py")])["scale3"]
+    user_op = load_ops([str(Path(__file__).parents[1] / "data" / "user_ops.py")])["scale3"]
     cand = flaggems_candidate(user_op, get_backend("cuda"), load=fake_runtime)
     assert isinstance(cand, Unavailable) and "no FlagGems binding" in cand.reason and "YAML" in cand.reason
 
 
 @pytest.mark.parametrize("op_id", ["softmax", "silu_and_mul", "mm"])
 def test_the_candidate_runs_flaggems_function_and_matches_the_baseline(op_id: str) -> None:
-    op = builtin_ops()[op_id]
+    op = load_op(op_id)
     cand = flaggems_candidate(op, get_backend("cuda"), load=fake_runtime)
     assert not isinstance(cand, Unavailable)
     args = op.make_inputs(SHAPES.get(op_id, (4, 8)), torch.float32, torch.Generator().manual_seed(1), "cpu")
@@ -236,7 +236,7 @@ def test_the_candidate_runs_flaggems_function_and_matches_the_baseline(op_id: st
 
 def test_provider_flaggems_is_selectable_and_skips_cleanly_on_cpu() -> None:
     assert "flaggems" in PROVIDERS and check_provider("flaggems") == "flaggems"
-    cand = candidate_for("flaggems", builtin_ops()["gelu"], get_backend("cpu"))
+    cand = candidate_for("flaggems", load_op("gelu"), get_backend("cpu"))
     assert isinstance(cand, Unavailable)
     with pytest.raises(UsageError, match="Known providers: builtin, flaggems"):
         check_provider("gems")
@@ -357,7 +357,7 @@ def test_a_declaration_file_that_is_not_a_mapping_is_refused(tmp_path: Path) -> 
 def test_listing_shows_which_harness_ops_flaggems_registers_and_what_else_it_offers() -> None:
     inv = Inventory(version="5.0.2", vendor="amd", device="cuda",
                     registrations={"_softmax": "softmax", "mm": "mm", "abs": "abs", "addmm": "addmm"})
-    text = render_listing(build_catalog(), inv)
+    text = render_listing(load_ops(), inv)
     assert "flag_gems 5.0.2, vendor amd" in text
     lines = {line.split()[0]: line for line in text.splitlines() if line.startswith("  ") and line.split()}
     assert "registered (softmax)" in lines["softmax"]
@@ -367,7 +367,7 @@ def test_listing_shows_which_harness_ops_flaggems_registers_and_what_else_it_off
 
 
 def test_listing_without_flag_gems_still_shows_the_op_map_and_why() -> None:
-    text = render_listing(build_catalog(), Inventory(unavailable="flag_gems is not installed"))
+    text = render_listing(load_ops(), Inventory(unavailable="flag_gems is not installed"))
     assert text.startswith("flag_gems: unavailable here: flag_gems is not installed")
     assert "aten::_softmax" in text and "unknown" in text
 

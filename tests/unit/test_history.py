@@ -88,7 +88,7 @@ def _run(root: Path, day: int, slow: dict[str, float] | None = None, fingerprint
     path = root / f"night-{fingerprint}-{day:02d}"
     path.mkdir(parents=True)
     write_json(path / "run.json", {
-        "run_id": path.name, "status": "complete", "backend": "cuda", "timer": "direct",
+        "schema_version": 1, "run_id": path.name, "status": "complete", "backend": "cuda", "timer": "direct",
         "level": "core", "identity": {"device_name": "NVIDIA H200"}, "options": {"cache": "cold"},
         "fingerprint": fingerprint, "started_at": f"2026-11-{day:02d}T02:00:00+00:00",
         "git_commit": f"{day:040d}",

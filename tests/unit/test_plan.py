@@ -6,14 +6,14 @@ import pytest
 
 from harness.backends import get_backend
 from harness.errors import UsageError
-from harness.ops.registry import builtin_ops
+from harness.ops.registry import BUILTIN
 from harness.ops.shapes import load_level
 from harness.options import RunOptions
-from harness.plan import OP_START_COST, assign_device, plan_run
+from harness.run.plan import OP_START_COST, assign_device, plan_run
 
 
 def _plan(devices: list[str], ops: list[str] | None = None):
-    catalog = builtin_ops()
+    catalog = BUILTIN
     chosen = [catalog[o] for o in (ops or list(catalog))]
     return plan_run(RunOptions(), get_backend("cuda"), chosen, "core", load_level("core"), None, devices, "r")
 
@@ -38,7 +38,7 @@ def test_assign_device_ignores_device_order() -> None:
 
 
 def test_user_shapes_override_and_bad_shapes_are_refused() -> None:
-    catalog = builtin_ops()
+    catalog = BUILTIN
     plan = plan_run(RunOptions(), get_backend("cpu"), [catalog["add"]], "smoke", load_level("smoke"),
                     {"add": [(3, 5)]}, ["cpu"], "r")
     assert plan.ops[0].shapes == ((3, 5),)

@@ -4,23 +4,23 @@ import pytest
 
 from harness.backends import get_backend
 from harness.errors import UsageError
-from harness.plugins.planning import plan_plugins, resolve_timer
+from harness.run.plugins import plan_plugins, resolve_timer
 
 
 def test_cpu_backend_plans_interpreter_and_cpu_timer() -> None:
     plan = plan_plugins(get_backend("cpu"))
     assert plan.timer == "cpu"
-    assert "harness.plugins.interpreter" in plan.modules
-    assert "harness.plugins.device" not in plan.modules
-    assert plan.modules[-1] == "harness.plugins.records"
+    assert "harness.child.plugins.interpreter" in plan.modules
+    assert "harness.child.plugins.device" not in plan.modules
+    assert plan.modules[-1] == "harness.child.plugins.records"
 
 
 @pytest.mark.parametrize("name", ["cuda", "musa", "rocm", "ascend"])
 def test_accelerators_plan_device_plugin_and_graph_timer(name: str) -> None:
     plan = plan_plugins(get_backend(name))
     assert plan.timer == "graph"  # every accelerator backend declares graph capture
-    assert "harness.plugins.device" in plan.modules
-    assert "harness.plugins.interpreter" not in plan.modules
+    assert "harness.child.plugins.device" in plan.modules
+    assert "harness.child.plugins.interpreter" not in plan.modules
     args = plan.pytest_args()
     assert args[0] == "-p" and len(args) == 2 * len(plan.modules)
     assert any("falls back to direct" in r for r in plan.reasons)

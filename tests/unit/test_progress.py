@@ -4,8 +4,8 @@ import io
 
 import pytest
 
-from harness.batch import OpOutcome
-from harness.progress import PlainProgress, ProgressState, choose_display, make_progress
+from harness.run.decide import OpOutcome
+from harness.run.progress import PlainProgress, ProgressState, choose_display, make_progress
 
 
 @pytest.mark.parametrize(

@@ -6,7 +6,15 @@ import subprocess
 from pathlib import Path
 
 from harness.results.render import commit_label
-from harness.run import git_commit, git_dirty
+from harness.run.provenance import commit_state
+
+
+def git_commit(where: Path) -> str | None:
+    return commit_state(where).commit
+
+
+def git_dirty(where: Path) -> bool | None:
+    return commit_state(where).dirty
 
 
 def _git(repo: Path, *args: str) -> None:

@@ -1,4 +1,4 @@
-"""The run directory lock (harness.run._run_lock): one harness process per run directory, no
+"""The run directory lock (harness.run.rundir.run_lock): one harness process per run directory, no
 ``run.lock`` left behind once the run ends, and a lock left by a killed run never in the way."""
 
 from __future__ import annotations
@@ -11,9 +11,11 @@ from pathlib import Path
 
 import pytest
 
-import harness.run as run_module
+import harness.run.rundir as run_module
 from harness.errors import UsageError
-from harness.run import LOCK_FILE, _run_lock
+from harness.run.rundir import run_lock as _run_lock
+
+LOCK_FILE = "run.lock"
 
 
 def test_the_lock_file_exists_while_held_and_is_removed_after(tmp_path: Path) -> None:

@@ -80,7 +80,7 @@ def test_store_appends_and_skips_torn_last_line(tmp_path: Path) -> None:
 def test_check_close_reports_shape_mismatch_and_nonfinite_values_serialisably(tmp_path: Path) -> None:
     import torch
 
-    from harness.measure import check_close
+    from harness.child.measure import check_close
 
     wrong_shape = check_close(torch.zeros(3, 4), torch.zeros(4, 3, dtype=torch.float64), 1e-3, 1e-3)
     assert not wrong_shape.passed and wrong_shape.max_abs is None
@@ -119,7 +119,7 @@ def test_a_torn_line_in_the_middle_does_not_cost_later_records(tmp_path: Path) -
 
 def test_roofline_percentages_use_the_backends_datasheet_peaks() -> None:
     from harness.backends import get_backend
-    from harness.measure import roofline
+    from harness.child.measure import roofline
 
     peaks = get_backend("cuda").peaks
     assert peaks is not None

@@ -6,7 +6,7 @@ import pytest
 
 from harness.errors import ConfigError, UsageError
 from harness.ops.base import OpSpec
-from harness.selection import read_dismiss_file, read_ops_file, select_run_ops, source_label
+from harness.run.select import read_dismiss_file, read_ops_file, select_run_ops, source_label
 
 
 def _op(op_id: str, source: str = "builtin") -> OpSpec:

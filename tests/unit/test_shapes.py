@@ -5,14 +5,14 @@ from pathlib import Path
 import pytest
 
 from harness.errors import ConfigError
-from harness.ops.registry import BUILTIN_OP_IDS
+from harness.ops.registry import BUILTIN
 from harness.ops.shapes import LEVELS, load_level, load_shapes_file, parse_shapes
 
 
 @pytest.mark.parametrize("level", LEVELS)
 def test_every_level_covers_every_builtin_op(level: str) -> None:
     shapes = load_level(level)
-    assert set(BUILTIN_OP_IDS) <= set(shapes)
+    assert set(tuple(BUILTIN)) <= set(shapes)
     for op, items in shapes.items():
         assert items, op
 
@@ -20,7 +20,7 @@ def test_every_level_covers_every_builtin_op(level: str) -> None:
 def test_user_file_parses(tmp_path: Path) -> None:
     f = tmp_path / "s.yaml"
     f.write_text("softmax:\n  - [8, 16]\n  - [3, 5]\n")
-    assert load_shapes_file(str(f), BUILTIN_OP_IDS) == {"softmax": [(8, 16), (3, 5)]}
+    assert load_shapes_file(str(f), tuple(BUILTIN)) == {"softmax": [(8, 16), (3, 5)]}
 
 
 @pytest.mark.parametrize(
@@ -39,7 +39,7 @@ def test_bad_shapes_files(tmp_path: Path, text: str, needle: str) -> None:
     f = tmp_path / "s.yaml"
     f.write_text(text)
     with pytest.raises(ConfigError, match=needle) as err:
-        load_shapes_file(str(f), BUILTIN_OP_IDS)
+        load_shapes_file(str(f), tuple(BUILTIN))
     assert str(f) in str(err.value)
 
 

@@ -4,10 +4,10 @@ from __future__ import annotations
 
 import itertools
 
-from harness.timing.base import Budget, adaptive_samples, rel_spread, reps_for
-from harness.timing.flush import FLUSH_KERNEL_NAME, MARKER_KERNEL_NAME, flush_bytes
-from harness.timing.graph import unroll_for
-from harness.timing.profiler import kernel_samples
+from harness.child.timing.base import Budget, adaptive_samples, rel_spread, reps_for
+from harness.child.timing.flush import FLUSH_KERNEL_NAME, MARKER_KERNEL_NAME, flush_bytes
+from harness.child.timing.graph import unroll_for
+from harness.child.timing.profiler import kernel_samples
 
 
 def test_kernel_samples_exclude_flush_and_group_per_iteration() -> None:

@@ -1,0 +1,201 @@
+"""One case, measured: inputs, correctness against an upcast reference, then timing.
+
+Runs in the op's process (called from the pytest suite). Correctness
+comes first: a mismatch or a NaN fails the case and nothing is timed.
+"""
+
+from __future__ import annotations
+
+import datetime as _dt
+import time
+from collections.abc import Callable
+from dataclasses import dataclass
+from typing import Any
+
+from harness.backends.base import Peaks
+from harness.child.timing.base import CaptureFatal, CaptureRefused, Samples, Timer
+from harness.contract import Case
+from harness.ops.base import OpSpec
+from harness.results.schema import Correctness, Fallback, Measurement, Timing
+
+__all__ = ["CaseContext", "check_close", "measure_case"]
+
+
+@dataclass(frozen=True)
+class CaseContext:
+    """What the child knows about where it runs; copied onto every record."""
+
+    run_id: str
+    backend: str
+    device: str  # physical id as the parent sees it
+    torch_device: str  # what torch calls it inside the child ("cuda:0", "cpu")
+    device_name: str
+    timer_name: str
+    cache: str
+    peaks: Peaks | None = None  # the backend's datasheet ceilings, for roofline percentages
+
+
+def _torch_dtype(name: str) -> Any:
+    import torch
+
+    return getattr(torch, name)
+
+
+def _upcast(value: Any) -> Any:
+    import torch
+
+    if isinstance(value, torch.Tensor) and value.is_floating_point():
+        return value.to(torch.float64)
+    return value
+
+
+def check_close(candidate: Any, reference: Any, atol: float, rtol: float) -> Correctness:
+    """Compare ``candidate`` with a float64 ``reference``.
+
+    NaN or infinity where the reference is finite fails, and so does a shape mismatch. The
+    error maxima are taken over finite differences only, so a record always serialises;
+    ``nonfinite`` counts the rest.
+    """
+    import torch
+
+    c = candidate.detach().to(torch.float64)
+    r = reference.detach().to(torch.float64)
+    if c.shape != r.shape:
+        return Correctness(passed=False, max_abs=None, max_rel=None, atol=atol, rtol=rtol,
+                           mismatched=r.numel(), numel=r.numel(),
+                           shape_mismatch=f"candidate {list(c.shape)} vs reference {list(r.shape)}")
+    nan = bool(torch.isnan(c).logical_and(~torch.isnan(r)).any().item())
+    nonfinite = int((~torch.isfinite(c) & torch.isfinite(r)).sum().item())
+    diff = (c - r).abs()
+    finite = torch.isfinite(diff)
+    max_abs = float(diff[finite].max().item()) if finite.any() else 0.0
+    rel = diff / r.abs().clamp_min(1e-12)
+    max_rel = float(rel[finite].max().item()) if finite.any() else 0.0
+    bad = ~(diff <= atol + rtol * r.abs())
+    both_nan = torch.isnan(c) & torch.isnan(r)
+    mismatched = int((bad & ~both_nan).sum().item())
+    return Correctness(
+        passed=(mismatched == 0 and not nan and nonfinite == 0),
+        max_abs=max_abs,
+        max_rel=max_rel,
+        atol=atol,
+        rtol=rtol,
+        nan=nan,
+        mismatched=mismatched,
+        numel=int(r.numel()),
+        nonfinite=nonfinite,
+    )
+
+
+def roofline(peaks: Peaks | None, gbps: float | None, tflops: float | None, dtype: str) -> dict[str, Any]:
+    """Percentages of the backend's datasheet ceilings (a representative device, Peaks.device).
+
+    The matrix ceiling is the dense bf16 rate, so it is given for 16-bit dtypes only."""
+    if peaks is None:
+        return {}
+    out: dict[str, Any] = {"peak_device": peaks.device}
+    if gbps is not None:
+        out["pct_peak_bandwidth"] = round(100 * gbps / peaks.bandwidth_gbps, 2)
+    if tflops is not None and dtype in ("float16", "bfloat16"):
+        out["pct_peak_bf16_tflops"] = round(100 * tflops / peaks.bf16_tflops, 2)
+    return out
+
+
+def measure_case(
+    ctx: CaseContext,
+    op: OpSpec,
+    candidate: Callable[..., Any],
+    case: Case,
+    timer: Timer,
+    seed: int,
+    fallback_timer: Timer | None = None,
+) -> Measurement:
+    import torch
+
+    started = _dt.datetime.now(_dt.UTC).isoformat(timespec="seconds")
+    t0 = time.perf_counter()
+    gen = torch.Generator(device=ctx.torch_device)
+    gen.manual_seed(seed)
+    dtype = _torch_dtype(case.dtype)
+    args = op.make_inputs(case.shape, dtype, gen, ctx.torch_device)
+    out = candidate(*args)
+    reference = op.baseline(*[_upcast(a) for a in args])
+    tol = op.tolerance(case.dtype)
+    correctness = check_close(out, reference, tol.atol, tol.rtol)
+    common: dict[str, Any] = dict(
+        run_id=ctx.run_id,
+        op=case.op,
+        provider=case.provider,
+        dtype=case.dtype,
+        shape=tuple(case.shape),
+        backend=ctx.backend,
+        device=ctx.device,
+        device_name=ctx.device_name,
+        timer=ctx.timer_name,
+        cache=ctx.cache,
+        seed=seed,
+        started_at=started,
+    )
+    if not correctness.passed:
+        if correctness.shape_mismatch:
+            what = f"output shape differs: {correctness.shape_mismatch}"
+        elif correctness.nan:
+            what = "NaN in the output"
+        elif correctness.nonfinite:
+            what = f"{correctness.nonfinite} non-finite value(s) where the reference is finite"
+        else:
+            what = (f"{correctness.mismatched} of {correctness.numel} elements outside "
+                    f"atol={tol.atol:g} rtol={tol.rtol:g}")
+        errors = (f"; max abs err {correctness.max_abs:.3g}, max rel err {correctness.max_rel:.3g}"
+                  if correctness.max_abs is not None and correctness.max_rel is not None else "")
+        message = f"{case.case_id}: candidate does not match the reference ({what}){errors}"
+        return Measurement(status="fail", correctness=correctness, message=message,
+                           duration_s=time.perf_counter() - t0, **common)
+    del reference, out
+    fallback: Fallback | None = None
+    try:
+        # Candidate first: a refused capture switches the whole row, so both sides share a timer.
+        cand_s = timer.measure(lambda: candidate(*args))
+        base_s = timer.measure(lambda: op.baseline(*args))
+    except CaptureRefused as refused:
+        if fallback_timer is None:
+            raise
+        fallback = Fallback(phase=refused.phase, reason=refused.reason, detail=refused.detail)
+        cand_s = fallback_timer.measure(lambda: candidate(*args))
+        base_s = fallback_timer.measure(lambda: op.baseline(*args))
+    except CaptureFatal as fatal:
+        common["timer"] = timer.name
+        return Measurement(status="error", correctness=correctness, notes=("fatal",),
+                           message=f"{case.case_id}: fatal device error, no latency reported: {fatal}",
+                           duration_s=time.perf_counter() - t0, **common)
+    common["timer"] = cand_s.timer
+    notes = tuple(f"{side} noisy (IQR/median did not settle)" for side, smp in
+                  (("candidate", cand_s), ("baseline", base_s)) if smp.noisy)
+    baseline_samples: Samples = base_s
+    candidate_samples: Samples = cand_s
+    base = Timing.of(baseline_samples.values)
+    cand = Timing.of(candidate_samples.values)
+    cand_sec = cand.summary.median * 1e-3
+    itemsize = torch.empty((), dtype=dtype).element_size()
+    nbytes = op.bytes_moved(case.shape, itemsize)
+    flops = op.flops(case.shape)
+    return Measurement(
+        status="pass",
+        correctness=correctness,
+        baseline=base,
+        candidate=cand,
+        speedup=base.summary.median / cand.summary.median if cand.summary.median > 0 else None,
+        gbps=nbytes / cand_sec / 1e9 if cand_sec > 0 else None,
+        tflops=flops / cand_sec / 1e12 if cand_sec > 0 and flops else None,
+        extra={
+            "bytes": nbytes,
+            "flops": flops,
+            "baseline_gbps": nbytes / (base.summary.median * 1e-3) / 1e9 if base.summary.median > 0 else None,
+            **roofline(ctx.peaks, nbytes / cand_sec / 1e9 if cand_sec > 0 else None,
+                       flops / cand_sec / 1e12 if cand_sec > 0 and flops else None, case.dtype),
+        },
+        duration_s=time.perf_counter() - t0,
+        fallback=fallback,
+        notes=notes,
+        **common,
+    )

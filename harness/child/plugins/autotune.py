@@ -1,0 +1,86 @@
+"""Autotune record/replay in the op's process: the part that touches Triton.
+
+Finds the ``triton.runtime.autotuner.Autotuner`` objects reachable from the op (the globals
+of the candidate's module and of the op's own candidate's module, plus an optional
+``harness_autotuners()`` there), seeds their caches from ``--replay-from`` before the first
+case, and gives the suite the ``harness_autotune`` fixture that marks each row and writes
+``autotune/<op>.json``. Formats: harness/autotune.py; the logic on
+autotuner objects: harness/autotune_tuners.py.
+"""
+
+from __future__ import annotations
+
+import functools
+import inspect
+import sys
+from collections.abc import Iterator, Sequence
+from pathlib import Path
+from typing import Any
+
+import pytest
+
+from harness.autotune.store import OpAutotune, TunedConfig, op_autotune_path, read_op_autotune
+from harness.autotune.tuners import AutotuneRecorder, find_autotuners, name_tuners
+from harness.child.plugins.session import HarnessSession
+
+__all__ = ["build_recorder", "harness_autotune", "module_names"]
+
+
+def _is_autotuner(obj: Any) -> bool:
+    try:
+        from triton.runtime.autotuner import Autotuner
+    except ImportError:  # no Triton in this process: nothing to record
+        return False
+    return isinstance(obj, Autotuner)
+
+
+def _make_config(entry: TunedConfig) -> Any:
+    """A triton.Config for a recorded entry, passing only the options this Triton's Config takes."""
+    import triton
+
+    accepted = inspect.signature(triton.Config).parameters
+    options = {name: getattr(entry, name) for name in ("num_warps", "num_stages", "num_ctas", "maxnreg")
+               if getattr(entry, name) is not None and name in accepted}
+    return triton.Config(dict(entry.kwargs), **options)
+
+
+def module_names(callables: Sequence[Any]) -> list[str]:
+    """Modules of the callables and of what they wrap (``__wrapped__``, ``func``, ``fn``)."""
+    names: list[str] = []
+    for obj in callables:
+        for _ in range(5):
+            if isinstance(obj, functools.partial):
+                obj = obj.func
+                continue
+            name = getattr(obj, "__module__", None)
+            if isinstance(name, str) and name not in names:
+                names.append(name)
+            fields = vars(obj) if hasattr(obj, "__dict__") else {}
+            obj = fields.get("__wrapped__") or fields.get("fn")
+            if obj is None:
+                break
+    return names
+
+
+def build_recorder(session: HarnessSession) -> AutotuneRecorder:
+    spec = session.spec
+    names = module_names([session.candidate, session.op.candidate])
+    modules = [sys.modules[n] for n in names if n in sys.modules]
+    tuners = name_tuners(find_autotuners(modules, _is_autotuner))
+    replay: OpAutotune | None = None
+    source = spec.extra.get("replay_from")
+    if source:
+        path = op_autotune_path(Path(source), spec.op)
+        # The parent checked every file of the source; an op the source did not run has none,
+        # and each of its autotuned cases is then tuned live and marked replay-miss.
+        replay = read_op_autotune(path) if path.is_file() else OpAutotune(op=spec.op)
+    return AutotuneRecorder(op=spec.op, path=op_autotune_path(Path(spec.run_dir), spec.op),
+                            tuners=tuners, replay=replay, make_config=_make_config)
+
+
+@pytest.fixture(scope="session")
+def harness_autotune(harness_session: HarnessSession) -> Iterator[AutotuneRecorder]:
+    """Set up before the first case (replayed configs are in place before any kernel runs)."""
+    recorder = build_recorder(harness_session)
+    yield recorder
+    recorder.save()

@@ -1,0 +1,61 @@
+"""Loads the child spec and the op it names; the other plugins read the session from the stash."""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+
+import pytest
+
+from harness.backends import Backend, get_backend
+from harness.contract import ChildSpec
+from harness.ops.base import OpSpec
+
+__all__ = ["HarnessSession", "SESSION_KEY", "get_session"]
+
+
+@dataclass
+class HarnessSession:
+    spec: ChildSpec
+    backend: Backend
+    op: OpSpec
+    candidate: Any
+    identity: dict[str, Any] = field(default_factory=dict)
+    torch_device: str = "cpu"
+
+
+SESSION_KEY = pytest.StashKey[HarnessSession]()
+
+
+def pytest_addoption(parser: pytest.Parser) -> None:
+    parser.addoption("--harness-spec", help="child spec JSON written by `harness run`")
+
+
+def pytest_configure(config: pytest.Config) -> None:
+    path = config.getoption("--harness-spec")
+    if not path:
+        raise pytest.UsageError("the harness plugins need --harness-spec PATH (written by `harness run`)")
+    try:
+        spec = ChildSpec.load(Path(path))
+    except ValueError as exc:
+        raise pytest.UsageError(str(exc)) from None
+    from harness.ops.registry import load_op
+    from harness.providers import candidate_for
+
+    op = load_op(spec.op, spec.ops_modules)
+    config.stash[SESSION_KEY] = HarnessSession(
+        spec=spec,
+        backend=get_backend(spec.backend),
+        op=op,
+        candidate=candidate_for(spec.provider, op),
+    )
+
+
+def get_session(config: pytest.Config) -> HarnessSession:
+    return config.stash[SESSION_KEY]
+
+
+@pytest.fixture(scope="session")
+def harness_session(request: pytest.FixtureRequest) -> HarnessSession:
+    return get_session(request.config)

@@ -1,0 +1,53 @@
+"""The timer fixture: built once per op process from the timer the parent planned.
+
+Provides the primary timer and the fallback the row switches to when a graph
+capture is refused (``harness_fallback_timer``).
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+import pytest
+
+from harness.child.plugins.session import HarnessSession, get_session
+from harness.child.timing.base import Budget, Timer, device_api
+from harness.child.timing.cpu import CpuTimer
+from harness.child.timing.direct import DirectTimer
+from harness.child.timing.flush import Flusher
+from harness.child.timing.graph import GraphTimer
+from harness.child.timing.profiler import ProfilerTimer
+
+
+@dataclass(frozen=True)
+class Timers:
+    primary: Timer
+    fallback: Timer | None  # used for a whole row when the primary refuses (graph capture)
+
+
+def build_timers(session: HarnessSession) -> Timers:
+    spec = session.spec
+    backend = session.backend
+    budget = Budget(warmup_ms=spec.warmup_ms, rep_ms=spec.rep_ms)
+    if spec.timer == "cpu":
+        timer = CpuTimer(budget=Budget(warmup_ms=spec.warmup_ms, rep_ms=min(spec.rep_ms, 50.0), min_reps=3,
+                                       max_reps=50, target_spread=0.05, cap_ms=200.0))
+        if backend.torch_namespace:
+            timer.synchronize = device_api(backend.torch_namespace, backend.torch_extension).synchronize
+        return Timers(timer, None)
+    assert backend.torch_namespace is not None
+    api = device_api(backend.torch_namespace, backend.torch_extension, backend.graph_class)
+    flush = Flusher(session.torch_device, session.identity.get("l2_bytes")) if spec.cache == "cold" else None
+    direct = DirectTimer(api=api, flush=flush, budget=budget)
+    if spec.timer == "direct":
+        return Timers(direct, None)
+    if spec.timer == "graph":
+        return Timers(GraphTimer(api=api, backend=backend, op_id=spec.op, flush=flush, budget=budget), direct)
+    if spec.timer == "profiler":
+        return Timers(ProfilerTimer(api=api, device=session.torch_device, flush=flush, budget=budget), None)
+    raise pytest.UsageError(f"timer {spec.timer!r} is not available in this harness version")
+
+
+@pytest.fixture(scope="session")
+def harness_timers(request: pytest.FixtureRequest) -> Timers:
+    return build_timers(get_session(request.config))

@@ -1,0 +1,129 @@
+"""Entry of an op's process: ``python -m harness.child EXIT_FILE [--hold] -- PYTEST_ARGS...``.
+
+It runs pytest in-process, then writes pytest's exit status to EXIT_FILE. A process that ends
+without that file never got back from pytest (a signal, ``os._exit``, a poisoned context, a
+fatal error in native code), which ``harness.run.decide.classify_exit`` reports as a crash.
+No harness plugin is imported here before pytest loads it.
+
+With ``--hold`` (a pre-started process, docs/batch.md "Pre-start"), it first imports what
+every op needs (pytest, torch, triton, the harness's op and timing modules; none of which
+opens a device) and then waits for one line on stdin: ``go`` runs pytest as above; anything
+else, or the end of stdin (the parent cancelled it or is gone), ends it with
+:data:`harness.contract.CANCELLED_EXIT` and no EXIT_FILE.
+
+It ends with its parent. A harness killed with SIGKILL (or by the OOM killer) cannot end its op
+processes, which run in sessions of their own; so each one watches its parent (the pid in
+:data:`harness.contract.PARENT_PID_ENV`, else the parent it started with) from a daemon thread, and once the
+parent is gone it SIGKILLs its own process group: itself and any strays the op started
+(:func:`watch_parent`). Why not ``prctl(PR_SET_PDEATHSIG)``: it fires when the parent *thread*
+that started the process exits (the harness starts op processes from device worker threads),
+and a SIGKILL it sends takes this process alone, before the watchdog could end its strays.
+"""
+
+from __future__ import annotations
+
+import functools
+import importlib
+import os
+import signal
+import sys
+import threading
+import time
+from collections.abc import Callable, MutableMapping, Sequence
+from pathlib import Path
+
+from harness.contract import CANCELLED_EXIT, GO, PARENT_PID_ENV
+
+__all__ = ["PARENT_POLL_S", "PRELOAD", "end_own_group", "main", "preload", "watch_parent"]
+
+PARENT_POLL_S = 0.5
+# Imported while held. Never a module pytest loads as a plugin (-p): pytest must import those
+# itself, or it warns that it cannot rewrite their asserts.
+PRELOAD = ("pytest", "torch", "triton", "harness.ops.registry", "harness.child.measure", "harness.child.timing")
+
+
+def preload(modules: Sequence[str] = PRELOAD) -> list[str]:
+    """Import ``modules``; the ones that failed (their errors come again, in full, under pytest)."""
+    failed = []
+    for name in modules:
+        try:
+            importlib.import_module(name)
+        except Exception:  # noqa: BLE001 - reported when the op really runs
+            failed.append(name)
+    return failed
+
+
+def end_own_group(log_fd: int = 2) -> None:
+    """SIGKILL this process's group when it leads one (it was started in a session of its own),
+    so the strays it started go with it; otherwise this process alone (never a group it merely
+    joined, such as a shell's). Says so on ``log_fd`` first."""
+    pid = os.getpid()
+    try:
+        os.write(log_fd, f"harness.child: the harness process is gone; ending op process {pid} and its group\n".encode())
+    except OSError:
+        pass
+    if os.getpgid(0) == pid:
+        os.killpg(pid, signal.SIGKILL)
+    os.kill(pid, signal.SIGKILL)
+
+
+def _expected_parent(env: MutableMapping[str, str]) -> int:
+    """The pid the parent set (a parent that died between the fork and the watchdog's start is
+    noticed too), removed from the environment the op sees; else the parent this process has."""
+    raw = env.pop(PARENT_PID_ENV, "")
+    try:
+        return int(raw) if raw else os.getppid()
+    except ValueError:
+        return os.getppid()
+
+
+def watch_parent(parent: int, on_gone: Callable[[], None] | None = None,
+                 interval_s: float = PARENT_POLL_S) -> threading.Thread:
+    """Call ``on_gone`` (default :func:`end_own_group`) once ``parent`` is no longer this
+    process's parent (it exited, and this process was handed to init or a subreaper), polling
+    every ``interval_s`` from a daemon thread."""
+    if on_gone is None:
+        # pytest captures fd 2 while it runs: the note goes where stderr pointed at the start (the op's log)
+        try:
+            log_fd = os.dup(2)
+        except OSError:
+            log_fd = -1
+        on_gone = functools.partial(end_own_group, log_fd)
+    gone = on_gone
+
+    def watch() -> None:
+        while os.getppid() == parent:
+            time.sleep(interval_s)
+        gone()
+
+    thread = threading.Thread(target=watch, name="harness-parent-watch", daemon=True)
+    thread.start()
+    return thread
+
+
+def main(argv: Sequence[str]) -> int:
+    args = list(argv)
+    hold = len(args) > 1 and args[1] == "--hold"
+    if hold:
+        del args[1]
+    if len(args) < 2 or args[1] != "--":
+        print("usage: python -m harness.child EXIT_FILE [--hold] -- PYTEST_ARGS...", file=sys.stderr)
+        return 2
+    watch_parent(_expected_parent(os.environ))
+    if hold:
+        preload()
+        torch = sys.modules.get("torch")
+        cuda = getattr(torch, "cuda", None)
+        if cuda is not None and cuda.is_initialized():  # a device opened while another op may be timing
+            print("harness.child: warning: the pre-start imports initialised CUDA", file=sys.stderr, flush=True)
+        if sys.stdin.readline().strip() != GO:
+            return CANCELLED_EXIT
+    import pytest
+
+    from harness.results.store import atomic_write_text
+
+    code = int(pytest.main(list(args[2:])))
+    atomic_write_text(Path(args[0]), f"{code}\n")
+    return code
+
+

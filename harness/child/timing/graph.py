@@ -1,0 +1,180 @@
+"""The graph timer: capture an unrolled sequence of calls in a device graph, time its replays.
+
+Replaying a graph removes the host's launch gaps that dominate event timing
+of microsecond kernels. With a cold cache each call is preceded by an L2 flush
+inside the graph; a second graph of flushes alone is timed too and its median
+is subtracted. Capture failures are classified by the backend's own wording:
+recoverable -> CaptureRefused (the row falls back to the direct timer),
+fatal -> CaptureFatal, poisoned -> ContextPoisoned (the op's process stops).
+"""
+
+from __future__ import annotations
+
+import contextlib
+import statistics
+from collections.abc import Callable, Iterator
+from dataclasses import dataclass, field
+from typing import Any
+
+from harness.backends.base import Backend, CaptureFailure, capture_denied, classify_capture_error
+from harness.child.timing.base import (
+    Budget,
+    CaptureFatal,
+    CaptureRefused,
+    DeviceApi,
+    Samples,
+    adaptive_samples,
+    reps_for,
+)
+from harness.child.timing.direct import estimate_ms
+from harness.child.timing.flush import Flusher
+from harness.errors import ContextPoisoned
+
+__all__ = ["GraphTimer", "unroll_for"]
+
+
+def unroll_for(estimate_ms: float, target_ms: float = 2.0, most: int = 100) -> int:
+    """Calls per captured graph: enough that one replay lasts about ``target_ms``."""
+    if estimate_ms <= 0:
+        return most
+    return max(1, min(most, int(target_ms / estimate_ms)))
+
+
+def _error_text(exc: BaseException) -> str:
+    parts: list[str] = []
+    seen: BaseException | None = exc
+    while seen is not None and len(parts) < 4:
+        parts.append(f"{type(seen).__name__}: {seen}")
+        seen = seen.__cause__ or seen.__context__
+    return "\n".join(parts)
+
+
+@dataclass
+class GraphTimer:
+    api: DeviceApi
+    backend: Backend
+    op_id: str
+    flush: Flusher | None = None
+    budget: Budget = field(default_factory=Budget)
+    name: str = "graph"
+
+    def _fail(self, exc: BaseException, phase: str) -> Exception:
+        if isinstance(exc, (ContextPoisoned, CaptureRefused, CaptureFatal)):
+            return exc
+        text = _error_text(exc)
+        kind = classify_capture_error(self.backend, text)
+        if kind is CaptureFailure.POISONED:
+            return ContextPoisoned(f"graph {phase}: {text.splitlines()[0][:300]}")
+        if kind is CaptureFailure.FATAL:
+            return CaptureFatal(f"graph {phase}: {text.splitlines()[0][:300]}")
+        # Recoverable: make sure the device is usable again before the direct timer runs.
+        with contextlib.suppress(Exception):
+            self.api.synchronize()
+        return CaptureRefused(phase, "capture-failed", text.splitlines()[0][:200])
+
+    @contextlib.contextmanager
+    def _scratch_rng(self) -> Iterator[None]:
+        """Capture under a forked RNG state so an aborted capture leaves the global one intact."""
+        ns = self.api.namespace
+        if not getattr(ns, "default_generators", None):
+            yield
+            return
+        import torch
+
+        with torch.random.fork_rng(devices=[ns.current_device()], device_type=self.backend.device_type):
+            yield
+
+    def _capture(self, body: Callable[[], None]) -> Any:
+        ns = self.api.namespace
+        graph = self.api.new_graph()
+        with self._scratch_rng():
+            if hasattr(ns, "graph"):
+                with ns.graph(graph):
+                    body()
+            else:  # a namespace without the context manager: drive the capture by hand
+                stream = ns.Stream()
+                stream.wait_stream(ns.current_stream())
+                with ns.stream(stream):
+                    graph.capture_begin()
+                    try:
+                        body()
+                    finally:
+                        graph.capture_end()
+                ns.current_stream().wait_stream(stream)
+        return graph
+
+    def measure(self, fn: Callable[[], Any]) -> Samples:
+        if capture_denied(self.backend, self.op_id):
+            raise CaptureRefused("capture", "denied", f"{self.op_id!r} is on the {self.backend.name} capture deny list")
+        api, flush = self.api, self.flush
+        try:
+            api.synchronize()
+        except Exception as exc:
+            raise self._fail(exc, "sync") from exc
+        try:
+            fn()  # discarded: absorbs autotuning and JIT compilation
+            est = estimate_ms(api, fn, None)
+            for _ in range(reps_for(self.budget.warmup_ms, est, 1, self.budget.max_reps)):
+                fn()
+            if flush is not None:
+                flush()
+            api.synchronize()
+        except Exception as exc:
+            raise self._fail(exc, "warmup") from exc
+        n = unroll_for(est)
+
+        def calls() -> None:
+            for _ in range(n):
+                if flush is not None:
+                    flush()
+                fn()
+
+        def flushes() -> None:
+            assert flush is not None
+            for _ in range(n):
+                flush()
+
+        try:
+            g_calls = self._capture(calls)
+            g_flush = self._capture(flushes) if flush is not None else None
+            g_calls.replay()
+            if g_flush is not None:
+                g_flush.replay()
+            api.synchronize()
+        except Exception as exc:
+            raise self._fail(exc, "capture") from exc
+
+        flush_ms: list[float] = []
+
+        def take(k: int) -> list[float]:
+            marks = [api.event() for _ in range(3 * k)]
+            for i in range(k):
+                marks[3 * i].record()
+                g_calls.replay()
+                marks[3 * i + 1].record()
+                if g_flush is not None:
+                    g_flush.replay()
+                marks[3 * i + 2].record()
+            api.synchronize()
+            totals = [marks[3 * i].elapsed_time(marks[3 * i + 1]) for i in range(k)]
+            if g_flush is not None:
+                flush_ms.extend(marks[3 * i + 1].elapsed_time(marks[3 * i + 2]) for i in range(k))
+            base = statistics.median(flush_ms) if flush_ms else 0.0
+            return [(t - base) / n for t in totals]
+
+        graph_ms = est * n * (2 if flush is not None else 1)
+        budget = Budget(
+            warmup_ms=self.budget.warmup_ms,
+            rep_ms=self.budget.rep_ms,
+            min_reps=self.budget.min_reps,
+            max_reps=max(self.budget.min_reps, min(200, self.budget.max_reps)),
+            target_spread=self.budget.target_spread,
+            cap_ms=self.budget.cap_ms,
+        )
+        try:
+            values, noisy = adaptive_samples(take, graph_ms, budget)
+        except Exception as exc:  # a replay can hit the same device errors as the capture
+            raise self._fail(exc, "replay") from exc
+        if statistics.median(values) <= 0:
+            noisy = True
+        return Samples(tuple(values), self.name, noisy)

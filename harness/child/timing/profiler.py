@@ -1,0 +1,102 @@
+"""The profiler timer: kernel-only device time from the torch profiler (CUPTI/roctracer).
+
+Each iteration is a boundary kernel (the L2 flush when cold, a one-thread
+marker when warm) followed by the call; a sample is the summed duration of the
+call's kernels between two boundaries. Flush and marker kernels are excluded
+by name. This is the ground truth the other timers are checked against.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+from dataclasses import dataclass, field
+from typing import Any
+
+from harness.child.timing.base import Budget, DeviceApi, Samples, adaptive_samples, reps_for
+from harness.child.timing.direct import estimate_ms
+from harness.child.timing.flush import FLUSH_KERNEL_NAME, MARKER_KERNEL_NAME, Flusher, Marker
+
+__all__ = ["ProfilerTimer", "kernel_samples"]
+
+
+def kernel_samples(kernels: list[tuple[str, float, float]]) -> list[float]:
+    """Per-iteration kernel time (ms) from (name, start_us, duration_us) device events.
+
+    A flush or marker kernel opens an iteration; the iteration's sample is the
+    sum of the other kernels' durations until the next boundary. Kernels before
+    the first boundary are ignored; iterations without kernels are dropped.
+    """
+    samples: list[float] = []
+    current: float | None = None
+    for name, _start, duration in sorted(kernels, key=lambda k: k[1]):
+        if FLUSH_KERNEL_NAME in name or MARKER_KERNEL_NAME in name:
+            if current:
+                samples.append(current / 1e3)
+            current = 0.0
+        elif current is not None:
+            current += duration
+    if current:
+        samples.append(current / 1e3)
+    return samples
+
+
+def _device_kernels(prof: Any) -> list[tuple[str, float, float]]:
+    from torch.autograd import DeviceType
+
+    found: list[tuple[str, float, float]] = []
+    results = getattr(prof.profiler, "kineto_results", None)
+    if results is not None:
+        for ev in results.events():
+            if ev.device_type() == DeviceType.CPU:
+                continue
+            if hasattr(ev, "start_ns"):
+                start, dur = ev.start_ns() / 1e3, ev.duration_ns() / 1e3
+            else:
+                start, dur = float(ev.start_us()), float(ev.duration_us())
+            found.append((ev.name(), start, dur))
+        return found
+    for ev in prof.events():  # older torch: FunctionEvents carry device kernels too
+        if ev.device_type != DeviceType.CPU:
+            found.append((ev.name, float(ev.time_range.start), float(ev.time_range.elapsed_us())))
+    return found
+
+
+@dataclass
+class ProfilerTimer:
+    api: DeviceApi
+    device: str
+    flush: Flusher | None = None
+    budget: Budget = field(default_factory=Budget)
+    name: str = "profiler"
+
+    def measure(self, fn: Callable[[], Any]) -> Samples:
+        from torch.profiler import ProfilerActivity, profile
+
+        api = self.api
+        boundary: Callable[[], None] = self.flush if self.flush is not None else Marker(self.device)
+        fn()
+        est = estimate_ms(api, fn, self.flush)
+        for _ in range(reps_for(self.budget.warmup_ms, est, 1, self.budget.max_reps)):
+            fn()
+        boundary()
+        api.synchronize()
+
+        def take(n: int) -> list[float]:
+            with profile(activities=[ProfilerActivity.CUDA]) as prof:
+                for _ in range(n):
+                    boundary()
+                    fn()
+                boundary()
+                api.synchronize()
+            samples = kernel_samples(_device_kernels(prof))
+            if not samples:
+                raise RuntimeError(
+                    "the profiler recorded no kernels for this call (is CUPTI available?); "
+                    "use --timer graph or direct"
+                )
+            return samples
+
+        budget = Budget(self.budget.warmup_ms, self.budget.rep_ms, self.budget.min_reps,
+                        min(self.budget.max_reps, 300), self.budget.target_spread, self.budget.cap_ms)
+        values, noisy = adaptive_samples(take, est, budget)
+        return Samples(tuple(values), self.name, noisy)

@@ -1,0 +1,168 @@
+"""What the parent process and an op process share, and nothing else.
+
+The parent (``harness.run``) plans a run and supervises one process per op; the op process
+(``harness.child``) measures that op's cases. They meet only here and in the run directory:
+
+- the child spec: everything an op's process needs, written by the parent as versioned JSON
+  (the child reads this file and nothing else of the parent's options, so what a child did
+  is always reproducible from the run directory);
+- :class:`Case`, one (op, provider, dtype, shape) to measure;
+- the exit codes and stdin words through which an op process tells how it ended;
+- the environment variable names the parent sets for it;
+- the names of the files and folders of a run directory.
+
+Importing this module imports nothing beyond the standard library and the record schema.
+"""
+
+from __future__ import annotations
+
+import json
+import re
+from dataclasses import asdict, dataclass, field
+from pathlib import Path
+from typing import Any
+
+from harness.results.schema import case_id
+
+__all__ = [
+    "CANCELLED_EXIT",
+    "CHILD_SPEC_VERSION",
+    "EXIT_ENVIRONMENT",
+    "EXIT_FAILED",
+    "EXIT_INTERRUPTED",
+    "EXIT_OK",
+    "EXIT_USAGE",
+    "GO",
+    "PARENT_PID_ENV",
+    "POISONED_EXIT",
+    "Case",
+    "ChildSpec",
+    "RunFiles",
+    "op_file_stem",
+]
+
+# -- exit codes of `harness` commands (each HarnessError carries one of these) ----------------
+EXIT_OK = 0
+EXIT_FAILED = 1  # a case failed, an op crashed or hung, or a gate found a regression
+EXIT_USAGE = 2  # bad input: nothing was run
+EXIT_ENVIRONMENT = 3  # something the machine lacks
+EXIT_INTERRUPTED = 130  # SIGINT/SIGTERM; the run can be resumed
+
+# -- how an op process ends, besides pytest's own exit status -------------------------------
+POISONED_EXIT = 87  # the device context died (a graph capture broke it): the op is a CRASH
+CANCELLED_EXIT = 3  # a pre-started (held) process that was told not to run
+GO = "go"  # the line a held op process waits for on stdin before it runs pytest
+# The parent's pid: an op process ends its own process group once this process is gone.
+PARENT_PID_ENV = "HARNESS_PARENT_PID"
+
+CHILD_SPEC_VERSION = 1
+
+
+def op_file_stem(op: str) -> str:
+    """A file name for an op's marker, spec and log (an id may carry a 'source:' prefix)."""
+    return re.sub(r"[^A-Za-z0-9_.-]", "_", op)
+
+
+@dataclass(frozen=True)
+class RunFiles:
+    """The paths of one run directory (absolute when ``root`` is)."""
+
+    root: Path
+
+    @property
+    def run_info(self) -> Path:
+        return self.root / "run.json"
+
+    @property
+    def records(self) -> Path:
+        return self.root / "records.jsonl"
+
+    @property
+    def lock(self) -> Path:
+        return self.root / "run.lock"
+
+    def marker(self, op: str) -> Path:
+        """The completion marker of an op (done/<op>.json)."""
+        return self.root / "done" / f"{op_file_stem(op)}.json"
+
+    def log(self, op: str) -> Path:
+        return self.root / "logs" / f"{op_file_stem(op)}.log"
+
+    def spec(self, op: str) -> Path:
+        return self.root / "specs" / f"{op_file_stem(op)}.json"
+
+    def exit_file(self, op: str) -> Path:
+        """Where an op process writes pytest's exit status once pytest returned."""
+        return self.root / "specs" / f"{op_file_stem(op)}.exit"
+
+    def identity(self, device: str) -> Path:
+        return self.root / "identity" / f"{device}.json"
+
+
+@dataclass(frozen=True)
+class Case:
+    """One (op, provider, dtype, shape) to measure: planned by the parent, measured by the child."""
+
+    op: str
+    provider: str
+    dtype: str
+    shape: tuple[int, ...]
+
+    @property
+    def case_id(self) -> str:
+        return case_id(self.op, self.provider, self.dtype, self.shape)
+
+
+@dataclass(frozen=True)
+class ChildSpec:
+    """Everything an op's process needs; written by the parent as ``specs/<op>.json``."""
+
+    run_id: str
+    run_dir: str  # absolute: an op that changes directory still writes into the run
+    backend: str
+    device: str
+    op: str
+    provider: str
+    dtypes: tuple[str, ...]
+    shapes: tuple[tuple[int, ...], ...]
+    seed: int
+    timer: str
+    cache: str = "cold"
+    ops_modules: tuple[str, ...] = ()
+    warmup_ms: float = 25.0
+    rep_ms: float = 100.0
+    skip_cases: tuple[str, ...] = ()  # case ids already recorded (resume)
+    extra: dict[str, Any] = field(default_factory=dict)
+
+    @property
+    def files(self) -> RunFiles:
+        return RunFiles(Path(self.run_dir))
+
+    @property
+    def records_path(self) -> Path:
+        return self.files.records
+
+    def cases(self) -> list[Case]:
+        """The cases this process measures, in order, without those already recorded."""
+        cases = [Case(self.op, self.provider, d, tuple(s)) for s in self.shapes for d in self.dtypes]
+        return [c for c in cases if c.case_id not in self.skip_cases]
+
+    def dump(self, path: Path) -> None:
+        data = {"spec_version": CHILD_SPEC_VERSION, **asdict(self)}
+        path.write_text(json.dumps(data, indent=2, sort_keys=True) + "\n")
+
+    @classmethod
+    def load(cls, path: Path) -> ChildSpec:
+        """Read a spec; a spec of another version (a parent and child of different harness
+        versions) is refused with ValueError naming both."""
+        data = json.loads(Path(path).read_text())
+        version = data.pop("spec_version", None)
+        if version != CHILD_SPEC_VERSION:
+            raise ValueError(f"{path}: child spec version {version!r}; this harness reads version "
+                             f"{CHILD_SPEC_VERSION}. The parent and the op process come from different "
+                             "harness versions: run both from one installation.")
+        data["dtypes"] = tuple(data["dtypes"])
+        data["shapes"] = tuple(tuple(s) for s in data["shapes"])
+        data["ops_modules"] = tuple(data.get("ops_modules", ()))
+        data["skip_cases"] = tuple(data.get("skip_cases", ()))
+        return cls(**data)

@@ -1,0 +1,406 @@
+"""The batch: every op of a plan on its device, one process per op and attempt.
+
+Every device works through its share of ops serially in one thread and devices run in
+parallel; a device's next op starts only after the previous op's whole process group is gone,
+so two processes never time on one device at once. With pre-start, the next op's process is
+started early but held before pytest, having only imported modules (no device opened), until
+the previous op's group is gone. Records are written by the op processes as cases complete;
+the batch decides what ran, how it ended (harness.run.decide) and what a resume still has to do.
+
+What differs between sources of ops is an :class:`OpRunner`: the harness's own cases
+(:class:`CaseRunner`) and a library's benchmark suite (harness.suite.runner.SuiteRunner) plug
+into the same attempt loop, retries, timeouts, pre-start, markers and progress.
+"""
+
+from __future__ import annotations
+
+import os
+import signal
+import subprocess
+import threading
+import time
+from collections.abc import Callable, Collection, Mapping, Sequence
+from dataclasses import dataclass, field, replace
+from pathlib import Path
+from typing import Any, Protocol
+
+from harness.contract import ChildSpec, RunFiles
+from harness.results.schema import Measurement
+from harness.results.store import atomic_write_text, read_records
+from harness.run.decide import (
+    INTERRUPTED,
+    PENDING,
+    RETRIED_STATUSES,
+    RUNNING,
+    AttemptExit,
+    FailureKey,
+    OpOutcome,
+    Verdict,
+    classify_exit,
+    failure_key,
+    render_status,
+    should_retry,
+)
+from harness.run.plan import OpPlan, RunPlan
+from harness.run.rundir import repair_records_tail, write_marker
+from harness.run.spawn import (
+    Launch,
+    StopToken,
+    cancel,
+    child_env,
+    end_group,
+    read_exit,
+    reap_group,
+    release,
+    start,
+    wait_exit,
+)
+
+__all__ = [
+    "BatchContext",
+    "BatchEvents",
+    "BatchResult",
+    "CaseRunner",
+    "OpRunner",
+    "device_shares",
+    "run_batch",
+    "run_op",
+]
+
+CASES_FILE = Path(__file__).resolve().parent.parent / "child" / "test_cases.py"
+
+
+class BatchEvents(Protocol):
+    """What a progress display hears; called from the device threads."""
+
+    def attempt_started(self, device: str, op: str, attempt: int) -> None: ...
+
+    def op_finished(self, outcome: OpOutcome) -> None: ...
+
+    def note(self, text: str) -> None: ...
+
+
+class OpRunner(Protocol):
+    """A source of ops: the process an attempt of an op starts, and what it leaves behind."""
+
+    def launch(self, ctx: BatchContext, op_plan: OpPlan, attempt: int, skip: Collection[str]) -> Launch:
+        """Write what the op's process reads and say how to start it (for the cases not in ``skip``)."""
+        ...
+
+    def collect(self, ctx: BatchContext, op_plan: OpPlan, end: AttemptExit | None) -> tuple[str, ...]:
+        """After the process is gone (``end`` None: a stop cut it short): turn what it left into
+        records where it did not append them itself; notes for the op's row."""
+        ...
+
+    def run_info(self, identity: Mapping[str, Any]) -> dict[str, Any]:
+        """Facts this source adds to run.json."""
+        ...
+
+
+@dataclass(frozen=True)
+class _Held:
+    """A pre-started op process: imports done, waiting for ``go`` on its stdin."""
+
+    child: subprocess.Popen[bytes]
+    exit_path: Path
+    skip: frozenset[str]
+
+
+@dataclass(frozen=True)
+class BatchContext:
+    """What every device thread shares."""
+
+    plan: RunPlan
+    run_dir: Path
+    parent_env: Mapping[str, str]
+    stop: StopToken
+    events: BatchEvents
+    runner: OpRunner
+    prestart: bool = False
+    held: dict[str, _Held] = field(default_factory=dict)  # op -> its pre-started process
+    held_lock: threading.Lock = field(default_factory=threading.Lock)
+
+    @property
+    def files(self) -> RunFiles:
+        return RunFiles(self.run_dir)
+
+    @property
+    def records_path(self) -> Path:
+        return self.files.records
+
+    def take_held(self, op: str) -> _Held | None:
+        with self.held_lock:
+            return self.held.pop(op, None)
+
+
+class CaseRunner:
+    """The harness's own cases: harness.child runs test_cases.py with the planned plugins."""
+
+    def launch(self, ctx: BatchContext, op_plan: OpPlan, attempt: int, skip: Collection[str]) -> Launch:
+        plan, files = ctx.plan, ctx.files
+        spec = ChildSpec(
+            run_id=plan.run_id, run_dir=str(ctx.run_dir), backend=plan.backend.name, device=op_plan.device,
+            op=op_plan.op, provider=op_plan.provider, dtypes=op_plan.dtypes, shapes=op_plan.shapes,
+            seed=plan.options.seed, timer=plan.timer, cache=plan.options.cache,
+            ops_modules=plan.options.ops_modules, warmup_ms=plan.options.warmup_ms,
+            rep_ms=plan.options.rep_ms, skip_cases=tuple(sorted(skip)),
+            extra={"replay_from": plan.options.replay_from} if plan.options.replay_from else {},
+        )
+        spec_path = files.spec(op_plan.op)
+        spec_path.parent.mkdir(exist_ok=True)
+        spec.dump(spec_path)
+        args = (str(CASES_FILE), "-q", "-rN", "-p", "no:cacheprovider", "--noconftest", "-c", os.devnull,
+                "--rootdir", str(ctx.run_dir), *plan.plugins.pytest_args(), "--harness-spec", str(spec_path))
+        return Launch(pytest_args=args, exit_path=files.exit_file(op_plan.op),
+                      header=f"attempt {attempt} on device {op_plan.device}")
+
+    def collect(self, ctx: BatchContext, op_plan: OpPlan, end: AttemptExit | None) -> tuple[str, ...]:
+        return ()  # the op process appended its records itself
+
+    def run_info(self, identity: Mapping[str, Any]) -> dict[str, Any]:
+        return {}
+
+
+def device_shares(ops: Sequence[OpPlan]) -> dict[str, list[OpPlan]]:
+    """Each device's ops, in plan order."""
+    shares: dict[str, list[OpPlan]] = {}
+    for o in ops:
+        shares.setdefault(o.device, []).append(o)
+    return shares
+
+
+@dataclass(frozen=True)
+class _OpRecords:
+    recorded: frozenset[str]
+    statuses: tuple[str, ...]
+    poisoned: bool
+
+
+def _op_records(records: Sequence[Measurement], op_plan: OpPlan) -> _OpRecords:
+    planned = {c.case_id for c in op_plan.cases()}
+    mine = [r for r in records if r.op == op_plan.op and r.case_id in planned]
+    return _OpRecords(
+        recorded=frozenset(r.case_id for r in mine),
+        statuses=tuple(r.status for r in mine),
+        poisoned=any("poisoned" in r.notes for r in mine),
+    )
+
+
+def _spawn(ctx: BatchContext, op_plan: OpPlan, attempt: int, skip: Collection[str], hold: bool) -> _Held:
+    launch = ctx.runner.launch(ctx, op_plan, attempt, skip)
+    env = child_env(ctx.plan.backend, op_plan.device, ctx.parent_env)
+    child = start(launch, env, ctx.files.log(op_plan.op), hold)
+    return _Held(child, launch.exit_path, frozenset(skip))
+
+
+def prestart_op(ctx: BatchContext, op_plan: OpPlan) -> None:
+    """Start ``op_plan``'s first attempt now, held, so its imports overlap the op running before it."""
+    skip = _op_records(read_records(ctx.records_path), op_plan).recorded
+    if not [c for c in op_plan.cases() if c.case_id not in skip]:
+        return
+    held = _spawn(ctx, op_plan, 1, skip, hold=True)
+    with ctx.held_lock:
+        stale = ctx.held.pop(op_plan.op, None)
+        ctx.held[op_plan.op] = held
+    if stale is not None:
+        cancel(stale.child)
+
+
+def cancel_held(ctx: BatchContext, ops: Collection[str]) -> None:
+    for op in ops:
+        held = ctx.take_held(op)
+        if held is not None:
+            cancel(held.child)
+
+
+def _attempt(ctx: BatchContext, op_plan: OpPlan, attempt: int, skip: Collection[str]) -> AttemptExit | None:
+    """One process for the op's cases not yet recorded (a pre-started one where there is one for
+    exactly these cases); None when a stop ended it."""
+    held = ctx.take_held(op_plan.op)
+    if held is not None and (attempt != 1 or held.skip != frozenset(skip)):
+        cancel(held.child)
+        held = None
+    if held is not None:
+        release(held.child)
+    else:
+        held = _spawn(ctx, op_plan, attempt, skip, hold=False)
+    child = held.child
+    state = wait_exit(child.pid, time.monotonic() + ctx.plan.options.op_timeout, ctx.stop)
+    if state == "timeout":
+        end_group(child, signal.SIGTERM, ctx.stop)
+        return AttemptExit(child.returncode, timed_out=True)
+    if state == "stopped":
+        # SIGINT first: Python finishes the record write in progress and pytest unwinds.
+        end_group(child, signal.SIGINT, ctx.stop)
+        return None
+    reap_group(child)
+    return AttemptExit(child.returncode, pytest_exit=read_exit(held.exit_path))
+
+
+def run_op(ctx: BatchContext, op_plan: OpPlan, on_attempt: Callable[[int], None]) -> OpOutcome:
+    """Attempts until the op ends or should not be retried; INTERRUPTED when a stop cut in."""
+    begin = time.monotonic()
+    planned = [c.case_id for c in op_plan.cases()]
+    facts = _op_records(read_records(ctx.records_path), op_plan)
+    notes: list[str] = []
+    earlier: set[FailureKey] = set()
+    attempts = 0
+    verdict = Verdict("SKIP", "no cases to run")
+    while True:
+        missing = [c for c in planned if c not in facts.recorded]
+        if not missing:
+            if attempts == 0 and planned:  # every case recorded by a session whose marker was lost
+                verdict = classify_exit(AttemptExit(0, pytest_exit=0), facts.statuses, facts.poisoned)
+                notes.append("every case was already recorded")
+            break
+        if ctx.stop.requested:
+            return OpOutcome(op_plan.op, op_plan.device, INTERRUPTED if attempts else PENDING, attempts,
+                             time.monotonic() - begin, len(facts.recorded),
+                             (*notes, "interrupted; resume with --resume"))
+        attempts += 1
+        on_attempt(attempts)
+        end = _attempt(ctx, op_plan, attempts, facts.recorded)
+        found = ctx.runner.collect(ctx, op_plan, end)
+        facts = _op_records(read_records(ctx.records_path), op_plan)
+        if end is None:
+            return OpOutcome(op_plan.op, op_plan.device, INTERRUPTED, attempts, time.monotonic() - begin,
+                             len(facts.recorded),
+                             (*notes, *found, f"interrupted during attempt {attempts}; resume with --resume"))
+        verdict = classify_exit(end, facts.statuses, facts.poisoned, ctx.plan.options.op_timeout)
+        missing = [c for c in planned if c not in facts.recorded]
+        retry = should_retry(verdict, attempts, missing, earlier)
+        if retry or attempts > 1:
+            tail = ""
+            if not retry and verdict.status in RETRIED_STATUSES and missing:
+                repeated = failure_key(verdict, missing) in earlier
+                tail = " (the same failure again: not retried)" if repeated else " (no retries left)"
+            notes.append(f"attempt {attempts} {verdict.status}" + (f": {verdict.note}" if verdict.note else "") + tail)
+        elif verdict.note:
+            notes.append(verdict.note)
+        notes.extend(n for n in found if n not in notes)
+        if not retry:
+            break
+        earlier.add(failure_key(verdict, missing))
+    return OpOutcome(op_plan.op, op_plan.device, verdict.status, attempts, time.monotonic() - begin,
+                     len(facts.recorded), tuple(notes))
+
+
+class _Board:
+    """Every op's current row; ops_status.csv is rewritten atomically on each change."""
+
+    def __init__(self, path: Path, outcomes: Mapping[str, OpOutcome]) -> None:
+        self.path = path
+        self.outcomes = dict(outcomes)
+        self.lock = threading.Lock()
+        self.flush()
+
+    def set(self, outcome: OpOutcome) -> None:
+        with self.lock:
+            self.outcomes[outcome.op] = outcome
+            atomic_write_text(self.path, render_status(list(self.outcomes.values())))
+
+    def flush(self) -> None:
+        with self.lock:
+            atomic_write_text(self.path, render_status(list(self.outcomes.values())))
+
+
+@dataclass(frozen=True)
+class BatchResult:
+    outcomes: tuple[OpOutcome, ...]  # in plan order
+    interrupted: str = ""  # why the run stopped before every op ended (a signal name), else ""
+
+
+OpFunction = Callable[[BatchContext, OpPlan, Callable[[int], None]], OpOutcome]
+
+
+def _device_worker(ctx: BatchContext, share: Sequence[OpPlan], board: _Board, run_one: OpFunction) -> None:
+    todo = [o for o in share if not board.outcomes[o.op].done]
+    try:
+        for i, op_plan in enumerate(todo):
+            if ctx.stop.requested:
+                return
+            upcoming = todo[i + 1] if i + 1 < len(todo) else None
+
+            def started(attempt: int, o: OpPlan = op_plan, following: OpPlan | None = upcoming) -> None:
+                board.set(OpOutcome(o.op, o.device, RUNNING, attempt, notes=(f"attempt {attempt} running",)))
+                ctx.events.attempt_started(o.device, o.op, attempt)
+                if ctx.prestart and attempt == 1 and following is not None:
+                    try:
+                        prestart_op(ctx, following)
+                    except Exception as exc:  # noqa: BLE001 - the op then starts fresh when its turn comes
+                        ctx.events.note(f"could not pre-start {following.op}: {type(exc).__name__}: {exc}")
+
+            try:
+                result = run_one(ctx, op_plan, started)
+                if result.done:
+                    write_marker(ctx.run_dir, result)
+            except Exception as exc:  # a fault of the harness (disk full...): this op is lost, the run goes on
+                result = _harness_fault(op_plan, exc)  # no marker: a resume runs it again
+            cancel_held(ctx, [op_plan.op])  # pre-started but not used (every case was already recorded)
+            try:
+                board.set(result)
+            except Exception as exc:
+                board.outcomes[op_plan.op] = _harness_fault(op_plan, exc)
+            if result.done:
+                ctx.events.op_finished(result)
+    finally:
+        cancel_held(ctx, [o.op for o in todo])
+
+
+def _harness_fault(op_plan: OpPlan, exc: Exception) -> OpOutcome:
+    return OpOutcome(op_plan.op, op_plan.device, "ERROR",
+                     notes=(f"the harness failed while running this op: {type(exc).__name__}: {exc}",))
+
+
+def run_batch(
+    plan: RunPlan,
+    run_dir: Path,
+    parent_env: Mapping[str, str],
+    events: BatchEvents,
+    runner: OpRunner | None = None,
+    stop: StopToken | None = None,
+    already_done: Mapping[str, OpOutcome] | None = None,
+    prestart: bool = False,
+    run_one: OpFunction = run_op,
+) -> BatchResult:
+    """Run every op of the plan that has not ended yet, one thread per device.
+
+    Returns when every op has ended or, after a stop was requested, when every child is gone;
+    the records file is then left with no torn line. ``runner`` is the source of the ops' processes
+    (default: the harness's own cases); ``run_one`` runs one op (tests replace it). With
+    ``prestart``, each device's next op process is started (held) as soon as the current op's
+    first attempt starts, so its imports overlap that op's run.
+    """
+    stop = stop or StopToken()
+    records = RunFiles(run_dir).records
+    dropped = repair_records_tail(records)
+    if dropped:
+        events.note(f"records.jsonl: dropped a torn last line ({dropped} bytes) left by a killed process")
+    initial = {o.op: OpOutcome(o.op, o.device) for o in plan.ops}
+    initial.update({k: v for k, v in (already_done or {}).items() if k in initial})
+    board = _Board(run_dir / "ops_status.csv", initial)
+    ctx = BatchContext(plan, run_dir, parent_env, stop, events, runner or CaseRunner(), prestart=prestart)
+    todo = [o for o in plan.ops if not initial[o.op].done]
+    threads = [
+        threading.Thread(target=_device_worker, args=(ctx, share, board, run_one), name=f"device-{device}",
+                         daemon=True)
+        for device, share in device_shares(todo).items()
+    ]
+    for t in threads:
+        t.start()
+    for t in threads:
+        while t.is_alive():  # a timed join keeps the main thread free to run signal handlers
+            t.join(timeout=0.2)
+    if stop.requested:
+        dropped = repair_records_tail(records)
+        if dropped:
+            events.note(f"records.jsonl: dropped a torn last line ({dropped} bytes) left by a stopped process")
+    if not stop.requested:  # every op must have ended; one that did not was lost to a harness fault
+        for o in plan.ops:
+            if not board.outcomes[o.op].done:
+                board.outcomes[o.op] = replace(board.outcomes[o.op], status="ERROR",
+                                               notes=("never ended: its device worker stopped early",))
+    board.flush()
+    outcomes = tuple(board.outcomes[o.op] for o in plan.ops)
+    interrupted = (stop.reason or "stopped") if stop.requested and not all(o.done for o in outcomes) else ""
+    return BatchResult(outcomes=outcomes, interrupted=interrupted)

@@ -1,0 +1,166 @@
+"""How an op ended and whether to try it again: pure decisions, no I/O.
+
+An op's status comes from how its process ended (:class:`AttemptExit`, as the parent saw
+it) and the statuses of the records the op has; a crash or an error that left cases
+unrecorded is retried, at most :data:`MAX_ATTEMPTS` times in all, and not when it repeats an
+earlier failure.
+"""
+
+from __future__ import annotations
+
+import signal
+from collections.abc import Collection, Sequence
+from dataclasses import dataclass
+
+from harness.contract import POISONED_EXIT
+from harness.results.store import csv_text
+
+__all__ = [
+    "FAILED_STATUSES",
+    "INTERRUPTED",
+    "MAX_ATTEMPTS",
+    "OP_STATUSES",
+    "PENDING",
+    "RETRIED_STATUSES",
+    "RUNNING",
+    "AttemptExit",
+    "FailureKey",
+    "OpOutcome",
+    "Verdict",
+    "classify_exit",
+    "failure_key",
+    "render_status",
+    "should_retry",
+    "signal_name",
+]
+
+def signal_name(number: int) -> str:
+    try:
+        return signal.Signals(number).name
+    except ValueError:
+        return f"signal {number}"
+
+
+OP_STATUSES = ("PASS", "FAIL", "ERROR", "CRASH", "TIMEOUT", "SKIP")  # how an op ended
+FAILED_STATUSES = ("FAIL", "ERROR", "CRASH", "TIMEOUT")  # any of these makes the run exit 1
+# Not ended (yet): shown in ops_status.csv while the run goes on; such an op has no marker.
+PENDING, RUNNING, INTERRUPTED = "PENDING", "RUNNING", "INTERRUPTED"
+RETRIED_STATUSES = ("CRASH", "ERROR")
+MAX_ATTEMPTS = 3  # one try and at most two retries
+STATUS_COLUMNS = ("op", "device", "status", "attempts", "elapsed_s", "rows", "notes")
+
+
+@dataclass(frozen=True)
+class OpOutcome:
+    """One op's row in ops_status.csv."""
+
+    op: str
+    device: str
+    status: str = PENDING
+    attempts: int = 0
+    elapsed_s: float = 0.0
+    rows: int = 0
+    notes: tuple[str, ...] = ()
+
+    @property
+    def done(self) -> bool:
+        """Ended one way or another: it gets a completion marker and a resume leaves it alone."""
+        return self.status in OP_STATUSES
+
+    @property
+    def failed(self) -> bool:
+        return self.status in FAILED_STATUSES
+
+    def row(self) -> dict[str, str]:
+        return {
+            "op": self.op,
+            "device": self.device,
+            "status": self.status,
+            "attempts": str(self.attempts),
+            "elapsed_s": f"{self.elapsed_s:.2f}",
+            "rows": str(self.rows),
+            "notes": "; ".join(self.notes),
+        }
+
+
+@dataclass(frozen=True)
+class AttemptExit:
+    """How one attempt's process ended, as the parent saw it."""
+
+    returncode: int
+    timed_out: bool = False
+    # pytest's own exit status, reported by the child wrapper once pytest returned; None when the
+    # process ended before that (a signal, os._exit, a poisoned context, a fatal native error).
+    pytest_exit: int | None = None
+
+
+@dataclass(frozen=True)
+class Verdict:
+    status: str  # one of OP_STATUSES
+    note: str = ""
+
+
+def classify_exit(
+    end: AttemptExit,
+    statuses: Sequence[str],
+    poisoned: bool = False,
+    timeout_s: float | None = None,
+) -> Verdict:
+    """The op's status after an attempt: from how the process ended and the statuses of every
+    record the op has (this attempt's and earlier ones')."""
+    if end.timed_out:
+        limit = f" {timeout_s:g}s" if timeout_s is not None else ""
+        return Verdict("TIMEOUT", f"no exit within --op-timeout{limit}; process group ended (SIGTERM, then SIGKILL)")
+    if end.pytest_exit is None:
+        if end.returncode < 0:
+            return Verdict("CRASH", f"killed by {signal_name(-end.returncode)}")
+        if end.returncode == POISONED_EXIT:
+            return Verdict("CRASH", "device context poisoned; op process stopped")
+        return Verdict("CRASH", f"exited with code {end.returncode} before pytest finished (os._exit or a native fatal error)")
+    after = ""
+    if end.returncode != end.pytest_exit:
+        after = (f"; then {'killed by ' + signal_name(-end.returncode) if end.returncode < 0 else f'exit code {end.returncode}'}"
+                 " at interpreter exit")
+    code = end.pytest_exit
+    if code in (2, 3, 4):
+        what = {2: "interrupted or a collection error", 3: "internal error", 4: "usage error"}[code]
+        return Verdict("ERROR", f"pytest exited with code {code} ({what}); see the op log{after}")
+    if poisoned:
+        return Verdict("CRASH", f"device context poisoned; op process stopped{after}")
+    counts = {s: statuses.count(s) for s in ("pass", "fail", "error", "skip")}
+    if counts["error"]:
+        return Verdict("ERROR", f"{counts['error']} case(s) raised{after}")
+    if counts["fail"]:
+        return Verdict("FAIL", f"{counts['fail']} case(s) failed the correctness check{after}")
+    if code == 1:
+        return Verdict("ERROR", f"pytest reported a failure outside the cases; see the op log{after}")
+    if code not in (0, 5):
+        return Verdict("ERROR", f"pytest exited with code {code}; see the op log{after}")
+    if not statuses:
+        return Verdict("SKIP", f"no cases to run{after}")
+    if counts["skip"] == len(statuses):
+        return Verdict("SKIP", f"every case skipped (reasons on the rows){after}")
+    if counts["skip"]:
+        return Verdict("PASS", f"{counts['skip']} case(s) skipped (reasons on the rows){after}")
+    return Verdict("PASS", after.removeprefix("; "))
+
+
+FailureKey = tuple[str, str, str]
+
+
+def failure_key(verdict: Verdict, missing: Sequence[str]) -> FailureKey:
+    """Two attempts failed "the same way" when status, note and the first case left unrecorded
+    agree; an attempt that got further before failing again is progress, not a repeat."""
+    return (verdict.status, verdict.note, missing[0] if missing else "")
+
+
+def should_retry(verdict: Verdict, attempts: int, missing: Sequence[str], earlier: Collection[FailureKey]) -> bool:
+    """Retry a crash or error that left cases without a record, at most MAX_ATTEMPTS in all,
+    never after a timeout, and not when this attempt repeated an earlier failure."""
+    if verdict.status not in RETRIED_STATUSES or attempts >= MAX_ATTEMPTS or not missing:
+        return False
+    return failure_key(verdict, missing) not in earlier
+
+
+def render_status(outcomes: Sequence[OpOutcome]) -> str:
+    return csv_text(STATUS_COLUMNS, (o.row() for o in outcomes))

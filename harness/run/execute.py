@@ -1,0 +1,320 @@
+"""`harness run`: validate and plan (nothing written), execute op by op, then render every
+output from the records.
+
+``prepare`` and ``prepare_resume`` give a :class:`Prepared` run: the plan, its directory and the
+:class:`~harness.run.batch.OpRunner` of its source (the harness's own cases, or a library's
+benchmark suite); ``execute`` runs any of them the same way.
+"""
+
+from __future__ import annotations
+
+import datetime as _dt
+import importlib.metadata
+import sys
+from collections.abc import Mapping, Sequence
+from dataclasses import dataclass, field, replace
+from pathlib import Path
+from typing import Any, TextIO
+
+from harness import __version__
+from harness.autotune.store import AutotuneMeta, check_replay_source, write_meta
+from harness.backends import enumerate_devices, require_devices, resolve_backend
+from harness.backends.state import append_state, summarize_states
+from harness.contract import EXIT_FAILED, EXIT_INTERRUPTED, EXIT_OK, RunFiles
+from harness.ops.base import Shape
+from harness.ops.registry import catalog
+from harness.ops.shapes import load_level, load_shapes_file
+from harness.options import RunOptions
+from harness.providers import check_provider
+from harness.providers.declarative import declared_shapes
+from harness.results.render import Unreached, render_csv, render_junit, render_markdown
+from harness.results.runinfo import RUN_SCHEMA_VERSION, fingerprint
+from harness.results.store import atomic_write_text, read_json, read_records
+from harness.run.batch import CaseRunner, OpRunner, run_batch
+from harness.run.decide import INTERRUPTED, PENDING, OpOutcome, render_status
+from harness.run.plan import OpPlan, RunPlan, assign_device, make_run_id, plan_run, resolve_level
+from harness.run.plugins import plan_plugins
+from harness.run.progress import make_progress
+from harness.run.provenance import commit_state
+from harness.run.rundir import check_out_dir, read_markers, read_run_info, run_lock, write_run_info
+from harness.run.select import select_run_ops
+from harness.run.spawn import StopToken, stop_on_signals
+
+__all__ = ["Prepared", "execute", "finalize", "prepare", "prepare_resume", "unreached_cases"]
+
+
+def _now() -> str:
+    return _dt.datetime.now(_dt.UTC).isoformat(timespec="seconds")
+
+
+@dataclass(frozen=True)
+class Prepared:
+    plan: RunPlan
+    run_dir: Path
+    resumed: bool = False
+    dismissed: Mapping[str, str] = field(default_factory=dict)  # op id -> reason (in plan.ops, never run)
+    runner: OpRunner = field(default_factory=CaseRunner)
+
+
+def prepare(options: RunOptions, env: Mapping[str, str]) -> Prepared:
+    """Validate everything the user gave and plan the run; nothing is written yet."""
+    backend = resolve_backend(options.backend)
+    options = _checked_replay(options, backend.name)
+    check_provider(options.provider)
+    plan_plugins(backend, options.timer)  # validates the timer for this backend
+    ops = catalog(options.ops_modules)
+    selection = select_run_ops(ops, options.ops, options.ops_file, options.dismiss)
+    level = resolve_level(options.level, backend)
+    # Shapes declared next to declarative ops apply where the level names none for them.
+    level_shapes = {**declared_shapes(options.ops_modules), **load_level(level)}
+    user_shapes = load_shapes_file(options.shapes_file, ops.keys()) if options.shapes_file else None
+    run_id = options.run_id or make_run_id(backend.name)
+    run_dir = Path(options.out) if options.out else Path(options.reports_dir) / run_id
+    check_out_dir(run_dir)
+    require_devices(backend)
+    devices = enumerate_devices(backend, options.devices or None, env)
+    plan = plan_run(options, backend, selection.to_run, level, level_shapes, user_shapes, devices, run_id)
+    runnable = {o.op: o for o in plan.ops}
+    planned = tuple(
+        runnable.get(op.id) or _dismissed_plan(op.id, options, level_shapes, user_shapes, plan.devices)
+        for op in selection.ops
+    )
+    return Prepared(plan=replace(plan, ops=planned), run_dir=run_dir.absolute(),
+                    dismissed=dict(selection.dismissed))
+
+
+def _checked_replay(options: RunOptions, backend: str) -> RunOptions:
+    """Refuse an unusable --replay-from before anything runs; children get its absolute path."""
+    if not options.replay_from:
+        return options
+    source = Path(options.replay_from).resolve()
+    check_replay_source(source, backend)
+    return replace(options, replay_from=str(source))
+
+
+def _dismissed_plan(
+    op: str,
+    options: RunOptions,
+    level_shapes: Mapping[str, Sequence[Shape]],
+    user_shapes: Mapping[str, Sequence[Shape]] | None,
+    devices: Sequence[str],
+) -> OpPlan:
+    """A dismissed op stays in the plan so its cases show as skipped; it may have no shapes."""
+    shapes = (user_shapes or {}).get(op) or level_shapes.get(op) or ()
+    return OpPlan(op=op, device=assign_device(op, devices), dtypes=tuple(options.dtypes),
+                  shapes=tuple(tuple(s) for s in shapes), provider=options.provider)
+
+
+def prepare_resume(run_dir: Path, env: Mapping[str, str]) -> Prepared:
+    """Rebuild the plan stored in an earlier run directory."""
+    info = read_run_info(RunFiles(run_dir).run_info)
+    options = RunOptions.from_stored(info["options"], f"{run_dir}/run.json")
+    if "suite" in info:
+        from harness.suite.runner import prepare_suite_resume
+
+        return prepare_suite_resume(run_dir.absolute(), info, options)
+    backend = resolve_backend(info["backend"])
+    options = _checked_replay(options, backend.name)
+    plan = RunPlan(
+        run_id=info["run_id"], backend=backend, level=info["level"],
+        plugins=plan_plugins(backend, options.timer), devices=tuple(info["devices"]),
+        ops=stored_ops(info), options=options,
+    )
+    return Prepared(plan=plan, run_dir=run_dir.absolute(), resumed=True, dismissed=dict(info.get("dismissed", {})))
+
+
+def stored_ops(info: Mapping[str, Any]) -> tuple[OpPlan, ...]:
+    """The op plans a run.json holds."""
+    return tuple(
+        OpPlan(op=o["op"], device=o["device"], dtypes=tuple(o["dtypes"]),
+               shapes=tuple(tuple(s) for s in o["shapes"]), provider=o["provider"])
+        for o in info["plan"]
+    )
+
+
+def _run_info(
+    prepared: Prepared, status: str, started: str, identity: dict[str, Any]
+) -> dict[str, Any]:
+    plan = prepared.plan
+    source = commit_state(Path(__file__).resolve().parent)
+    info: dict[str, Any] = {
+        "schema_version": RUN_SCHEMA_VERSION,
+        "run_id": plan.run_id,
+        "status": status,
+        "backend": plan.backend.name,
+        "backend_description": plan.backend.description,
+        "devices": list(plan.devices),
+        "level": plan.level,
+        "timer": plan.timer,
+        "plugins": list(plan.plugins.modules),
+        "identity": identity,
+        "harness_version": __version__,
+        "git_commit": source.commit,
+        "git_dirty": source.dirty,
+        "python": sys.version.split()[0],
+        "container": {"image": plan.options.image, "digest": plan.options.image_digest},
+        "options": plan.options.to_dict(),
+        "plan": [
+            {"op": o.op, "device": o.device, "dtypes": list(o.dtypes),
+             "shapes": [list(s) for s in o.shapes], "provider": o.provider}
+            for o in plan.ops
+        ],
+        "dismissed": dict(prepared.dismissed),
+        "started_at": started,
+        "finished_at": None if status == "running" else _now(),
+        **prepared.runner.run_info(identity),
+    }
+    info["fingerprint"] = fingerprint(info)
+    return info
+
+
+def _identity(run_dir: Path) -> tuple[dict[str, Any], dict[str, Any]]:
+    per_device: dict[str, Any] = {}
+    for path in sorted((run_dir / "identity").glob("*.json")):
+        per_device[path.stem] = read_json(path)
+    first: dict[str, Any] = next(iter(per_device.values()), {})
+    return dict(first), per_device
+
+
+def _unreached_message(outcome: OpOutcome | None, first: bool) -> tuple[str, str]:
+    """(JUnit status, message) for a planned case that has no record."""
+    if outcome is None or outcome.status in (PENDING, INTERRUPTED):
+        return "error", "not run: the run was interrupted first; finish it with `harness run --resume RUN_DIR`"
+    why = "; ".join(outcome.notes) or outcome.status
+    tries = f" after {outcome.attempts} attempts" if outcome.attempts > 1 else ""
+    if outcome.status == "SKIP":
+        return "skip", f"op skipped: {why}"
+    if outcome.status in ("CRASH", "TIMEOUT"):
+        where = "during this case" if first else "before reaching this case"
+        return "error", f"op {outcome.status} {where}{tries}: {why}"
+    return "error", f"not run: op {outcome.status}{tries}: {why}"
+
+
+def unreached_cases(ops: Sequence[OpPlan], records: list[Any], outcomes: Mapping[str, OpOutcome]) -> list[Unreached]:
+    """Every planned case without a record, with why: cases are never silently missing."""
+    seen = {r.case_id for r in records}
+    missing: list[Unreached] = []
+    for op_plan in ops:
+        outcome = outcomes.get(op_plan.op)
+        cases = [c.case_id for c in op_plan.cases()] or [op_plan.op]  # a dismissed op may have no shapes
+        for index, case_id in enumerate(c for c in cases if c not in seen):
+            status, message = _unreached_message(outcome, first=index == 0)
+            missing.append(Unreached(op=op_plan.op, case_id=case_id, status=status, message=message))
+    return missing
+
+
+def finalize(prepared: Prepared, outcomes: list[OpOutcome], status: str, started: str) -> dict[str, Any]:
+    """Render every output from the records; each file replaced atomically."""
+    plan, run_dir = prepared.plan, prepared.run_dir
+    records = read_records(RunFiles(run_dir).records)
+    identity, per_device = _identity(run_dir)
+    info = _run_info(prepared, status, started, identity)
+    info["identity_per_device"] = per_device
+    append_state(run_dir, plan.backend, "<run end>", plan.devices)
+    info["device_state"] = summarize_states(run_dir)
+    by_op = {o.op: o for o in outcomes}
+    info["ops"] = [o.row() for o in outcomes]
+    unreached = unreached_cases(plan.ops, records, by_op)
+    atomic_write_text(run_dir / "summary.csv", render_csv(records))
+    atomic_write_text(
+        run_dir / "junit.xml",
+        render_junit(records, unreached, op_notes={o.op: f"{o.status} {'; '.join(o.notes)}".strip() for o in outcomes}),
+    )
+    atomic_write_text(run_dir / "report.md", render_markdown(records, info, unreached))
+    atomic_write_text(run_dir / "ops_status.csv", render_status(outcomes))
+    write_meta(run_dir, _autotune_meta(plan, identity))
+    write_run_info(run_dir, info)
+    return info
+
+
+def _autotune_meta(plan: RunPlan, identity: Mapping[str, Any]) -> AutotuneMeta:
+    """The sidecar of autotune/: what a replay of this run must match."""
+    triton_version = identity.get("triton")
+    if not triton_version:
+        try:
+            triton_version = importlib.metadata.version("triton")
+        except importlib.metadata.PackageNotFoundError:
+            triton_version = "absent"
+    return AutotuneMeta(backend=plan.backend.name, device_name=str(identity.get("device_name", "")),
+                        device_arch=str(identity.get("device_arch", "")), triton_version=str(triton_version),
+                        run_id=plan.run_id)
+
+
+def execute(prepared: Prepared, env: Mapping[str, str], out: TextIO) -> int:
+    """Run the plan (or what a resumed run still lacks) and render every output.
+
+    Exit status: 0 every op passed or was skipped, 1 an op failed (FAIL, ERROR, CRASH, TIMEOUT),
+    130 the run was interrupted (SIGINT or SIGTERM) and can be resumed.
+    """
+    run_dir = prepared.run_dir
+    run_dir.mkdir(parents=True, exist_ok=True)
+    with run_lock(run_dir, fresh=not prepared.resumed):
+        return _execute_locked(prepared, env, out)
+
+
+def _start_line(prepared: Prepared, already: Mapping[str, OpOutcome], to_run: Sequence[OpPlan]) -> str:
+    plan, dismissed = prepared.plan, prepared.dismissed
+    return (
+        f"harness run {plan.run_id}: backend {plan.backend.name}, devices {','.join(plan.devices)}, "
+        f"level {plan.level}, timer {plan.timer}, {len(plan.ops)} op(s), "
+        f"{sum(len(o.cases()) for o in to_run)} case(s) to run"
+        + (f", {len(dismissed)} dismissed" if dismissed else "")
+        + (f", resuming ({len(already) - len(dismissed)} op(s) already complete)" if prepared.resumed else "")
+        + (f", autotune configs replayed from {plan.options.replay_from}" if plan.options.replay_from else "")
+    )
+
+
+def _execute_locked(prepared: Prepared, env: Mapping[str, str], out: TextIO) -> int:
+    plan, run_dir, dismissed = prepared.plan, prepared.run_dir, prepared.dismissed
+    started = _now()
+    already: dict[str, OpOutcome] = {}
+    append_state(run_dir, plan.backend, "<run start>", plan.devices)
+    if prepared.resumed:
+        started = read_run_info(RunFiles(run_dir).run_info).get("started_at", started)
+        already = read_markers(run_dir)
+    for op_plan in plan.ops:
+        if op_plan.op in dismissed:
+            already[op_plan.op] = OpOutcome(op_plan.op, op_plan.device, "SKIP",
+                                            notes=(f"dismissed: {dismissed[op_plan.op]}",))
+    write_run_info(run_dir, _run_info(prepared, "running", started, {}))
+    to_run = [o for o in plan.ops if o.op not in already]
+    print(_start_line(prepared, already, to_run), file=out, flush=True)
+    stop = StopToken()
+    progress = make_progress(plan.options.progress, out, len(plan.ops), plan.devices,
+                             list(already.values()))
+
+    def on_signal(name: str) -> None:
+        if stop.forced:
+            progress.note(f"{name} again: killing the op processes now")
+        else:
+            progress.note(f"{name}: stopping; ending the op processes (send it again to kill them at once)")
+
+    # Signals stay caught until every output is written: a Ctrl-C now only asks the batch to stop.
+    with stop_on_signals(stop, on_signal):
+        with progress:
+            result = run_batch(plan, run_dir, env, progress, runner=prepared.runner, stop=stop,
+                               already_done=already,
+                               prestart=plan.options.prestart_for(plan.backend.capabilities.accelerator))
+        outcomes = list(result.outcomes)
+        if result.interrupted:
+            finalize(prepared, outcomes, "interrupted", started)
+            print(f"interrupted ({result.interrupted}): partial results in {run_dir}; finish with "
+                  f"`harness run --resume {run_dir}`", file=out, flush=True)
+            return EXIT_INTERRUPTED
+        bad = [x for x in outcomes if x.failed]
+        info = finalize(prepared, outcomes, "complete-with-failures" if bad else "complete", started)
+    records = read_records(RunFiles(run_dir).records)
+    counts: dict[str, int] = {}
+    for r in records:
+        counts[r.status] = counts.get(r.status, 0) + 1
+    by_status: dict[str, list[str]] = {}
+    for outcome in outcomes:
+        by_status.setdefault(outcome.status, []).append(outcome.op)
+    print(
+        f"done: {len(records)} case(s) " + ", ".join(f"{k} {v}" for k, v in sorted(counts.items()))
+        + "; ops: " + "; ".join(f"{k} {', '.join(v)}" for k, v in by_status.items()),
+        file=out,
+    )
+    print(f"device: {info['identity'].get('device_name', '?')}; reports: {run_dir}/ "
+          "(run.json, records.jsonl, summary.csv, junit.xml, report.md, ops_status.csv)", file=out)
+    return EXIT_FAILED if bad else EXIT_OK

@@ -1,0 +1,147 @@
+"""Planning a run: which ops, shapes, dtypes, devices and plugins (pure: no I/O, no torch)."""
+
+from __future__ import annotations
+
+import datetime as _dt
+import hashlib
+import secrets
+from collections.abc import Mapping, Sequence
+from dataclasses import dataclass, replace
+
+from harness.backends.base import Backend
+from harness.contract import Case
+from harness.errors import UsageError
+from harness.ops.base import OpInfo, Shape
+from harness.options import RunOptions
+from harness.run.plugins import PluginPlan, plan_plugins
+
+__all__ = ["OpPlan", "RunPlan", "assign_device", "make_run_id", "plan_run", "resolve_level", "shard_ops"]
+
+
+@dataclass(frozen=True)
+class OpPlan:
+    op: str
+    device: str
+    dtypes: tuple[str, ...]
+    shapes: tuple[Shape, ...]
+    provider: str
+    case_cost: float = 1.0  # relative wall time of one case (OpSpec.case_cost), for sharding only
+
+    def cases(self) -> list[Case]:
+        return [Case(self.op, self.provider, d, s) for s in self.shapes for d in self.dtypes]
+
+
+@dataclass(frozen=True)
+class RunPlan:
+    run_id: str
+    backend: Backend
+    level: str
+    plugins: PluginPlan
+    devices: tuple[str, ...]
+    ops: tuple[OpPlan, ...]
+    options: RunOptions
+
+    @property
+    def timer(self) -> str:
+        return self.plugins.timer
+
+    def total_cases(self) -> int:
+        return sum(len(o.cases()) for o in self.ops)
+
+
+def make_run_id(backend: str, now: _dt.datetime | None = None, token: str | None = None) -> str:
+    now = now or _dt.datetime.now(_dt.UTC)
+    return f"{now.strftime('%Y%m%dT%H%M%SZ')}-{backend}-{token or secrets.token_hex(3)}"
+
+
+def resolve_level(requested: str, backend: Backend) -> str:
+    if requested != "auto":
+        return requested
+    return "core" if backend.capabilities.accelerator else "smoke"
+
+
+def _rank(key: str) -> int:
+    return int.from_bytes(hashlib.sha256(key.encode()).digest()[:8], "big")
+
+
+def assign_device(op_id: str, devices: Sequence[str]) -> str:
+    """The device an op ranks first (rendezvous hashing): independent of the order ops or devices
+    were named in. :func:`shard_ops` starts from this choice and balances the load."""
+    return max(dict.fromkeys(devices), key=lambda d: _rank(f"{op_id}\x00{d}"))
+
+
+OP_START_COST = 1.0  # an op process's start (interpreter, torch import), in units of one plain case
+
+
+def shard_ops(ops: Sequence[OpPlan], devices: Sequence[str]) -> tuple[OpPlan, ...]:
+    """Give every op a device, stable and balanced.
+
+    Each op ranks the devices by a hash of (op id, device) (rendezvous hashing), so its
+    choice depends neither on the order ops were named in nor on the order of the device
+    list. Ops are placed heaviest first, each on its best-ranked device still under an even
+    share of the total weight, else on the least loaded one. An op's weight is its start
+    (:data:`OP_START_COST`, one plain case's worth) plus its cases times its ``case_cost``, so
+    an autotuned op with few cases weighs what it costs in wall time. The same
+    selection on the same devices always gives the same assignment; the plan stored in
+    run.json keeps it for a resume.
+    """
+    devices = list(dict.fromkeys(devices))
+    if not devices:
+        raise ValueError("shard_ops needs at least one device")
+    weight = {o.op: OP_START_COST + len(o.cases()) * max(o.case_cost, 0.0) for o in ops}
+    cap = sum(weight.values()) / len(devices) + 1e-9
+    load = dict.fromkeys(devices, 0.0)
+    chosen: dict[str, str] = {}
+    for o in sorted(ops, key=lambda o: (-weight[o.op], _rank(o.op))):
+        ranked = sorted(devices, key=lambda d: _rank(f"{o.op}\x00{d}"), reverse=True)
+        fits = [d for d in ranked if load[d] + weight[o.op] <= cap]
+        device = fits[0] if fits else min(ranked, key=lambda d: load[d])
+        load[device] += weight[o.op]
+        chosen[o.op] = device
+    return tuple(replace(o, device=chosen[o.op]) for o in ops)
+
+
+def plan_run(
+    options: RunOptions,
+    backend: Backend,
+    ops: Sequence[OpInfo],
+    level: str,
+    level_shapes: Mapping[str, Sequence[Shape]],
+    user_shapes: Mapping[str, Sequence[Shape]] | None,
+    devices: Sequence[str],
+    run_id: str,
+) -> RunPlan:
+    if not devices:
+        raise UsageError(f"No {backend.name} device to run on. Run `harness doctor` to see what is detected.")
+    plugins = plan_plugins(backend, options.timer)
+    plans: list[OpPlan] = []
+    for op in ops:
+        shapes = list((user_shapes or {}).get(op.id) or level_shapes.get(op.id) or ())
+        if not shapes:
+            raise UsageError(
+                f"Op {op.id!r} has no shapes at level {level!r}. Give them in a shapes file "
+                f"(--shapes-file, keyed by op id), for example '{op.id}: [[1024, 1024]]'."
+            )
+        for shape in shapes:
+            problem = op.check_shape(shape)
+            if problem:
+                raise UsageError(f"{problem}. Fix the shapes file or the level's shapes.")
+        plans.append(
+            OpPlan(
+                op=op.id,
+                device=assign_device(op.id, devices),
+                dtypes=tuple(options.dtypes),
+                shapes=tuple(tuple(s) for s in shapes),
+                provider=options.provider,
+                case_cost=op.case_cost,
+            )
+        )
+    return RunPlan(
+        run_id=run_id,
+        backend=backend,
+        level=level,
+        plugins=plugins,
+        devices=tuple(devices),
+        ops=shard_ops(plans, devices),
+        options=options,
+    )

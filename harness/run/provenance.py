@@ -1,0 +1,71 @@
+"""Where a run's code came from: the one git helper of the harness.
+
+``git`` runs one git command (refusing clearly when git is missing or the command fails);
+``commit_state`` tells the commit and whether tracked files differ from it in one call;
+``describe`` names a checkout's tag. The fingerprint that says which runs are alike is
+:func:`harness.results.runinfo.fingerprint`, shared with compare and history.
+"""
+
+from __future__ import annotations
+
+import subprocess
+from dataclasses import dataclass
+from pathlib import Path
+
+from harness.errors import EnvironmentProblem, UsageError
+
+__all__ = ["CommitState", "commit_state", "describe", "git"]
+
+
+def git(repo: Path, *args: str, timeout: float = 300) -> str:
+    """``git -C repo ARGS``'s standard output; EnvironmentProblem without git, UsageError on failure."""
+    try:
+        done = subprocess.run(["git", "-c", "safe.directory=*", "-C", str(repo), *args],
+                              capture_output=True, text=True, timeout=timeout, check=False)
+    except FileNotFoundError:
+        raise EnvironmentProblem("git is not installed, so git refs cannot be read or checked out. "
+                                 "Install git, or give directories instead of refs.") from None
+    except subprocess.TimeoutExpired:
+        raise UsageError(f"git {' '.join(args)} in {repo} did not finish within {timeout:g} s.") from None
+    if done.returncode != 0:
+        raise UsageError(f"git {' '.join(args)} failed in {repo}: {done.stderr.strip()}")
+    return done.stdout.strip()
+
+
+def _quiet(repo: Path, *args: str) -> str | None:
+    try:
+        return git(repo, *args, timeout=20)
+    except (EnvironmentProblem, UsageError):
+        return None
+
+
+@dataclass(frozen=True)
+class CommitState:
+    """The commit checked out at a path, and whether tracked files differ from it (None: unknown)."""
+
+    commit: str | None
+    dirty: bool | None
+
+
+def commit_state(where: Path) -> CommitState:
+    """One ``git status --porcelain=v2 --branch``: the commit and whether tracked files changed.
+    A copied working tree with a stale ``.git`` (as on a lent machine) is dirty, not that commit."""
+    out = _quiet(where, "status", "--porcelain=v2", "--branch", "--untracked-files=no")
+    if out is None:
+        return CommitState(None, None)
+    commit = None
+    dirty = False
+    for line in out.splitlines():
+        if line.startswith("# branch.oid "):
+            oid = line.split()[-1]
+            commit = None if oid == "(initial)" else oid
+        elif not line.startswith("#"):
+            dirty = True
+    return CommitState(commit, dirty if commit else None)
+
+
+def describe(where: Path) -> str:
+    """``git describe --tags --always`` of a checkout; "unknown" where there is no git checkout."""
+    if not (where / ".git").exists():
+        return "unknown"
+    return _quiet(where, "describe", "--tags", "--always") or "unknown"
