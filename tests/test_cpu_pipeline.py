@@ -6,6 +6,7 @@ import csv
 import json
 import os
 import subprocess
+import sys
 from pathlib import Path
 
 import pytest
@@ -47,6 +48,22 @@ def test_softmax_end_to_end_writes_every_output(tmp_path: Path) -> None:
     xmlschema.XMLSchema(str(XSD)).validate(str(out / "junit.xml"))
     assert (out / "junit.xml").read_text().count("<testcase ") == 6
     assert "reports:" in done.stdout
+
+
+def test_every_output_file_is_readable_by_others_under_the_usual_umask(tmp_path: Path) -> None:
+    """0644 files and 0755 folders (umask 022): a host user reads what a container's root wrote."""
+    out = tmp_path / "run"
+    done = subprocess.run(["sh", "-c", 'umask 022 && exec "$@"', "sh", sys.executable, "-m", "harness", "run",
+                           "--backend", "cpu", "--ops", "add", "--dtypes", "fp32", "--out", str(out)],
+                          cwd=tmp_path, env={**os.environ, "PYTHONPATH": str(ROOT)}, capture_output=True, text=True,
+                          timeout=600)
+    assert done.returncode == 0, done.stdout + done.stderr
+    modes = {str(p.relative_to(out)): p.stat().st_mode & 0o777 for p in out.rglob("*")}
+    assert {"run.json", "records.jsonl", "report.md", "junit.xml", "ops_status.csv", "summary.csv",
+            "autotune/meta.json"} <= set(modes)
+    wrong = {name: oct(mode) for name, mode in modes.items()
+             if mode != (0o755 if (out / name).is_dir() else 0o644)}
+    assert not wrong, wrong
 
 
 def test_user_ops_module_and_shapes_file(tmp_path: Path) -> None:

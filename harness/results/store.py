@@ -7,6 +7,7 @@ import io
 import json
 import os
 import tempfile
+import threading
 import warnings
 from collections.abc import Iterable, Mapping, Sequence
 from pathlib import Path
@@ -14,7 +15,7 @@ from typing import Any
 
 from harness.results.schema import Measurement, record_from_dict
 
-__all__ = ["append_record", "atomic_write_text", "csv_text", "read_json", "read_records", "write_json"]
+__all__ = ["append_record", "atomic_write_text", "csv_text", "file_mode", "read_json", "read_records", "write_json"]
 
 
 def csv_text(columns: Sequence[str], rows: Iterable[Mapping[str, Any]]) -> str:
@@ -26,11 +27,35 @@ def csv_text(columns: Sequence[str], rows: Iterable[Mapping[str, Any]]) -> str:
     return buf.getvalue()
 
 
+_UMASK: int | None = None
+_UMASK_LOCK = threading.Lock()
+
+
+def _umask() -> int:
+    """The process's umask, read once (os.umask can only be read by setting it: done under a lock
+    and at most once, so no other thread creates a file while it is 0)."""
+    global _UMASK
+    with _UMASK_LOCK:
+        if _UMASK is None:
+            current = os.umask(0o022)
+            os.umask(current)
+            _UMASK = current
+        return _UMASK
+
+
+def file_mode() -> int:
+    """The mode a newly created file gets here (0o644 under the usual umask 022)."""
+    return 0o666 & ~_umask()
+
+
 def atomic_write_text(path: Path, text: str) -> None:
-    """Write ``text`` to ``path`` so that a reader sees the old file or the new one, never half."""
+    """Write ``text`` to ``path`` so that a reader sees the old file or the new one, never half.
+    The file gets the mode any new file gets (the umask's), not mkstemp's private 0600: reports
+    are read by other users (a host user reading what a container wrote)."""
     path.parent.mkdir(parents=True, exist_ok=True)
     fd, tmp = tempfile.mkstemp(prefix=f".{path.name}.", dir=path.parent)
     try:
+        os.fchmod(fd, file_mode())
         with os.fdopen(fd, "w", encoding="utf-8", newline="") as fh:
             fh.write(text)
             fh.flush()
@@ -61,7 +86,7 @@ def append_record(path: Path, record: Measurement) -> None:
     torn fragment never swallows a good record.
     """
     line = json.dumps(record.to_dict(), sort_keys=True, allow_nan=False) + "\n"
-    fd = os.open(path, os.O_RDWR | os.O_CREAT | os.O_APPEND, 0o644)
+    fd = os.open(path, os.O_RDWR | os.O_CREAT | os.O_APPEND, 0o666)
     try:
         size = os.fstat(fd).st_size
         if size and os.pread(fd, 1, size - 1) != b"\n":
