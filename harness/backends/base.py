@@ -36,7 +36,7 @@ class Capabilities:
 
 
 class CaptureFailure(StrEnum):
-    """How a failed graph capture is handled (DESIGN.md, "Capture failures split three ways")."""
+    """How a failed graph capture is handled (docs/architecture.md, "Contracts")."""
 
     RECOVERABLE = "recoverable"  # fall back to direct timing, mark the row
     FATAL = "fatal"  # the kernel broke on the device: the case fails, no latency
