@@ -49,7 +49,7 @@ def _install_harness(session: nox.Session) -> None:
     """Install what is missing, keeping a torch the host already has (a vendor build must not be
     replaced): in a reused environment that already has everything, nothing is installed."""
     deps = [d for d in _dependencies() if not d.startswith(("torch", "triton"))]
-    out = session.run("python", "-c", _PROBE, str(ROOT), *deps, silent=True)
+    out = session.run("python", "-c", _PROBE, str(ROOT), *deps, silent=True, log=False)
     missing = str(out).split()
     if not missing:
         session.log("environment reused: torch, Triton, the harness and its dependencies are installed")
