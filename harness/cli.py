@@ -211,7 +211,9 @@ def _cmd_plugins(ns: argparse.Namespace) -> int:
     return 0
 
 
-DOCTOR_PACKAGES = ("torch", "triton", "numpy", "pytest", "pyyaml", "junit-xml", "scipy", "docker", "nox", "rich")
+# What `harness run` needs, and what only some commands use (doctor says which is which).
+DOCTOR_REQUIRED = ("torch", "triton", "numpy", "pytest", "pyyaml", "junit-xml")
+DOCTOR_OPTIONAL = {"docker": "the container commands", "nox": "the nox sessions", "rich": "the live progress display"}
 
 
 def _engine_status(env: Mapping[str, str]) -> str:
@@ -239,13 +241,13 @@ def _cmd_doctor(env: Mapping[str, str]) -> int:
             print(f"devices: {', '.join(enumerate_devices(detected, None, env))}")
         except HarnessError as exc:
             print(f"devices: none usable ({exc.message})")
-    missing = []
-    for name in DOCTOR_PACKAGES:
+    missing, absent = [], []
+    for name in (*DOCTOR_REQUIRED, *DOCTOR_OPTIONAL):
         try:
             version = importlib.metadata.version(name)
         except importlib.metadata.PackageNotFoundError:
-            version = "MISSING"
-            missing.append(name)
+            version = "MISSING" if name in DOCTOR_REQUIRED else "not installed (optional)"
+            (missing if name in DOCTOR_REQUIRED else absent).append(name)
         print(f"  package {name:10} {version}")
     for b in BACKENDS:
         if b.listing is None:
@@ -258,8 +260,10 @@ def _cmd_doctor(env: Mapping[str, str]) -> int:
                 print(f"  visibility: {key}={env[key]}")
     print(f"  docker engine answers: {_engine_status(env)}")
     if missing:
-        print(f"missing packages: {', '.join(missing)}; `harness run` needs torch, triton, numpy, pytest, "
-              "pyyaml and junit-xml (pip install -e . in this checkout), the container sessions docker.")
+        print(f"missing packages: {', '.join(missing)}: `harness run` needs them "
+              "(`python3 -m pip install -e .` in this checkout installs them).")
+    for name in absent:
+        print(f"optional package {name} is not installed: {DOCTOR_OPTIONAL[name]} need it.")
     return 0
 
 
