@@ -241,7 +241,8 @@ def _cmd_doctor(env: Mapping[str, str]) -> int:
             print(f"devices: {', '.join(enumerate_devices(detected, None, env))}")
         except HarnessError as exc:
             print(f"devices: none usable ({exc.message})")
-    missing, absent = [], []
+    missing: list[str] = []
+    absent: list[str] = []
     for name in (*DOCTOR_REQUIRED, *DOCTOR_OPTIONAL):
         try:
             version = importlib.metadata.version(name)

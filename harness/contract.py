@@ -36,6 +36,7 @@ __all__ = [
     "PARENT_PID_ENV",
     "POISONED_EXIT",
     "Case",
+    "CaseProgress",
     "ChildSpec",
     "RunFiles",
     "op_file_stem",
@@ -97,6 +98,38 @@ class RunFiles:
 
     def identity(self, device: str) -> Path:
         return self.root / "identity" / f"{device}.json"
+
+    def progress(self, op: str) -> Path:
+        """Where an op process says which case it is on (:class:`CaseProgress`), rewritten per case."""
+        return self.root / "progress" / f"{op_file_stem(op)}.json"
+
+
+@dataclass(frozen=True)
+class CaseProgress:
+    """Which case an op process is on: written by the op process at each case's start, read by
+    the parent's progress display. ``done`` counts this process's cases already finished."""
+
+    op: str
+    case_id: str
+    done: int
+    total: int
+    pid: int
+
+    def dump(self, path: Path) -> None:
+        path.parent.mkdir(parents=True, exist_ok=True)
+        tmp = path.with_name(f".{path.name}.{self.pid}")
+        tmp.write_text(json.dumps(asdict(self)))
+        tmp.replace(path)
+
+    @classmethod
+    def load(cls, path: Path) -> CaseProgress | None:
+        """The last progress written, or None (none yet, or a file this version cannot read)."""
+        try:
+            data = json.loads(path.read_text())
+            return cls(op=str(data["op"]), case_id=str(data["case_id"]), done=int(data["done"]),
+                       total=int(data["total"]), pid=int(data["pid"]))
+        except (OSError, ValueError, KeyError, TypeError):
+            return None
 
 
 @dataclass(frozen=True)

@@ -48,6 +48,8 @@ def test_softmax_end_to_end_writes_every_output(tmp_path: Path) -> None:
     xmlschema.XMLSchema(str(XSD)).validate(str(out / "junit.xml"))
     assert (out / "junit.xml").read_text().count("<testcase ") == 6
     assert "reports:" in done.stdout
+    progress = json.loads((out / "progress" / "softmax.json").read_text())  # what the live display read
+    assert progress["op"] == "softmax" and progress["total"] == 6 and progress["done"] == 5
 
 
 def test_every_output_file_is_readable_by_others_under_the_usual_umask(tmp_path: Path) -> None:

@@ -281,7 +281,7 @@ def _execute_locked(prepared: Prepared, env: Mapping[str, str], out: TextIO) -> 
     print(_start_line(prepared, already, to_run), file=out, flush=True)
     stop = StopToken()
     progress = make_progress(plan.options.progress, out, len(plan.ops), plan.devices,
-                             list(already.values()))
+                             list(already.values()), run_dir=run_dir)
 
     def on_signal(name: str) -> None:
         if stop.forced:

@@ -1,9 +1,12 @@
 from __future__ import annotations
 
 import io
+import os
+from pathlib import Path
 
 import pytest
 
+from harness.contract import CaseProgress, RunFiles
 from harness.run.decide import OpOutcome
 from harness.run.progress import PlainProgress, ProgressState, choose_display, make_progress
 
@@ -68,3 +71,37 @@ def test_rich_display_prints_finished_ops() -> None:
     text = out.getvalue()
     assert "[1/1] device 1: gelu TIMEOUT" in text
     assert "1/1 ops done, 1 failed" in text
+
+
+def test_the_running_ops_case_shows_on_the_device_line() -> None:
+    state = ProgressState(total=2, devices=("0", "1"), started_at=0.0)
+    state.start("0", "mm", 1, now=0.0)
+    state.case_seen("0", CaseProgress(op="mm", case_id="mm[builtin-bfloat16-64x64x64]", done=2, total=29, pid=1))
+    state.case_seen("1", CaseProgress(op="softmax", case_id="softmax[x]", done=0, total=6, pid=2))  # not running there
+    assert state.device_lines(now=151.0) == ["device 0: mm (2:31, case 3/29 mm[builtin-bfloat16-64x64x64])",
+                                              "device 1: idle"]
+    state.start("0", "gelu", 1, now=160.0)  # the next op: the old case is gone
+    assert state.device_lines(now=161.0)[0] == "device 0: gelu (0:01)"
+
+
+def test_plain_heartbeat_repeats_each_running_ops_case_when_nothing_else_was_printed(tmp_path: Path) -> None:
+    out = io.StringIO()
+    progress = PlainProgress(out, ProgressState(total=1, devices=("0",), started_at=0.0), tmp_path, heartbeat_s=0.0)
+    progress.attempt_started("0", "mm", 1)
+    CaseProgress(op="mm", case_id="mm[builtin-float16-8x8x8]", done=1, total=4, pid=os.getpid()).dump(
+        RunFiles(tmp_path).progress("mm"))
+    progress.ticker.read()
+    progress.heartbeat()
+    last = out.getvalue().splitlines()[-1]
+    assert last.startswith("[0/1] device 0: mm (") and last.endswith("case 2/4 mm[builtin-float16-8x8x8]), running")
+    progress.heartbeat_s = 3600.0
+    progress.heartbeat()  # printed a moment ago: nothing new
+    assert out.getvalue().splitlines()[-1] == last and len(out.getvalue().splitlines()) == 2
+
+
+def test_case_progress_survives_a_missing_or_damaged_file(tmp_path: Path) -> None:
+    path = RunFiles(tmp_path).progress("x")
+    assert CaseProgress.load(path) is None
+    path.parent.mkdir(parents=True)
+    path.write_text("{not json")
+    assert CaseProgress.load(path) is None
