@@ -242,6 +242,10 @@ def read_meta(path: Path) -> AutotuneMeta:
     data = read_json(path)
     if not isinstance(data, dict) or not isinstance(data.get("backend"), str):
         raise ValueError("no 'backend' in it")
+    version = data.get("format_version")
+    if not isinstance(version, int) or not 1 <= version <= FORMAT_VERSION:
+        raise ValueError(f"format_version {version!r} is not one this harness reads (1..{FORMAT_VERSION}): "
+                         "written by a newer harness? Upgrade the harness to replay it")
     return AutotuneMeta(
         backend=data["backend"], device_name=str(data.get("device_name", "")),
         device_arch=str(data.get("device_arch", "")), triton_version=str(data.get("triton_version", "")),

@@ -286,6 +286,10 @@ def test_a_replay_source_must_exist_match_the_backend_and_be_readable(tmp_path: 
     (source / "autotune" / "mm.json").write_text('{"format_version": 1, "op": "mm", "configs": [{"kernel": 3}]}')
     with pytest.raises(UsageError, match="mm.json cannot be read"):
         check_replay_source(source, "cuda")
+    meta = source / "autotune" / "meta.json"
+    meta.write_text(meta.read_text().replace('"format_version": 1', '"format_version": 99'))
+    with pytest.raises(UsageError, match="format_version 99 is not one this harness reads.*newer harness"):
+        check_replay_source(source, "cuda")
 
 
 def test_harness_run_refuses_a_replay_from_another_backend_before_running(

@@ -1,0 +1,90 @@
+"""Versioned files and their checked readers: run.json, the child spec, and the one fingerprint."""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+
+import pytest
+
+from harness.cli import main
+from harness.contract import CHILD_SPEC_VERSION, ChildSpec
+from harness.errors import UsageError
+from harness.options import RunOptions
+from harness.results.runinfo import (
+    ALIKE_FIELDS,
+    RUN_SCHEMA_VERSION,
+    alike_values,
+    fingerprint,
+    read_run_info,
+)
+
+
+def _info(**extra: object) -> dict[str, object]:
+    info: dict[str, object] = {"schema_version": RUN_SCHEMA_VERSION, "run_id": "r1", "backend": "cuda",
+                               "timer": "graph", "level": "core",
+                               "identity": {"device_name": "NVIDIA H200", "device_arch": "sm_90"},
+                               "options": {"cache": "cold", "provider": "builtin"}}
+    info.update(extra)
+    return info
+
+
+def test_a_newer_or_damaged_run_json_is_refused_with_what_to_do(tmp_path: Path) -> None:
+    path = tmp_path / "run.json"
+    path.write_text(json.dumps(_info(schema_version=RUN_SCHEMA_VERSION + 1)))
+    with pytest.raises(UsageError, match="written by a newer harness.*Upgrade the harness"):
+        read_run_info(path)
+    path.write_text('{"run_id": "r1", "schema_versi')
+    with pytest.raises(UsageError, match="not valid JSON.*damaged"):
+        read_run_info(path)
+    path.write_text(json.dumps({"something": "else"}))
+    with pytest.raises(UsageError, match="not a run.json"):
+        read_run_info(path)
+    with pytest.raises(UsageError, match="no run.json there"):
+        read_run_info(tmp_path / "nowhere" / "run.json")
+    path.write_text(json.dumps(_info()))
+    assert read_run_info(path)["run_id"] == "r1"
+
+
+def test_an_option_this_harness_does_not_know_is_named_not_a_type_error() -> None:
+    stored = {**RunOptions().to_dict(), "warp_drive": True}
+    with pytest.raises(UsageError, match="run.json was written with option.*warp_drive.*harness version that started it"):
+        RunOptions.from_stored(stored, "reports/x/run.json")
+    assert RunOptions.from_stored(RunOptions(ops=("mm",)).to_dict(), "x").ops == ("mm",)
+
+
+def test_resume_of_a_run_with_an_unknown_option_exits_2(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
+    run = tmp_path / "run"
+    run.mkdir()
+    (run / "run.json").write_text(json.dumps(_info(options={**RunOptions().to_dict(), "removed_flag": 1}, plan=[])))
+    assert main(["run", "--resume", str(run)], env={}) == 2
+    assert "removed_flag" in capsys.readouterr().err
+
+
+def test_a_child_spec_of_another_version_is_refused(tmp_path: Path) -> None:
+    spec = ChildSpec(run_id="r", run_dir=str(tmp_path), backend="cpu", device="cpu", op="add", provider="builtin",
+                     dtypes=("float32",), shapes=((4,),), seed=0, timer="cpu")
+    path = tmp_path / "spec.json"
+    spec.dump(path)
+    assert ChildSpec.load(path) == spec
+    path.write_text(path.read_text().replace(f'"spec_version": {CHILD_SPEC_VERSION}', '"spec_version": 0'))
+    with pytest.raises(ValueError, match="different harness versions"):
+        ChildSpec.load(path)
+
+
+def test_the_fingerprint_changes_with_each_alike_field_and_nothing_else() -> None:
+    base = _info()
+    assert fingerprint(base) == fingerprint(_info(run_id="other", started_at="later"))
+    changed = {
+        "backend": _info(backend="rocm"),
+        "device model": _info(identity={"device_name": "NVIDIA H100", "device_arch": "sm_90"}),
+        "device arch": _info(identity={"device_name": "NVIDIA H200", "device_arch": "sm_100"}),
+        "timer": _info(timer="direct"),
+        "level": _info(level="comprehensive"),
+        "cache": _info(options={"cache": "warm", "provider": "builtin"}),
+        "provider": _info(options={"cache": "cold", "provider": "flaggems"}),
+    }
+    assert set(changed) == set(ALIKE_FIELDS)
+    for label, info in changed.items():
+        assert fingerprint(info) != fingerprint(base), label
+        assert alike_values(info)[label] != alike_values(base)[label]
