@@ -151,12 +151,13 @@ def h200_info() -> dict[str, Any]:
 
 def h200_records(info: Mapping[str, Any] | None = None, peaks: Peaks | None = H200_PEAKS,
                  backend: str | None = None, device_name: str | None = None,
-                 scale: float = 1.0) -> list[Measurement]:
+                 scale: float = 1.0, torch_scale: float = 1.0) -> list[Measurement]:
     """The 90 records of the committed H200 core run, rebuilt from summary.csv.
 
     Raw samples were not committed, so each side gets nine samples spread around its median;
     bytes and FLOP counts are recovered from the throughput columns. ``scale`` multiplies the
-    candidate latency (a stand-in for another device in cross-vendor tests)."""
+    candidate latency and ``torch_scale`` torch's (a stand-in for another device in
+    cross-vendor tests)."""
     info = info or h200_info()
     out: list[Measurement] = []
     with open(H200_DIR / "summary.csv", newline="") as fh:
@@ -165,6 +166,7 @@ def h200_records(info: Mapping[str, Any] | None = None, peaks: Peaks | None = H2
             cand_ms = _num(row["candidate_median_ms"])
             assert base_ms is not None and cand_ms is not None
             cand_ms *= scale
+            base_ms *= torch_scale
             sec = cand_ms * 1e-3
             gbps_row = _num(row["gbps"])
             tflops_row = _num(row["tflops"])
@@ -195,9 +197,11 @@ def h200_records(info: Mapping[str, Any] | None = None, peaks: Peaks | None = H2
 
 
 def musa_like(info: Mapping[str, Any], records: Sequence[Measurement]) -> tuple[dict[str, Any], list[Measurement]]:
-    """A stand-in MUSA run for the cross-vendor view: the H200 cases 3x slower against MTT S4000
-    peaks, with two cases missing and one failing (made up: no MUSA device has run these)."""
-    scaled = h200_records(info, peaks=MUSA_PEAKS, backend="musa", device_name="MTT S4000", scale=3.0)
+    """A stand-in MUSA run for the cross-vendor view: the H200 cases 8x slower (torch 8.5x)
+    against MTT S4000 peaks, with two cases missing and one failing (made up: no MUSA device
+    has run these)."""
+    scaled = h200_records(info, peaks=MUSA_PEAKS, backend="musa", device_name="MTT S4000",
+                          scale=8.0, torch_scale=8.5)
     by_id = {r.case_id: r for r in scaled}
     dropped = {records[0].case_id, records[-1].case_id}
     failing = records[1].case_id

@@ -12,7 +12,9 @@ vl-convert once, plus its own stylesheet and table script (docs/reports.md).
 
 from __future__ import annotations
 
+from harness.results.html.across import render_across_html
 from harness.results.html.compare import compare_rows, render_compare_html
+from harness.results.html.history import render_history_site
 from harness.results.html.run import render_run_html
 
-__all__ = ["compare_rows", "render_compare_html", "render_run_html"]
+__all__ = ["compare_rows", "render_across_html", "render_compare_html", "render_history_site", "render_run_html"]

@@ -53,6 +53,12 @@ def _rule(value: float, dash: Sequence[int] = (4, 4), colour: str = "#888888",
     return chart.encode(**{channel: alt.Y("v:Q") if channel == "y" else alt.X("v:Q")})
 
 
+def _log_domain(values: Sequence[float], around: float) -> list[float]:
+    """A log axis domain that holds ``values`` and 1/around .. around, with a little room."""
+    good = [v for v in values if v > 0]
+    return [min([1 / around, *good]) / 1.03, max([around, *good]) * 1.03]
+
+
 def _order(rows: Rows, key: str) -> list[str]:
     return list(dict.fromkeys(str(r[key]) for r in rows))
 
@@ -152,10 +158,8 @@ def forest_chart(chart_id: str, rows: Rows, threshold: float, confidence: float)
     x_title = "head / base candidate median (log; right of 1 is slower)"
     colour = alt.Color("verdict:N", scale=alt.Scale(domain=list(VERDICT_COLOURS),
                                                     range=list(VERDICT_COLOURS.values())))
-    values = [float(r[k]) for r in rows for k in ("ci_low", "ci_high", "ratio", "torch_ratio")
-              if r.get(k) is not None and float(r[k]) > 0]
-    lo = min([1 / (1 + threshold), *values]) / 1.02
-    hi = max([1 + threshold, *values]) * 1.02
+    lo, hi = _log_domain([float(r[k]) for r in rows for k in ("ci_low", "ci_high", "ratio", "torch_ratio")
+                          if r.get(k) is not None], around=1 + threshold)
     base = alt.Chart(alt.Data(name="rows"))
     interval = base.mark_rule(strokeWidth=2).encode(
         y=y, x=alt.X("ci_low:Q", scale=alt.Scale(type="log", domain=[lo, hi], nice=False), title=x_title),
@@ -206,13 +210,14 @@ def trend_chart(chart_id: str, points: Rows, series: Sequence[str]) -> Chart:
     its commit where a commit URL was given."""
     cases = _order(points, "case_id")
     x = alt.X("t:T", title=None, scale=alt.Scale(type="utc"), axis=alt.Axis(format="%m-%d", labelAngle=0))
-    colour = alt.Color("series:N", sort=list(series), title="backend / device")
+    colour = alt.Color("series:N", sort=list(series), title="backend / device",
+                       legend=alt.Legend(symbolOpacity=1))
     y_title = "candidate median (ms)"
     band = alt.Chart().mark_area(opacity=0.15).encode(x=x, y=alt.Y("p10_ms:Q", title=y_title,
                                                                    scale=alt.Scale(zero=False)),
                                                       y2="p90_ms:Q", color=colour)
     tips = [alt.Tooltip("run_id:N", title="run"), alt.Tooltip("commit_short:N", title="commit"),
-            alt.Tooltip("t:T", title="started", format="%Y-%m-%d %H:%M", scale=alt.Scale(type="utc")),
+            alt.Tooltip("t:N", title="started"),
             alt.Tooltip("median_ms:Q", title="median ms", format=".4g"),
             alt.Tooltip("torch_median_ms:Q", title="torch ms", format=".4g"),
             alt.Tooltip("check:N", title="history check"), alt.Tooltip("reason:N", title="why")]
@@ -239,12 +244,14 @@ def trend_chart(chart_id: str, points: Rows, series: Sequence[str]) -> Chart:
 def overview_chart(chart_id: str, rows: Rows, series: Sequence[str]) -> Chart:
     """Each case's latest change against its history baseline, per op and backend/device."""
     ops = _order(rows, "op")
+    ratios = [float(r["ratio"]) for r in rows if r.get("ratio") is not None]
     shapes = alt.Scale(domain=["regression", "suspect", "improvement", "ok"],
                        range=["triangle-up", "diamond", "triangle-down", "circle"])
     points = alt.Chart(alt.Data(name="latest")).mark_point(size=70, filled=True, opacity=0.8).encode(
         x=alt.X("op:N", sort=ops, title=None),
         xOffset=alt.XOffset("series:N", sort=list(series)),
-        y=alt.Y("ratio:Q", scale=alt.Scale(type="log"), title="latest / baseline median"),
+        y=alt.Y("ratio:Q", scale=alt.Scale(type="log", domain=_log_domain(ratios, around=1.1), nice=False),
+                title="latest / baseline median"),
         color=alt.Color("series:N", sort=list(series), title="backend / device"),
         shape=alt.Shape("check:N", scale=shapes, title="latest check"),
         href="page:N",

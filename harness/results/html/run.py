@@ -23,7 +23,7 @@ from harness.results.html.page import (
 from harness.results.render import Unreached, commit_label
 from harness.results.schema import Measurement, shape_str
 
-__all__ = ["case_rows", "log_path", "peak_values", "render_run_html", "split_case_id"]
+__all__ = ["case_rows", "log_path", "nearest_ceiling", "peak_values", "render_run_html", "split_case_id"]
 
 STATUS_ORDER = ("pass", "fail", "error", "skip", "not run")
 SIZE_TITLE = "elements (product of shape dims)"
@@ -73,6 +73,16 @@ def peak_values(r: Measurement, peaks: Peaks | None) -> tuple[float | None, floa
         computed = roofline(peaks, r.gbps, r.tflops, r.dtype)
         bw, mm = computed.get("pct_peak_bandwidth"), computed.get("pct_peak_bf16_tflops")
     return (float(bw) if bw is not None else None, float(mm) if mm is not None else None)
+
+
+def nearest_ceiling(pct_bw: float | None, pct_mm: float | None) -> tuple[float, str] | None:
+    """The roofline percentage of a case: of the two ceilings, the one it comes nearer to."""
+    if pct_bw is None and pct_mm is None:
+        return None
+    if pct_mm is not None and (pct_bw is None or pct_mm >= pct_bw):
+        return pct_mm, "bf16 matrix rate"
+    assert pct_bw is not None
+    return pct_bw, "memory bandwidth"
 
 
 def _median(t: Any) -> float | None:
@@ -157,13 +167,12 @@ def run_charts(rows: Sequence[Mapping[str, Any]], records: Sequence[Measurement]
     charts = [speedup_chart("chart-speedup", speed_rows, _geomeans(speed_rows))]
     roof = []
     for r in timed:
-        bw, mm = r["pct_bw"], r["pct_mm"]
-        if bw is None and mm is None:
+        nearest = nearest_ceiling(r["pct_bw"], r["pct_mm"])
+        if nearest is None:
             continue
-        use_mm = mm is not None and (bw is None or mm >= bw)
         roof.append({"case_id": r["case_id"], "op": r["op"], "dtype": r["dtype"],
-                     "pct": mm if use_mm else bw, "ceiling": "bf16 matrix rate" if use_mm else "memory bandwidth",
-                     "pct_bw": bw, "pct_mm": mm, "gbps": r["gbps"], "tflops": r["tflops"]})
+                     "pct": nearest[0], "ceiling": nearest[1], "pct_bw": r["pct_bw"],
+                     "pct_mm": r["pct_mm"], "gbps": r["gbps"], "tflops": r["tflops"]})
     label = _peak_label(peaks, records)
     if roof and label:
         charts.append(peak_chart("chart-peak", roof, label))
