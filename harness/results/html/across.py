@@ -140,7 +140,7 @@ def _table(labels: Sequence[str], rows: Sequence[Mapping[str, Any]]) -> Table:
         attrs.append({"op": str(r["op"]), "dtype": str(r["dtype"]), "coverage": "everywhere" if complete else "gaps"})
     ops = list(dict.fromkeys(str(r["op"]) for r in rows))
     dtypes = sorted({str(r["dtype"]) for r in rows})
-    return Table(table_id="cases", columns=columns, rows=cells, row_attrs=attrs,
+    return Table(table_id="case-table", columns=columns, rows=cells, row_attrs=attrs,
                  filters=(("op", "op", ops), ("dtype", "dtype", dtypes),
                           ("coverage", "passed", ["everywhere", "gaps"])))
 

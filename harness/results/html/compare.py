@@ -119,7 +119,7 @@ def _table(rows: Sequence[Mapping[str, Any]]) -> Table:
     verdicts = [v for v in VERDICT_ORDER if any(r["verdict"] == v for r in rows)]
     ops = list(dict.fromkeys(str(r["op"]) for r in rows))
     return Table(
-        table_id="rows", columns=COMPARE_COLUMNS, rows=cells,
+        table_id="row-table", columns=COMPARE_COLUMNS, rows=cells,
         row_attrs=[{"verdict": str(r["verdict"]), "op": str(r["op"])} for r in rows],
         filters=(("verdict", "verdict", verdicts), ("op", "op", ops)),
     )

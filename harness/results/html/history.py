@@ -188,7 +188,7 @@ def render_history_site(points: Sequence[Mapping[str, Any]], *, rules: HistoryRu
             site_title=title,
             index="../index.html",
             charts=[trend_chart("chart-trend", chart_points, op_series)],
-            table=_latest_table("latest", [p for p in latest if p["op"] == op], counts),
+            table=_latest_table("latest-table", [p for p in latest if p["op"] == op], counts),
             runs=_runs(of_op),
         )
     per_op = []
@@ -205,7 +205,7 @@ def render_history_site(points: Sequence[Mapping[str, Any]], *, rules: HistoryRu
         title=title,
         per_op=per_op,
         charts=[overview_chart("chart-overview", overview, series)],
-        table=_latest_table("latest", [p for p in latest if p["check"] in _FLAGS], counts, paths),
+        table=_latest_table("flagged-table", [p for p in latest if p["check"] in _FLAGS], counts, paths),
         runs=_runs(normal),
         rules=rules or HistoryRules(),
     )

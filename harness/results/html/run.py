@@ -137,7 +137,7 @@ def _case_table(rows: Sequence[Mapping[str, Any]]) -> Table:
     ops = list(dict.fromkeys(str(r["op"]) for r in rows))
     dtypes = sorted({str(r["dtype"]) for r in rows if r["dtype"]})
     return Table(
-        table_id="cases",
+        table_id="case-table",
         columns=CASE_COLUMNS,
         rows=[{c.key: _cell(c.key, r[c.key]) for c in CASE_COLUMNS} for r in rows],
         row_attrs=[{"status": str(r["status"]), "op": str(r["op"]), "dtype": str(r["dtype"])} for r in rows],
