@@ -5,7 +5,9 @@ benchmarks/results/h200-core-2026-11-29 by tests/html_data.py) as a plain table,
 charts: speedup per op and dtype (log y), percent of peak per op, and latency against problem
 size in one panel per op (log-log). Each library's JavaScript is inlined once per page, as an
 offline page needs. Each library is timed in a fresh process: "first" is the first page of
-that process (imports and the bundle included), "next" the median of five more pages.
+that process (the bundle included), "next" the median of five more pages. Last, the
+harness's own pages (harness/results/html: the run page with its full table, compare,
+across and a history site of 8 ops x 30 nights x 2 backends) are measured the same way.
 
     PYTHONPATH=. python benchmarks/html_libraries.py              # the libraries installed here
     PYTHONPATH=. python benchmarks/html_libraries.py --out /tmp/pages   # also keep the pages
@@ -16,6 +18,7 @@ Writes benchmarks/results/html_libraries.json. Needs no accelerator.
 from __future__ import annotations
 
 import argparse
+import functools
 import html
 import json
 import math
@@ -59,9 +62,17 @@ def page(head: str, body: str) -> str:
     return f"<!DOCTYPE html><html><head><meta charset='utf-8'>{head}</head><body>{body}</body></html>"
 
 
+@functools.cache
+def _vega_bundle(vl_version: str) -> str:
+    """Made once per process, as harness/results/html/page.py does."""
+    import vl_convert as vlc
+
+    bundle: str = vlc.javascript_bundle("window.vegaEmbed = vegaEmbed;", vl_version=vl_version)
+    return bundle
+
+
 def build_altair(data: list[dict[str, Any]]) -> str:
     import altair as alt
-    import vl_convert as vlc
 
     base = alt.Chart(alt.Data(values=data))
     charts = [
@@ -74,8 +85,7 @@ def build_altair(data: list[dict[str, Any]]) -> str:
         ).properties(width=180, height=140).facet(facet="op:N", columns=4).resolve_scale(
             x="independent", y="independent"),
     ]
-    vl = alt.SCHEMA_VERSION.lstrip("v").rsplit(".", 1)[0]
-    bundle = vlc.javascript_bundle(vl_version=vl)
+    bundle = _vega_bundle(alt.SCHEMA_VERSION.lstrip("v").rsplit(".", 1)[0])
     divs = "".join(f"<div id='c{i}'></div>" for i in range(len(charts)))
     specs = json.dumps([c.to_dict() for c in charts]).replace("<", "\\u003c")
     script = (f"<script>{bundle}</script><script>const specs={specs};"
@@ -146,6 +156,72 @@ def build_bokeh(data: list[dict[str, Any]]) -> str:
     return page(INLINE.render() + script, div + table(data))
 
 
+def measure_harness(out: Path | None) -> dict[str, Any]:
+    """The harness's own pages (harness/results/html) from the same 90 cases: the run page
+    first in a fresh process (imports, templates and the Vega bundle included), then again,
+    and the other pages' weight and time once the bundle is made."""
+    import gzip
+
+    t0 = time.perf_counter()
+    from harness.results.html import (
+        render_across_html,
+        render_compare_html,
+        render_history_site,
+        render_run_html,
+    )
+    from tests.html_data import (
+        H200_PEAKS,
+        comparison,
+        h200_info,
+        h200_records,
+        history_points,
+        musa_like,
+    )
+    t_import = time.perf_counter() - t0
+    info = h200_info()
+    records = h200_records(info)
+    t0 = time.perf_counter()
+    text = render_run_html(info, records, [], H200_PEAKS)
+    first = time.perf_counter() - t0
+    again = []
+    for _ in range(5):
+        t0 = time.perf_counter()
+        render_run_html(info, records, [], H200_PEAKS)
+        again.append(time.perf_counter() - t0)
+    pages: dict[str, str] = {"run": text}
+    timings: dict[str, float] = {}
+    musa_info, musa_records = musa_like(info, records)
+    c = comparison()
+    points = history_points(ops=("softmax", "layer_norm", "rms_norm", "gelu", "silu_and_mul", "add", "sum", "mm"),
+                            runs=30)
+    for name, build in (("compare", lambda: {"compare": render_compare_html(c)}),
+                        ("across", lambda: {"across": render_across_html([(info, records), (musa_info, musa_records)])}),
+                        ("history site", lambda: render_history_site(points))):
+        t0 = time.perf_counter()
+        built = build()
+        timings[name] = round(time.perf_counter() - t0, 3)
+        pages.update({f"{name}/{k}" if len(built) > 1 else name: v for k, v in built.items()})
+    if out:
+        for key, page_text in pages.items():
+            path = out / "harness" / (key if key.endswith(".html") else f"{key}.html")
+            path.parent.mkdir(parents=True, exist_ok=True)
+            path.write_text(page_text)
+    raw = text.encode()
+    site = [v.encode() for k, v in pages.items() if k.startswith("history site/")]
+    from importlib.metadata import version
+
+    return {"library": "harness (altair + vl-convert)",
+            "versions": {"altair": version("altair"), "vl-convert-python": version("vl-convert-python")},
+            "cases": len(records), "page_bytes": len(raw), "page_gzip_bytes": len(gzip.compress(raw, 6)),
+            "first_page_s": round(first, 3), "next_page_s": round(statistics.median(again), 3),
+            "import_s": round(t_import, 3),
+            "other_pages": {
+                "compare_bytes": len(pages["compare"].encode()), "compare_s": timings["compare"],
+                "across_bytes": len(pages["across"].encode()), "across_s": timings["across"],
+                "history_site_pages": len(site), "history_site_bytes": sum(map(len, site)),
+                "history_site_points": len(points), "history_site_s": timings["history site"]}}
+
+
 BUILDERS: dict[str, Callable[[list[dict[str, Any]]], str]] = {
     "altair": build_altair, "plotly": build_plotly, "bokeh": build_bokeh,
 }
@@ -170,9 +246,10 @@ def measure_one(name: str, out: Path | None) -> dict[str, Any]:
     import gzip
 
     raw = text.encode()
-    versions = {}
-    for mod in {"altair": ("altair", "vl_convert"), "plotly": ("plotly",), "bokeh": ("bokeh",)}[name]:
-        versions[mod] = __import__(mod).__version__
+    from importlib.metadata import version
+
+    versions = {dist: version(dist) for dist in
+                {"altair": ("altair", "vl-convert-python"), "plotly": ("plotly",), "bokeh": ("bokeh",)}[name]}
     return {"library": name, "versions": versions, "cases": len(data), "page_bytes": len(raw),
             "page_gzip_bytes": len(gzip.compress(raw, 6)), "first_page_s": round(first, 3),
             "next_page_s": round(statistics.median(again), 3), "data_s": round(t_data, 3)}
@@ -181,13 +258,14 @@ def measure_one(name: str, out: Path | None) -> dict[str, Any]:
 def main() -> int:
     parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     parser.add_argument("--out", type=Path, help="keep the pages here")
-    parser.add_argument("--one", choices=LIBRARIES, help=argparse.SUPPRESS)  # the child's job
+    parser.add_argument("--one", choices=(*LIBRARIES, "harness"), help=argparse.SUPPRESS)  # a child's job
     args = parser.parse_args()
     if args.one:
-        print(json.dumps(measure_one(args.one, args.out)))
+        row = measure_harness(args.out) if args.one == "harness" else measure_one(args.one, args.out)
+        print(json.dumps(row))
         return 0
     results = []
-    for name in LIBRARIES:
+    for name in (*LIBRARIES, "harness"):
         cmd = [sys.executable, __file__, "--one", name] + (["--out", str(args.out)] if args.out else [])
         proc = subprocess.run(cmd, capture_output=True, text=True, cwd=ROOT)
         if proc.returncode != 0:
@@ -198,6 +276,8 @@ def main() -> int:
         results.append(row)
         print(f"{name:7} {row['page_bytes'] / 1e6:6.2f} MB ({row['page_gzip_bytes'] / 1e6:.2f} MB gzip), "
               f"first page {row['first_page_s']:.2f} s, next {row['next_page_s']:.3f} s  {row['versions']}")
+        if "other_pages" in row:
+            print(f"        {row['other_pages']}")
     doc = {"what": "one run page (90 cases, 3 charts, library JS inlined once)",
            "machine": platform.machine(), "python": platform.python_version(), "results": results}
     (ROOT / "benchmarks" / "results" / "html_libraries.json").write_text(json.dumps(doc, indent=2) + "\n")
