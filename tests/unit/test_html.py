@@ -9,6 +9,7 @@ from collections.abc import Mapping, Sequence
 from dataclasses import replace
 from html.parser import HTMLParser
 from importlib import resources
+from pathlib import Path
 from typing import Any
 
 import pytest
@@ -345,3 +346,33 @@ def test_history_page_names_stay_apart() -> None:
     points += [dict(p, op="a_b", case_id=p["case_id"].replace("softmax", "a_b")) for p in history_points(ops=("softmax",))]
     site = render_history_site(points)
     assert sorted(site) == ["index.html", "ops/a_b-2.html", "ops/a_b.html"]
+
+
+def test_history_site_from_the_history_store(tmp_path: Path) -> None:
+    """The site takes HistoryStore.export()'s rows as they are, and its markers agree with
+    what `harness history check` says of the same nights."""
+    from harness.compare.compare import RunData
+    from harness.compare.history import HistoryRules, HistoryStore, check_run, run_medians
+
+    store = HistoryStore(tmp_path / "history.sqlite")
+    runs = []
+    for day in range(1, 9):
+        slow = 1.3 if day >= 6 else 1.0  # softmax 30% slower from night 6: flagged at once
+        records = (record("softmax", cand_ms=0.01 * slow, run_id=f"night-{day}"),
+                   record("add", cand_ms=0.02, run_id=f"night-{day}"))
+        info = {"run_id": f"night-{day}", "status": "complete", "backend": "cuda", "timer": "graph",
+                "level": "core", "identity": {"device_name": "NVIDIA H200"}, "options": {"cache": "cold"},
+                "fingerprint": "fp-h200", "started_at": f"2026-11-{day:02d}T02:00:00+00:00",
+                "git_commit": f"{day:040d}"}
+        run = RunData(path=tmp_path / f"night-{day}", info=info, records=records)
+        store.add(run)
+        runs.append(run)
+    rows = store.export()
+    site = render_history_site(rows, commit_url="https://example.org/commit/{commit}")
+    points = _dataset(Page(site["ops/softmax.html"]), "chart-trend", "points")
+    assert [p["check"] for p in points][-3:] == ["regression"] * 3
+    assert points[-1]["url"] == "https://example.org/commit/" + "8".rjust(40, "0")
+    rules = HistoryRules()
+    earlier = [run_medians(r) for r in runs[:-1]]
+    (softmax_check,) = [c for c in check_run(run_medians(runs[-1]), earlier, rules) if c.case_id.startswith("softmax")]
+    assert softmax_check.status == points[-1]["check"]

@@ -23,6 +23,7 @@ __all__ = [
     "overview_chart",
     "peak_chart",
     "speedup_chart",
+    "throughput_chart",
     "trend_chart",
 ]
 

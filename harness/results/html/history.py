@@ -18,7 +18,7 @@ from harness.compare.history import HistoryRules, assess_case
 from harness.results.html.charts import overview_chart, trend_chart
 from harness.results.html.page import Cell, Column, Table, fmt_num, render_page
 
-__all__ = ["history_points", "op_page_path", "render_history_site"]
+__all__ = ["judged_points", "op_page_path", "render_history_site"]
 
 _FLAGS = ("regression", "suspect")
 
@@ -51,9 +51,10 @@ def _commit_href(commit_url: str | None, commit: str) -> str | None:
     return commit_url.replace("{commit}", commit)
 
 
-def history_points(points: Sequence[Mapping[str, Any]], rules: HistoryRules | None = None,
+def judged_points(points: Sequence[Mapping[str, Any]], rules: HistoryRules | None = None,
                    commit_url: str | None = None) -> list[dict[str, Any]]:
-    """Normalised points, oldest first within each series, each with its history check."""
+    """Normalised points, oldest first within each series (points with the same start time
+    keep their given order, as HistoryStore.export gives them), each with its history check."""
     rules = rules or HistoryRules()
     labels = _series_labels(points)
     series: dict[tuple[str, str], list[dict[str, Any]]] = {}
@@ -76,7 +77,7 @@ def history_points(points: Sequence[Mapping[str, Any]], rules: HistoryRules | No
         series.setdefault((fp, case), []).append(row)
     out: list[dict[str, Any]] = []
     for key in sorted(series):
-        rows = sorted(series[key], key=lambda r: (r["t"], r["run_id"]))
+        rows = sorted(series[key], key=lambda r: r["t"])
         for i, row in enumerate(rows):
             if row["check"] is None:
                 check = assess_case(row["case_id"], [r["median_ms"] for r in rows[:i]], row["median_ms"], rules)
@@ -163,7 +164,7 @@ def render_history_site(points: Sequence[Mapping[str, Any]], *, rules: HistoryRu
     (``https://github.com/OWNER/REPO/commit/{commit}``); without it commits are plain text."""
     if commit_url is not None and not commit_url.startswith(("https://", "http://")):
         raise ValueError(f"commit_url must be an http(s) URL with {{commit}} in it, got {commit_url!r}")
-    normal = history_points(points, rules, commit_url)
+    normal = judged_points(points, rules, commit_url)
     ops = list(dict.fromkeys(p["op"] for p in sorted(normal, key=lambda p: p["op"])))
     taken: set[str] = set()
     paths = {op: op_page_path(op, taken) for op in ops}

@@ -13,7 +13,7 @@ import functools
 import json
 import re
 from collections.abc import Mapping, Sequence
-from dataclasses import dataclass, field
+from dataclasses import dataclass
 from importlib import resources
 from typing import Any
 
@@ -114,7 +114,6 @@ class Chart:
     spec: Mapping[str, Any]
     note: str = ""
     marks: int = 0  # how many data rows feed it (0: the chart says it has nothing to show)
-    extra: Mapping[str, Any] = field(default_factory=dict)
 
 
 def _finalize(value: object) -> object:

@@ -47,6 +47,9 @@ CASE_COLUMNS = (
 )
 
 
+_NUMERIC = {c.key for c in CASE_COLUMNS if c.numeric}
+
+
 def log_path(op: str) -> str:
     """The op's log, relative to the run directory (harness/batch.py names it)."""
     from harness.batch import op_file_stem  # pytest comes with harness.batch; only loaded here
@@ -127,9 +130,6 @@ def _cell(key: str, value: Any) -> Cell:
         digits = 3 if key in ("pct_bw", "pct_mm", "max_abs") else 4
         return Cell(fmt_num(value, digits), sort=repr(value) if value is not None else "")
     return Cell("" if value is None else str(value))
-
-
-_NUMERIC = {c.key for c in CASE_COLUMNS if c.numeric}
 
 
 def _case_table(rows: Sequence[Mapping[str, Any]]) -> Table:
