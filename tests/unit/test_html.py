@@ -202,6 +202,14 @@ def test_hostile_text_stays_text() -> None:
     assert any(r["case_id"].startswith(HOSTILE) for r in _dataset(page, "chart-speedup", "cases"))
 
 
+def test_non_finite_numbers_do_not_break_the_page() -> None:
+    info, records, unreached = small_run()
+    odd = replace(records[0], gbps=float("nan"), extra={**records[0].extra, "pct_peak_bandwidth": float("inf")})
+    page = _check_page(render_run_html(info, [odd, *records[1:]], unreached, H200_PEAKS), expect_charts=3)
+    row = next(r for r in _dataset(page, "chart-peak", "roofline") if r["case_id"] == odd.case_id)
+    assert row["gbps"] is None
+
+
 def test_clean_text() -> None:
     assert clean_text("a\x1b[1;31mb\x1b[0m") == "ab"
     assert clean_text("tab\tnl\n") == "tab\tnl\n"

@@ -7,6 +7,7 @@ structure without walking every data row, and the page holds each row once.
 
 from __future__ import annotations
 
+import math
 from collections.abc import Mapping, Sequence
 from typing import Any
 
@@ -40,10 +41,16 @@ STATUS_COLOURS = {"regression": "#d62728", "suspect": "#ff7f0e"}
 _TORCH_COLOUR = "#555555"
 
 
+def _finite(value: Any) -> Any:
+    """JSON has no NaN or infinity: such a value is shown as missing."""
+    return None if isinstance(value, float) and not math.isfinite(value) else value
+
+
 def _spec(chart: alt.TopLevelMixin, datasets: Mapping[str, Rows]) -> dict[str, Any]:
     spec: dict[str, Any] = chart.to_dict()
     # altair already moved inline values (the reference lines) into ``datasets``; add ours.
-    spec.setdefault("datasets", {}).update({name: [dict(r) for r in rows] for name, rows in datasets.items()})
+    spec.setdefault("datasets", {}).update(
+        {name: [{k: _finite(v) for k, v in r.items()} for r in rows] for name, rows in datasets.items()})
     return spec
 
 

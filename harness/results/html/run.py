@@ -75,7 +75,7 @@ def peak_values(r: Measurement, peaks: Peaks | None) -> tuple[float | None, floa
     if bw is None and mm is None and peaks is not None and r.status == "pass":
         computed = roofline(peaks, r.gbps, r.tflops, r.dtype)
         bw, mm = computed.get("pct_peak_bandwidth"), computed.get("pct_peak_bf16_tflops")
-    return (float(bw) if bw is not None else None, float(mm) if mm is not None else None)
+    return _finite(float(bw) if bw is not None else None), _finite(float(mm) if mm is not None else None)
 
 
 def nearest_ceiling(pct_bw: float | None, pct_mm: float | None) -> tuple[float, str] | None:
@@ -92,6 +92,11 @@ def _median(t: Any) -> float | None:
     return t.summary.median if t is not None else None
 
 
+def _finite(value: Any) -> Any:
+    """NaN and infinity are shown as missing (JSON cannot carry them; axes cannot place them)."""
+    return None if isinstance(value, float) and not math.isfinite(value) else value
+
+
 def case_rows(records: Sequence[Measurement], peaks: Peaks | None) -> list[dict[str, Any]]:
     """One plain dict per record: what the table and the charts show."""
     out = []
@@ -102,14 +107,15 @@ def case_rows(records: Sequence[Measurement], peaks: Peaks | None) -> list[dict[
             note = f"fallback {r.fallback.phase}:{r.fallback.reason}" + (f"; {note}" if note else "")
         if r.status != "pass" and r.message:
             note = first_line(r.message) + (f"; {note}" if note else "")
-        out.append({
+        row = {
             "case_id": r.case_id, "op": r.op, "provider": r.provider, "dtype": r.dtype,
             "shape": shape_str(r.shape), "status": r.status, "timer": r.timer,
             "torch_ms": _median(r.baseline), "cand_ms": _median(r.candidate), "speedup": r.speedup,
             "gbps": r.gbps, "tflops": r.tflops, "pct_bw": bw, "pct_mm": mm,
             "max_abs": r.correctness.max_abs if r.correctness else None,
             "note": note, "elements": math.prod(r.shape) if r.shape else None,
-        })
+        }
+        out.append({k: _finite(v) for k, v in row.items()})
     return out
 
 
