@@ -1,0 +1,301 @@
+"""Data for the HTML report tests: small synthetic runs, and a cuda run rebuilt from the
+committed H200 results (benchmarks/results/h200-core-2026-11-29: run.json + summary.csv, 90 cases).
+
+Everything here is deterministic: the same call gives the same records, so pages built from
+them can be compared byte for byte.
+"""
+
+from __future__ import annotations
+
+import csv
+import hashlib
+import json
+import math
+from collections.abc import Mapping, Sequence
+from dataclasses import replace
+from pathlib import Path
+from typing import Any
+
+from harness.backends.base import Peaks
+from harness.measure import roofline
+from harness.results.render import Unreached
+from harness.results.schema import Correctness, Fallback, Measurement, Timing, case_id
+
+ROOT = Path(__file__).resolve().parents[1]
+H200_DIR = ROOT / "benchmarks" / "results" / "h200-core-2026-11-29"
+H200_PEAKS = Peaks(device="H200 SXM", bandwidth_gbps=4800.0, bf16_tflops=989.0)
+MUSA_PEAKS = Peaks(device="MTT S4000", bandwidth_gbps=768.0, bf16_tflops=100.0)
+
+HOSTILE = "</script><script>alert(1)</script>"
+CONTROL = "bad\x00byte\x1b[31mred\x1b[0m\x07bell\x7f\u2028sep\ud800lone"
+
+
+def _samples(median: float, n: int = 9) -> tuple[float, ...]:
+    # A symmetric spread of about +-2% around the median, so Summary.of gives the median back.
+    return tuple(median * (1 + 0.005 * (k - n // 2)) for k in range(n))
+
+
+def _num(text: str) -> float | None:
+    return float(text) if text not in ("", None) else None
+
+
+def _elements(shape: Sequence[int]) -> int:
+    return math.prod(shape)
+
+
+def record(
+    op: str = "softmax",
+    dtype: str = "bfloat16",
+    shape: Sequence[int] = (4096, 1024),
+    *,
+    status: str = "pass",
+    provider: str = "builtin",
+    backend: str = "cuda",
+    device_name: str = "NVIDIA H200",
+    run_id: str = "run-a",
+    base_ms: float = 0.02,
+    cand_ms: float = 0.01,
+    itemsize: int = 2,
+    flops_per_element: float = 5.0,
+    peaks: Peaks | None = H200_PEAKS,
+    message: str = "",
+    notes: Sequence[str] = (),
+    fallback: Fallback | None = None,
+    timer: str = "graph",
+) -> Measurement:
+    """One record as measure_case would write it (throughput and roofline extras included)."""
+    shape = tuple(int(d) for d in shape)
+    common: dict[str, Any] = dict(
+        run_id=run_id, op=op, provider=provider, dtype=dtype, shape=shape, backend=backend,
+        device="0", device_name=device_name, timer=timer, cache="cold", seed=0,
+        started_at="2026-11-29T17:31:45+00:00", notes=tuple(notes), fallback=fallback,
+    )
+    if status != "pass":
+        corr = Correctness(passed=status != "fail", max_abs=0.5 if status == "fail" else None,
+                           max_rel=0.25 if status == "fail" else None, atol=1e-2, rtol=1e-2,
+                           mismatched=3 if status == "fail" else 0, numel=_elements(shape))
+        return Measurement(status=status, correctness=corr, message=message, duration_s=0.1, **common)
+    if len(shape) == 3:  # mm: M x N x K reads A and B, writes C
+        m, n, k = shape
+        nbytes = (m * k + k * n + m * n) * itemsize
+        flops = 2.0 * m * n * k
+    else:
+        nbytes = 3 * _elements(shape) * itemsize
+        flops = flops_per_element * _elements(shape)
+    sec = cand_ms * 1e-3
+    gbps = nbytes / sec / 1e9
+    tflops = flops / sec / 1e12
+    return Measurement(
+        status="pass",
+        correctness=Correctness(passed=True, max_abs=1e-3, max_rel=1e-3, atol=1e-2, rtol=1e-2,
+                                numel=_elements(shape)),
+        baseline=Timing.of(_samples(base_ms)),
+        candidate=Timing.of(_samples(cand_ms)),
+        speedup=base_ms / cand_ms,
+        gbps=gbps,
+        tflops=tflops,
+        extra={"bytes": nbytes, "flops": flops, "baseline_gbps": nbytes / (base_ms * 1e-3) / 1e9,
+               **roofline(peaks, gbps, tflops, dtype)},
+        message=message,
+        duration_s=0.2,
+        **common,
+    )
+
+
+def small_run(backend: str = "cuda", device_name: str = "NVIDIA H200", run_id: str = "run-a",
+              peaks: Peaks | None = H200_PEAKS) -> tuple[dict[str, Any], list[Measurement], list[Unreached]]:
+    """A run of three ops with every status: passes, a mismatch, an error, a skip, and an
+    op (gelu) that crashed before its cases ran. Messages carry hostile text."""
+    kw: dict[str, Any] = dict(backend=backend, device_name=device_name, run_id=run_id, peaks=peaks)
+    records = [
+        record("softmax", "bfloat16", (4096, 1024), base_ms=0.011, cand_ms=0.006, **kw),
+        record("softmax", "float16", (4096, 1024), base_ms=0.011, cand_ms=0.0065, **kw),
+        record("softmax", "float32", (4096, 1024), base_ms=0.025, cand_ms=0.02, itemsize=4, **kw),
+        record("softmax", "bfloat16", (16384, 8192), base_ms=0.5, cand_ms=0.21, **kw),
+        record("add", "bfloat16", (1024, 1024), base_ms=0.004, cand_ms=0.005, **kw),
+        record("add", "bfloat16", (16384, 16384), base_ms=0.35, cand_ms=0.34, **kw),
+        record("add", "float32", (1024, 1024), status="fail", itemsize=4,
+               message=f"add[builtin-float32-1024x1024]: mismatch {HOSTILE}", **kw),
+        record("mm", "bfloat16", (4096, 4096, 4096), base_ms=0.2, cand_ms=0.25, **kw),
+        record("mm", "float32", (4096, 4096, 4096), status="error", itemsize=4,
+               message="RuntimeError: out of resources\n" + CONTROL, **kw),
+        record("mm", "float16", (64, 64, 64), status="skip", message="skipped: too small", **kw),
+    ]
+    unreached = [Unreached(op="gelu", case_id=case_id("gelu", "builtin", "bfloat16", (4096, 4096)),
+                           status="error", message="op CRASH: killed by SIGSEGV " + HOSTILE)]
+    info = {
+        "run_id": run_id,
+        "backend": backend,
+        "status": "complete-with-failures",
+        "level": "core",
+        "timer": "graph",
+        "git_commit": "0123456789abcdef0123456789abcdef01234567",
+        "git_dirty": False,
+        "harness_version": "0.1.0",
+        "python": "3.12.3",
+        "started_at": "2026-11-29T17:31:45+00:00",
+        "finished_at": "2026-11-29T17:34:34+00:00",
+        "identity": {"device_name": device_name, "device_arch": "sm_90", "driver": "580.159.04",
+                     "torch": "2.11.0", "triton": "3.6.0"},
+        "options": {"cache": "cold", "level": "core", "ops": ["softmax", "add", "mm", "gelu"],
+                    "note": HOSTILE},
+        "container": {"image": None, "digest": None},
+    }
+    return info, records, unreached
+
+
+def h200_info() -> dict[str, Any]:
+    info: dict[str, Any] = json.loads((H200_DIR / "run.json").read_text())
+    return info
+
+
+def h200_records(info: Mapping[str, Any] | None = None, peaks: Peaks | None = H200_PEAKS,
+                 backend: str | None = None, device_name: str | None = None,
+                 scale: float = 1.0, torch_scale: float = 1.0) -> list[Measurement]:
+    """The 90 records of the committed H200 core run, rebuilt from summary.csv.
+
+    Raw samples were not committed, so each side gets nine samples spread around its median;
+    bytes and FLOP counts are recovered from the throughput columns. ``scale`` multiplies the
+    candidate latency and ``torch_scale`` torch's (a stand-in for another device in
+    cross-vendor tests)."""
+    info = info or h200_info()
+    out: list[Measurement] = []
+    with open(H200_DIR / "summary.csv", newline="") as fh:
+        for row in csv.DictReader(fh):
+            base_ms = _num(row["baseline_median_ms"])
+            cand_ms = _num(row["candidate_median_ms"])
+            assert base_ms is not None and cand_ms is not None
+            cand_ms *= scale
+            base_ms *= torch_scale
+            sec = cand_ms * 1e-3
+            gbps_row = _num(row["gbps"])
+            tflops_row = _num(row["tflops"])
+            nbytes = round(gbps_row * 1e9 * sec / scale) if gbps_row else None
+            flops = round(tflops_row * 1e12 * sec / scale) if tflops_row else None
+            gbps = nbytes / sec / 1e9 if nbytes else None
+            tflops = flops / sec / 1e12 if flops else None
+            shape = tuple(int(d) for d in row["shape"].split("x"))
+            out.append(Measurement(
+                run_id=str(info["run_id"]), op=row["op"], provider=row["provider"],
+                dtype=row["dtype"], shape=shape, backend=backend or row["backend"],
+                device=row["device"], device_name=device_name or row["device_name"],
+                timer=row["timer"], cache=row["cache"], status=row["status"],
+                correctness=Correctness(passed=True, max_abs=_num(row["max_abs_err"]),
+                                        max_rel=_num(row["max_rel_err"]), atol=1e-2, rtol=1e-2),
+                baseline=Timing.of(_samples(base_ms)),
+                candidate=Timing.of(_samples(cand_ms)),
+                speedup=base_ms / cand_ms,
+                gbps=gbps,
+                tflops=tflops,
+                extra={"bytes": nbytes, "flops": flops,
+                       "baseline_gbps": nbytes / (base_ms * 1e-3) / 1e9 if nbytes else None,
+                       **roofline(peaks, gbps, tflops, row["dtype"])},
+                notes=tuple(n for n in row["notes"].split("; ") if n),
+                started_at=str(info.get("started_at", "")),
+            ))
+    return out
+
+
+def musa_like(info: Mapping[str, Any], records: Sequence[Measurement]) -> tuple[dict[str, Any], list[Measurement]]:
+    """A stand-in MUSA run for the cross-vendor view: the H200 cases 8x slower (torch 8.5x)
+    against MTT S4000 peaks, with two cases missing and one failing (made up: no MUSA device
+    has run these)."""
+    scaled = h200_records(info, peaks=MUSA_PEAKS, backend="musa", device_name="MTT S4000",
+                          scale=8.0, torch_scale=8.5)
+    by_id = {r.case_id: r for r in scaled}
+    dropped = {records[0].case_id, records[-1].case_id}
+    failing = records[1].case_id
+    out: list[Measurement] = []
+    for r in records:
+        if r.case_id in dropped:
+            continue
+        m = by_id[r.case_id]
+        if r.case_id == failing:
+            m = Measurement(run_id="musa-run", op=m.op, provider=m.provider, dtype=m.dtype,
+                            shape=m.shape, backend="musa", device="0", device_name="MTT S4000",
+                            timer="direct", status="fail", message="NaN in the output")
+        out.append(m)
+    new_info = {**info, "run_id": "musa-run", "backend": "musa",
+                "identity": {**info.get("identity", {}), "device_name": "MTT S4000",
+                             "device_arch": "MP_22", "driver": "3.1.0"}}
+    return new_info, [_with_run_id(m, "musa-run") for m in out]
+
+
+def _with_run_id(m: Measurement, run_id: str) -> Measurement:
+    return replace(m, run_id=run_id)
+
+
+def history_points(ops: Sequence[str] = ("softmax", "mm"), runs: int = 8,
+                   backends: Sequence[tuple[str, str]] = (("cuda", "NVIDIA H200"), ("musa", "MTT S4000")),
+                   ) -> list[dict[str, Any]]:
+    """Nightly points shaped like harness/compare/history.py's export rows (one per case per run),
+    with a step slowdown of softmax bf16 on cuda from run 5 on (regression) and one noisy night."""
+    points: list[dict[str, Any]] = []
+    for b_index, (backend, device) in enumerate(backends):
+        for k in range(runs):
+            commit = hashlib.sha1(f"night {k}".encode()).hexdigest()  # both backends test one commit a night
+            for op in ops:
+                for dtype in ("bfloat16", "float32"):
+                    cid = case_id(op, "builtin", dtype, (4096, 1024))
+                    base = (0.01 if op == "softmax" else 0.2) * (1 + b_index) * (2 if dtype == "float32" else 1)
+                    wobble = 1 + 0.01 * ((k * 7 + b_index) % 3 - 1)
+                    step = 1.4 if (backend == "cuda" and op == "softmax" and dtype == "bfloat16" and k >= 5) else 1.0
+                    noisy = 1.08 if (backend == "musa" and op == "mm" and dtype == "float32" and k == runs - 1) else 1.0
+                    median = base * wobble * step * noisy
+                    points.append({
+                        "case_id": cid, "op": op, "fingerprint": f"fp-{backend}",
+                        "backend": backend, "device_name": device,
+                        "run_id": f"nightly-{k:02d}-{backend}",
+                        "started_at": f"2026-11-{10 + k:02d}T02:00:00+00:00",
+                        "git_commit": commit, "status": "pass",
+                        "median_ms": median, "p10_ms": median * 0.98, "p90_ms": median * 1.03,
+                        "n": 50, "torch_median_ms": base * 1.5,
+                    })
+    return points
+
+
+def _resampled(r: Measurement, rng: Any, factor: float, torch_factor: float, run_id: str,
+               n: int = 30) -> Measurement:
+    assert r.candidate is not None and r.baseline is not None
+    cand = Timing.of((r.candidate.summary.median * factor * rng.lognormal(0.0, 0.02, n)).tolist())
+    base = Timing.of((r.baseline.summary.median * torch_factor * rng.lognormal(0.0, 0.02, n)).tolist())
+    return replace(r, run_id=run_id, candidate=cand, baseline=base,
+                   speedup=base.summary.median / cand.summary.median)
+
+
+def comparison(hostile: bool = True) -> Any:
+    """A Comparison of the H200 core run against a made-up head: softmax bf16 20% slower
+    (regressions), the first add case 15% faster, one case failing in head (with a hostile
+    message), one only in base, and torch itself 2% slower everywhere (drift)."""
+    import numpy as np
+
+    from harness.compare.compare import Comparison, RunData, compare_records
+    from harness.compare.stats import Criteria
+
+    rng = np.random.default_rng(7)
+    info = h200_info()
+    records = h200_records(info)
+    base = [_resampled(r, rng, 1.0, 1.0, "base-run") for r in records]
+    head: list[Measurement] = []
+    first_add = next(r.case_id for r in records if r.op == "add")
+    failing = next(r.case_id for r in records if r.op == "gelu")
+    gone = records[-1].case_id
+    for r in records:
+        if r.case_id == gone:
+            continue
+        if r.case_id == failing:
+            head.append(Measurement(
+                run_id="head-run", op=r.op, provider=r.provider, dtype=r.dtype, shape=r.shape,
+                backend=r.backend, device=r.device, device_name=r.device_name, timer=r.timer,
+                status="fail", message=("NaN in the output " + HOSTILE) if hostile else "NaN in the output"))
+            continue
+        factor = 1.2 if (r.op == "softmax" and r.dtype == "bfloat16") else (0.85 if r.case_id == first_add else 1.0)
+        head.append(_resampled(r, rng, factor, 1.02, "head-run"))
+    criteria = Criteria()
+    rows = compare_records(base, head, criteria)
+    base_info = {**info, "run_id": "base-run", "git_commit": "a" * 40}
+    head_info = {**info, "run_id": "head-run", "git_commit": "b" * 40, "git_dirty": True}
+    return Comparison(
+        base=RunData(path=Path("reports/base-run"), info=base_info, records=tuple(base)),
+        head=RunData(path=Path("reports/head-run"), info=head_info, records=tuple(head)),
+        criteria=criteria, mismatches=(), rows=tuple(rows))
