@@ -87,6 +87,16 @@ def tests(session: nox.Session) -> None:
     session.run("python", "-m", "pytest", "-v", "--durations=15", *session.posargs)
 
 
+@nox.session(python=PYTHON, default=False)
+def browser(session: nox.Session) -> None:
+    """The HTML pages in a real browser: Playwright driving Debian's chromium (`apt-get install
+    chromium`; Playwright's own browser download is never used). Fails when either is missing."""
+    session.install(*CPU_TORCH)
+    session.install("-e", ".[dev,browser]")
+    session.run("python", "-m", "pytest", "-v", "-m", "browser", "tests/browser", *session.posargs,
+                env={"HARNESS_REQUIRE_BROWSER": "1"})
+
+
 @nox.session(python=PYTHON)
 def lint(session: nox.Session) -> None:
     """ruff and mypy on the code, hadolint on the Dockerfiles, actionlint and zizmor on the workflows."""

@@ -119,10 +119,18 @@ def build_parser() -> argparse.ArgumentParser:
     pp.add_argument("--timer", default="auto", help="timer to plan for (default: auto)")
     sub.add_parser("doctor", help="what is detected and what is missing",
                    description="Report the detected backend, devices, packages and tools.")
-    rp = sub.add_parser("report", help="render a run's records again (Markdown, CSV or JUnit) to stdout",
-                        description="Render a run directory's records again, read-only, to stdout.")
-    rp.add_argument("run_dir", metavar="RUN_DIR", help="a run directory (reports/<run-id>)")
-    rp.add_argument("--format", default="md", choices=("md", "csv", "junit"), help="output format (default md)")
+    rp = sub.add_parser("report", help="render a run's records again (Markdown, CSV, JUnit, HTML), or join "
+                                       "runs of several backends into one page (--across)",
+                        description="Render a run directory's records again, read-only, to stdout (or --out); "
+                        "with --across, one HTML page joining runs of different backends or devices case by case.",
+                        epilog="examples:\n  harness report reports/RUN --format html --out report.html\n"
+                        "  harness report --across reports/cuda-run reports/musa-run --out across.html",
+                        formatter_class=argparse.RawDescriptionHelpFormatter)
+    rp.add_argument("run_dir", metavar="RUN_DIR", nargs="?", help="a run directory (reports/<run-id>)")
+    rp.add_argument("--format", default="md", choices=("md", "csv", "junit", "html"), help="output format (default md)")
+    rp.add_argument("--across", nargs="+", metavar="RUN_DIR",
+                    help="join these runs (different backends or devices) into one HTML page")
+    rp.add_argument("--out", metavar="FILE", help="write the output to FILE instead of standard output")
     from harness.compare.cli import add_parsers as add_compare_parsers
     from harness.container.cli import add_parser as add_container_parser
 
@@ -268,6 +276,27 @@ def _cmd_doctor(env: Mapping[str, str]) -> int:
     return 0
 
 
+def _cmd_report(ns: argparse.Namespace) -> int:
+    from harness.run.report import render_across, render_report
+
+    if ns.across and ns.run_dir:
+        raise UsageError("Give either RUN_DIR or --across RUN_DIR..., not both.")
+    if not ns.across and not ns.run_dir:
+        raise UsageError("harness report needs a run directory (or --across RUN_DIR RUN_DIR...).")
+    text = render_across([Path(d) for d in ns.across]) if ns.across else render_report(Path(ns.run_dir), ns.format)
+    if ns.out:
+        from harness.results.store import atomic_write_text
+
+        out = Path(ns.out)
+        if out.is_dir():
+            raise UsageError(f"--out {out} is a directory; give a file name.")
+        atomic_write_text(out, text)
+        print(f"written: {out}")
+    else:
+        sys.stdout.write(text)
+    return 0
+
+
 def _dispatch(parser: argparse.ArgumentParser, ns: argparse.Namespace, environ: Mapping[str, str]) -> int:
     if ns.command == "run":
         return _cmd_run(ns, environ)
@@ -278,10 +307,7 @@ def _dispatch(parser: argparse.ArgumentParser, ns: argparse.Namespace, environ: 
     if ns.command == "doctor":
         return _cmd_doctor(environ)
     if ns.command == "report":
-        from harness.run.report import render_report
-
-        sys.stdout.write(render_report(Path(ns.run_dir), ns.format))
-        return 0
+        return _cmd_report(ns)
     if ns.command == "container":
         from harness.container.cli import run as run_container
 

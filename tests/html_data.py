@@ -16,8 +16,7 @@ from dataclasses import replace
 from pathlib import Path
 from typing import Any
 
-from harness.backends.base import Peaks
-from harness.measure import roofline
+from harness.backends.base import Peaks, roofline
 from harness.results.render import Unreached
 from harness.results.schema import Correctness, Fallback, Measurement, Timing, case_id
 

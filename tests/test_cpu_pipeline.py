@@ -177,4 +177,27 @@ def test_report_renders_the_same_outputs_read_only(tmp_path: Path) -> None:
     csv_text = harness("report", str(out), "--format", "csv", cwd=tmp_path)
     assert md.returncode == 0 and md.stdout == (out / "report.md").read_text()
     assert csv_text.stdout == (out / "summary.csv").read_text()
+    html = harness("report", str(out), "--format", "html", cwd=tmp_path)
+    assert html.returncode == 0 and html.stdout == (out / "report.html").read_text()
     assert {p.name: p.read_bytes() for p in out.iterdir() if p.is_file()} == files
+
+
+def test_every_run_has_a_report_html_and_runs_join_into_one_page_and_a_history_site(tmp_path: Path) -> None:
+    runs = [tmp_path / "a", tmp_path / "b"]
+    for run in runs:
+        done = harness("run", "--backend", "cpu", "--ops", "add", "--dtypes", "fp32", "--out", str(run), cwd=tmp_path)
+        assert done.returncode == 0 and "report.html" in done.stdout, done.stdout + done.stderr
+        page = (run / "report.html").read_text()
+        assert page.startswith("<!DOCTYPE html>") and "add[builtin-float32-" in page and "<script" in page
+    across = harness("report", "--across", *map(str, runs), "--out", str(tmp_path / "across.html"), cwd=tmp_path)
+    assert across.returncode == 0 and (tmp_path / "across.html").stat().st_size > 0
+    assert harness("report", "--across", str(runs[0]), cwd=tmp_path).returncode == 2  # one run joins nothing
+    db = tmp_path / "h.sqlite"
+    for run in runs:
+        assert harness("history", "add", str(run), "--db", str(db), cwd=tmp_path).returncode == 0
+    site = harness("history", "site", "--db", str(db), "--out", str(tmp_path / "site"),
+                   "--commit-url", "https://example.invalid/commit/{commit}", cwd=tmp_path)
+    assert site.returncode == 0, site.stderr
+    assert (tmp_path / "site" / "index.html").is_file() and (tmp_path / "site" / "ops" / "add.html").is_file()
+    compared = harness("compare", *map(str, runs), "--out", str(tmp_path / "cmp"), cwd=tmp_path)
+    assert compared.returncode == 0 and (tmp_path / "cmp" / "compare.html").is_file()

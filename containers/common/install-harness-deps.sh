@@ -7,7 +7,8 @@
 set -eu
 versions() { python3 -c 'import torch, triton; print(torch.__version__, triton.__version__, triton.__file__)'; }
 before="$(versions)"
-python3 -m pip install --no-cache-dir "numpy>=1.24" "pytest>=8" "pyyaml>=6" "junit-xml>=1.9"
+python3 -m pip install --no-cache-dir "numpy>=1.24" "pytest>=8" "pyyaml>=6" "junit-xml>=1.9" \
+    "jinja2>=3.1" "altair>=5.4" "vl-convert-python>=1.7"
 if [ -n "${FLAGGEMS_VERSION:-}" ]; then
     python3 -m pip install --no-cache-dir --no-deps "flag-gems==${FLAGGEMS_VERSION}" \
         "sqlalchemy==2.0.48" "greenlet==3.5.6"

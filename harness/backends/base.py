@@ -10,6 +10,7 @@ import re
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
 from enum import StrEnum
+from typing import Any
 
 __all__ = [
     "Backend",
@@ -21,6 +22,7 @@ __all__ = [
     "Peaks",
     "classify_capture_error",
     "capture_denied",
+    "roofline",
 ]
 
 
@@ -140,6 +142,20 @@ class Backend:
 
     def visibility_key(self) -> str | None:
         return self.visibility_keys[0] if self.visibility_keys else None
+
+
+def roofline(peaks: Peaks | None, gbps: float | None, tflops: float | None, dtype: str) -> dict[str, Any]:
+    """Percentages of the backend's datasheet ceilings (a representative device, Peaks.device).
+
+    The matrix ceiling is the dense bf16 rate, so it is given for 16-bit dtypes only."""
+    if peaks is None:
+        return {}
+    out: dict[str, Any] = {"peak_device": peaks.device}
+    if gbps is not None:
+        out["pct_peak_bandwidth"] = round(100 * gbps / peaks.bandwidth_gbps, 2)
+    if tflops is not None and dtype in ("float16", "bfloat16"):
+        out["pct_peak_bf16_tflops"] = round(100 * tflops / peaks.bf16_tflops, 2)
+    return out
 
 
 def _strip(text: str, boilerplate: Sequence[str]) -> str:

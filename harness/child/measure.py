@@ -12,7 +12,7 @@ from collections.abc import Callable
 from dataclasses import dataclass
 from typing import Any
 
-from harness.backends.base import Peaks
+from harness.backends.base import Peaks, roofline
 from harness.child.timing.base import CaptureFatal, CaptureRefused, Samples, Timer
 from harness.contract import Case
 from harness.ops.base import OpSpec
@@ -85,20 +85,6 @@ def check_close(candidate: Any, reference: Any, atol: float, rtol: float) -> Cor
         numel=int(r.numel()),
         nonfinite=nonfinite,
     )
-
-
-def roofline(peaks: Peaks | None, gbps: float | None, tflops: float | None, dtype: str) -> dict[str, Any]:
-    """Percentages of the backend's datasheet ceilings (a representative device, Peaks.device).
-
-    The matrix ceiling is the dense bf16 rate, so it is given for 16-bit dtypes only."""
-    if peaks is None:
-        return {}
-    out: dict[str, Any] = {"peak_device": peaks.device}
-    if gbps is not None:
-        out["pct_peak_bandwidth"] = round(100 * gbps / peaks.bandwidth_gbps, 2)
-    if tflops is not None and dtype in ("float16", "bfloat16"):
-        out["pct_peak_bf16_tflops"] = round(100 * tflops / peaks.bf16_tflops, 2)
-    return out
 
 
 def measure_case(

@@ -18,6 +18,7 @@ from harness.options import read_project_config, resolve_history_db
 
 if TYPE_CHECKING:  # the statistics pull in numpy: imported only when a command runs
     from harness.compare.compare import Comparison
+    from harness.compare.history import HistoryStore
     from harness.compare.stats import Criteria
 
 __all__ = ["COMMANDS", "add_parsers", "dispatch"]
@@ -202,6 +203,16 @@ def _add_history(sub: argparse._SubParsersAction[argparse.ArgumentParser]) -> No
     check.add_argument("--persist", type=_positive_int, default=2,
                        help="consecutive suspect runs that make a regression (default 2)")
     check.add_argument("--out", metavar="DIR", help="write history-check.md and history-check-junit.xml here")
+    site = hs.add_parser("site", help="a static HTML site of the history: an index and one page per op",
+                         description="Build a static site (index.html, ops/<op>.html) of every stored run: "
+                         "each case's trend per backend, the commit of each point, regression and suspect "
+                         "markers from the history rules. Self-contained pages: publish the folder as is.")
+    db(site)
+    site.add_argument("--out", required=True, metavar="DIR", help="folder to write the site into")
+    site.add_argument("--commit-url", metavar="URL",
+                      help="link for a point's commit, with {commit} in it, e.g. "
+                           "https://github.com/OWNER/REPO/commit/{commit}")
+    site.add_argument("--title", default="Performance history", help="the site's title")
     export = hs.add_parser("export", help="trend CSV: one line per case and run, grouped by case",
                            description="Export stored medians as CSV, ordered by case then time.")
     db(export)
@@ -242,11 +253,30 @@ def _write_comparison(comparison: Comparison, out: Path | None, stdout: TextIO,
     atomic_write_text(out / "compare.md", markdown)
     atomic_write_text(out / "compare.csv", render_compare_csv(comparison.rows))
     atomic_write_text(out / "compare-junit.xml", render_compare_junit(comparison))
+    problem = _write_compare_html(comparison, out, title, context)
     print(markdown.splitlines()[0].lstrip("# "), file=stdout)
     print(", ".join(f"{v} {comparison.count(v)}" for v in _VERDICT_ORDER), file=stdout)
     for r in comparison.regressions + comparison.failing:
         print(f"  {r.verdict}: {r.case_id}: {r.reason}", file=stdout)
-    print(f"reports: {out}/compare.md, compare.csv, compare-junit.xml", file=stdout)
+    if problem:
+        print(problem, file=stdout)
+    print(f"reports: {out}/compare.md, compare.csv, compare-junit.xml" + ("" if problem else ", compare.html"),
+          file=stdout)
+
+
+def _write_compare_html(comparison: Comparison, out: Path, title: str, context: Sequence[str]) -> str | None:
+    """compare.html; None when written, else why not (the tables are written either way)."""
+    from harness.results.store import atomic_write_text
+
+    try:
+        from harness.results.html import render_compare_html
+
+        atomic_write_text(out / "compare.html", render_compare_html(comparison, title, context))
+    except ImportError as exc:
+        return f"compare.html not written: {exc.name or exc} is not installed (pip install -e . installs it)"
+    except Exception as exc:  # noqa: BLE001 - a page that fails to render must not cost the tables
+        return f"compare.html not written: {type(exc).__name__}: {exc}"
+    return None
 
 
 def _gate_outcome(comparison: Comparison, what: str) -> int:
@@ -335,6 +365,8 @@ def _cmd_history(ns: argparse.Namespace, env: Mapping[str, str], stdout: TextIO)
         print(f"history: {'replaced' if replaced else 'added'} run {run.run_id} ({rows} case(s), "
               f"fingerprint {run.info.get('fingerprint')}) in {db}", file=stdout)
         return 0
+    if ns.history_command == "site":
+        return _history_site(store, db, ns, stdout)
     if ns.history_command == "export":
         text = render_trend_csv(store.export(ns.fingerprint, ns.cases))
         if ns.out:
@@ -364,6 +396,26 @@ def _cmd_history(ns: argparse.Namespace, env: Mapping[str, str], stdout: TextIO)
     if flagged:
         raise GateFailed(f"history check of {ns.run}: {len(flagged)} regression(s) against {db}; "
                          "see the table above.")
+    return 0
+
+
+def _history_site(store: HistoryStore, db: Path, ns: argparse.Namespace, stdout: TextIO) -> int:
+    from harness.results.html import render_history_site
+    from harness.results.store import atomic_write_text
+
+    if not db.exists():
+        raise UsageError(f"History database {db} does not exist. Add runs first with "
+                         "`harness history add RUN`, or point --db at the right file.")
+    if ns.commit_url and "{commit}" not in ns.commit_url:
+        raise UsageError(f"--commit-url {ns.commit_url!r} has no {{commit}} in it; for example "
+                         "https://github.com/OWNER/REPO/commit/{commit}.")
+    out = Path(ns.out)
+    if out.exists() and not out.is_dir():
+        raise UsageError(f"--out {out} is a file; give a folder for the site.")
+    pages = render_history_site(store.export(), commit_url=ns.commit_url, title=ns.title)
+    for name, text in pages.items():
+        atomic_write_text(out / name, text)
+    print(f"history site: {len(pages)} page(s) in {out} (open {out / 'index.html'})", file=stdout)
     return 0
 
 

@@ -223,6 +223,12 @@ def finalize(prepared: Prepared, outcomes: list[OpOutcome], status: str, started
     atomic_write_text(run_dir / "report.md", render_markdown(records, info, unreached))
     atomic_write_text(run_dir / "ops_status.csv", render_status(outcomes))
     write_meta(run_dir, _autotune_meta(plan, identity))
+    if status != "running":
+        from harness.run.report import write_html_report
+
+        problem = write_html_report(run_dir, info, records, unreached)
+        if problem:
+            info["report_html"] = problem
     write_run_info(run_dir, info)
     return info
 
@@ -315,6 +321,9 @@ def _execute_locked(prepared: Prepared, env: Mapping[str, str], out: TextIO) -> 
         + "; ops: " + "; ".join(f"{k} {', '.join(v)}" for k, v in by_status.items()),
         file=out,
     )
-    print(f"device: {info['identity'].get('device_name', '?')}; reports: {run_dir}/ "
-          "(run.json, records.jsonl, summary.csv, junit.xml, report.md, ops_status.csv)", file=out)
+    written = "run.json, records.jsonl, summary.csv, junit.xml, report.md, report.html, ops_status.csv"
+    if info.get("report_html"):
+        print(info["report_html"], file=out)
+        written = written.replace(" report.html,", "")
+    print(f"device: {info['identity'].get('device_name', '?')}; reports: {run_dir}/ ({written})", file=out)
     return EXIT_FAILED if bad else EXIT_OK

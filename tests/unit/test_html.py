@@ -183,7 +183,7 @@ def test_run_page_failures_name_their_logs() -> None:
     odd = record(op, status="error", message="boom")
     page = _check_page(render_run_html(info, [*records, odd], unreached, H200_PEAKS), expect_charts=3)
     assert "logs/add.log" in page.links and "logs/mm.log" in page.links and "logs/gelu.log" in page.links
-    assert "logs/src_my_op.log" in page.links  # the same name harness/batch.py gives the log
+    assert "logs/src_my_op.log" in page.links  # the same name harness.contract.RunFiles gives the log
 
 
 def test_hostile_text_stays_text() -> None:

@@ -90,7 +90,7 @@ def judged_points(points: Sequence[Mapping[str, Any]], rules: HistoryRules | Non
 def op_page_path(op: str, taken: set[str] | None = None) -> str:
     """ops/<stem>.html, with the op id made a file name as for the op's log (a suffix where
     two ids would share a name)."""
-    from harness.batch import op_file_stem
+    from harness.contract import op_file_stem
 
     stem = op_file_stem(op)
     path, n = f"ops/{stem}.html", 2

@@ -7,8 +7,7 @@ import math
 from collections.abc import Mapping, Sequence
 from typing import Any
 
-from harness.backends.base import Peaks
-from harness.measure import roofline
+from harness.backends.base import Peaks, roofline
 from harness.results.html.charts import latency_chart, peak_chart, speedup_chart, throughput_chart
 from harness.results.html.page import (
     Cell,
@@ -51,8 +50,8 @@ _NUMERIC = {c.key for c in CASE_COLUMNS if c.numeric}
 
 
 def log_path(op: str) -> str:
-    """The op's log, relative to the run directory (harness/batch.py names it)."""
-    from harness.batch import op_file_stem  # pytest comes with harness.batch; only loaded here
+    """The op's log, relative to the run directory (named by harness.contract.RunFiles)."""
+    from harness.contract import op_file_stem
 
     return f"logs/{op_file_stem(op)}.log"
 
