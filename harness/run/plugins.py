@@ -69,8 +69,8 @@ def plan_plugins(backend: Backend, requested_timer: str = "auto") -> PluginPlan:
     fallback = " (falls back to direct per row when a capture is refused)" if timer == "graph" else ""
     modules.append("harness.child.plugins.timing")
     reasons.append(f"timing: timer={timer}{fallback}")
-    modules.append("harness.child.plugins.records")
-    reasons.append("records: one Measurement per case, appended to records.jsonl as it completes")
     modules.append("harness.child.plugins.progress")
     reasons.append("progress: which case the op is on, for the live display and the CI heartbeat")
+    modules.append("harness.child.plugins.records")
+    reasons.append("records: one Measurement per case, appended to records.jsonl as it completes")
     return PluginPlan(modules=tuple(modules), timer=timer, reasons=tuple(reasons))
