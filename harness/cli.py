@@ -8,6 +8,7 @@ from __future__ import annotations
 
 import argparse
 import os
+import re
 import shutil
 import sys
 from collections.abc import Mapping, Sequence
@@ -80,7 +81,29 @@ def _add_run(sub: argparse._SubParsersAction[argparse.ArgumentParser]) -> None:
                    help="use the autotune configs recorded by an earlier run of the same backend instead "
                         "of tuning; a key it lacks is tuned live and its row says replay-miss (docs/compare.md)")
     p.add_argument("--suite", metavar="PATH", help=SUITE_HELP)
+    _add_toolbox_run_args(p)
     p.add_argument("--resume", metavar="RUN_DIR", help="finish an interrupted run: redo only ops without a completion marker")
+
+
+def _add_plugin_args(p: argparse.ArgumentParser) -> None:
+    p.add_argument("--plugins", nargs="+", metavar="TOGGLE",
+                   help="turn optional plugins on or off: -ir -autotune -wall +skipguards "
+                        "(`harness plugins` lists them and what each does by default here)")
+    p.add_argument("--extra-plugin", dest="extra_plugins", action="append", metavar="MODULE",
+                   help="also load this pytest plugin module in every op process (repeatable)")
+
+
+def _add_toolbox_run_args(p: argparse.ArgumentParser) -> None:
+    _add_plugin_args(p)
+    p.add_argument("--ir", help="on (default where Triton compiles) or off: keep each compiled kernel's IR, "
+                                "metadata and compile time under RUN/ir/<op>/<case>/ (docs/compile.md)")
+    p.add_argument("--triton-cache", help="isolated (default: a Triton and FlagGems cache of this run's own, "
+                                          "so it compiles and tunes what it measures) or user (the usual caches)")
+    p.add_argument("--keep-triton-cache", action="store_true", default=None,
+                   help="keep the run's own cache (RUN/triton-cache) after the run")
+    p.add_argument("--sweep-devices", metavar="N|IDS",
+                   help="tune each autotuned op first over N processes or these devices (ids, repeats "
+                        "allowed), then measure it on one device replaying the configs (docs/batch.md)")
 
 
 class _RunArgs(argparse.ArgumentParser):
@@ -91,11 +114,30 @@ class _RunArgs(argparse.ArgumentParser):
         raise UsageError(f"harness run: {message}. See `harness run --help`.")
 
 
+def join_toggles(args: Sequence[str]) -> list[str]:
+    """``--plugins -ir -autotune +wall`` as one argument (``--plugins=-ir,-autotune,+wall``):
+    argparse would take ``-ir`` for an option of its own."""
+    out: list[str] = []
+    i = 0
+    while i < len(args):
+        if args[i] == "--plugins":
+            toggles = []
+            i += 1
+            while i < len(args) and re.fullmatch(r"[+-][A-Za-z_][A-Za-z0-9_]*(,[+-][A-Za-z_][A-Za-z0-9_]*)*", args[i]):
+                toggles.append(args[i])
+                i += 1
+            out.append("--plugins=" + ",".join(toggles) if toggles else "--plugins")
+            continue
+        out.append(args[i])
+        i += 1
+    return out
+
+
 def parse_run_args(args: Sequence[str]) -> argparse.Namespace:
     """``args`` read as `harness run` reads them (the namespace of the run subcommand)."""
     parser = _RunArgs(prog="harness")
     _add_run(parser.add_subparsers(dest="command", parser_class=_RunArgs))
-    return parser.parse_args(["run", *args])
+    return parser.parse_args(["run", *join_toggles(args)])
 
 
 def build_parser() -> argparse.ArgumentParser:
@@ -117,6 +159,8 @@ def build_parser() -> argparse.ArgumentParser:
                         description="Print which harness plugins load for a backend, and why.")
     pp.add_argument("--backend", default="auto", help="backend name or alias (default: auto)")
     pp.add_argument("--timer", default="auto", help="timer to plan for (default: auto)")
+    pp.add_argument("--ir", default="on", help="on or off (default: on)")
+    _add_plugin_args(pp)
     sub.add_parser("doctor", help="what is detected and what is missing",
                    description="Report the detected backend, devices, packages and tools.")
     rp = sub.add_parser("report", help="render a run's records again (Markdown, CSV, JUnit, HTML), or join "
@@ -142,7 +186,8 @@ def build_parser() -> argparse.ArgumentParser:
 def _cli_values(ns: argparse.Namespace) -> dict[str, Any]:
     keys = ("backend", "ops", "dtypes", "level", "shapes_file", "ops_modules", "provider", "timer",
             "cache", "seed", "warmup_ms", "rep_ms", "devices", "op_timeout", "reports_dir", "out", "run_id",
-            "ops_file", "dismiss", "progress", "suite", "replay_from", "prestart")
+            "ops_file", "dismiss", "progress", "suite", "replay_from", "prestart", "plugins", "extra_plugins",
+            "ir", "triton_cache", "keep_triton_cache", "sweep_devices")
     return {k: getattr(ns, k, None) for k in keys}
 
 
@@ -209,13 +254,24 @@ def _cmd_list(ns: argparse.Namespace, env: Mapping[str, str]) -> int:
 
 def _cmd_plugins(ns: argparse.Namespace) -> int:
     from harness.backends import resolve_backend
-    from harness.run.plugins import plan_plugins
+    from harness.options import _modules, _toggles
+    from harness.run.plugins import check_extra_plugins, plan_plugins
 
     backend = resolve_backend(ns.backend)
-    plan = plan_plugins(backend, ns.timer)
+    toggles = _toggles(ns.plugins) if ns.plugins else ()
+    extra = check_extra_plugins(_modules(ns.extra_plugins)) if ns.extra_plugins else ()
+    plan = plan_plugins(backend, ns.timer, toggles, extra, ns.ir)
     print(f"backend {backend.name}: timer {plan.timer}")
     for module, reason in zip(plan.modules, plan.reasons, strict=True):
-        print(f"  {module:30} {reason}")
+        print(f"  {module:34} {reason}")
+    if plan.suite_modules:
+        print("FlagGems' own pytest (--suite):")
+        for module, reason in zip(plan.suite_modules, plan.suite_reasons, strict=True):
+            print(f"  {module:34} {reason}")
+    if plan.off:
+        print("not loaded:")
+        for line in plan.off:
+            print(f"  {line}")
     return 0
 
 
@@ -323,6 +379,6 @@ def _dispatch(parser: argparse.ArgumentParser, ns: argparse.Namespace, environ: 
 
 def main(argv: Sequence[str] | None = None, env: Mapping[str, str] | None = None) -> int:
     parser = build_parser()
-    ns = parser.parse_args(argv)
+    ns = parser.parse_args(join_toggles(sys.argv[1:] if argv is None else argv))
     environ = dict(os.environ if env is None else env)
     return exit_status(lambda: _dispatch(parser, ns, environ))

@@ -44,6 +44,8 @@ ENV_PREFIX = "HARNESS_"
 LEVEL_CHOICES = ("auto", "smoke", "core", "comprehensive")
 CACHE_CHOICES = ("cold", "warm")
 PRESTART_CHOICES = ("auto", "on", "off")
+IR_CHOICES = ("on", "off")
+TRITON_CACHE_CHOICES = ("isolated", "user")
 IMAGE_POLICIES = ("auto", "pull", "build", "no-build")
 IMAGE_NAME = "triton-op-harness"
 HISTORY_DB_ENV = ENV_PREFIX + "HISTORY_DB"
@@ -54,7 +56,8 @@ _CONTAINER_KEYS = ("registry", "image-policy", "base-images", "build-args", "whe
 _OTHER_KEYS = ("history-db", CONTAINER_TABLE)
 # RunOptions fields that must not cross into a container: paths and devices mean other
 # things there, and the image fields are set by the container layer itself.
-_NOT_FORWARDED = frozenset({"backend", "devices", "reports_dir", "out", "run_id", "image", "image_digest"})
+_NOT_FORWARDED = frozenset({"backend", "devices", "reports_dir", "out", "run_id", "image", "image_digest",
+                            "sweep_devices"})
 
 
 @dataclass(frozen=True)
@@ -84,6 +87,12 @@ class RunOptions:
     image_digest: str | None = None
     replay_from: str | None = None  # a run directory whose recorded autotune configs this run uses
     prestart: str = "auto"  # start a device's next op process early (held): auto (accelerators), on, off
+    plugins: tuple[str, ...] = ()  # toggles of optional plugins: "-ir", "+mm_cluster" (harness.run.plugins)
+    extra_plugins: tuple[str, ...] = ()  # pytest plugin modules added to every op process
+    ir: str = "on"  # keep each compiled kernel's IR and metadata under RUN/ir (docs/compile.md)
+    triton_cache: str = "isolated"  # isolated: a Triton (and FlagGems) cache per run; user: the user's
+    keep_triton_cache: bool = False  # keep RUN/triton-cache after the run
+    sweep_devices: str | None = None  # N or device ids: tune autotuned ops over these first (docs/batch.md)
 
     def prestart_for(self, accelerator: bool) -> bool:
         """Whether to pre-start op processes: ``auto`` only on accelerators, where the held process's
@@ -177,6 +186,56 @@ def _str(value: Any) -> str:
     return str(value)
 
 
+def _bool(name: str) -> Callable[[Any], bool]:
+    def parse(value: Any) -> bool:
+        if isinstance(value, bool):
+            return value
+        text = str(value).strip().lower()
+        if text in ("1", "true", "yes", "on"):
+            return True
+        if text in ("0", "false", "no", "off"):
+            return False
+        raise UsageError(f"{name} must be true or false (1/0, yes/no, on/off), got {value!r}.")
+
+    return parse
+
+
+def _toggles(value: Any) -> tuple[str, ...]:
+    """Plugin toggles, each +NAME or -NAME (names are checked by harness.run.plugins)."""
+    out: list[str] = []
+    for item in _csv(value) if isinstance(value, str) else [p for v in value for p in _csv(str(v))]:
+        for part in item.split():
+            if len(part) < 2 or part[0] not in "+-" or not part[1:].replace("_", "").isalnum():
+                raise UsageError(
+                    f"plugin toggle {part!r} is not +NAME or -NAME; for example --plugins -ir +wall. "
+                    "`harness plugins` lists the names."
+                )
+            out.append(part)
+    return tuple(out)
+
+
+def _modules(value: Any) -> tuple[str, ...]:
+    """Dotted module names of extra pytest plugins (checked for existence by harness.run.plugins)."""
+    names = _csv(value)
+    for name in names:
+        if not all(part.isidentifier() for part in name.split(".")):
+            raise UsageError(
+                f"extra plugin {name!r} is not a dotted module name (a path is not accepted); give the "
+                "module as Python imports it, for example my_plugins.timing, with its folder on PYTHONPATH."
+            )
+    return names
+
+
+def _sweep(value: Any) -> str:
+    """N (a count of sweep processes) or device ids separated by commas."""
+    text = ",".join(_csv(value)) if not isinstance(value, int) else str(value)
+    if not text:
+        raise UsageError("--sweep-devices needs a count (2) or device ids (0,1).")
+    if text.isdigit() and int(text) < 1:
+        raise UsageError(f"--sweep-devices {text}: the count must be at least 1.")
+    return text
+
+
 _PARSERS: dict[str, Callable[[Any], Any]] = {
     "backend": lambda v: str(v).strip().lower(),
     "ops": _csv,
@@ -203,6 +262,12 @@ _PARSERS: dict[str, Callable[[Any], Any]] = {
     "image_digest": _str,
     "replay_from": _str,
     "prestart": _choice("prestart mode", PRESTART_CHOICES),
+    "plugins": _toggles,
+    "extra_plugins": _modules,
+    "ir": _choice("IR capture mode", IR_CHOICES),
+    "triton_cache": _choice("Triton cache mode", TRITON_CACHE_CHOICES),
+    "keep_triton_cache": _bool("keep-triton-cache"),
+    "sweep_devices": _sweep,
 }
 
 

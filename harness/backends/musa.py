@@ -20,7 +20,10 @@ BACKEND = Backend(
     device_type="musa",
     visibility_keys=("MUSA_VISIBLE_DEVICES",),
     # profiler=False: the torch profiler path (CUPTI-style kernel events) is unverified here.
-    capabilities=Capabilities(accelerator=True, device_events=True, graph_capture=True, profiler=False),
+    # stale_cuda_guards: torch_musa serves the device as torch.musa, so FlagGems' tests guarded by
+    # torch.cuda.is_available() skip on MUSA although FlagGems runs those ops there.
+    capabilities=Capabilities(accelerator=True, device_events=True, graph_capture=True, profiler=False,
+                              stale_cuda_guards=True),
     listing=DeviceListing(command=("mthreads-gmi", "-L"), index_pattern=r"^GPU\s*(\d+)\s*:"),
     detect_paths=("/dev/mtgpu.[0-9]*",),
     capture_errors=CaptureErrorWording(

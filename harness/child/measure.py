@@ -95,6 +95,7 @@ def measure_case(
     timer: Timer,
     seed: int,
     fallback_timer: Timer | None = None,
+    wall_timer: Timer | None = None,
 ) -> Measurement:
     import torch
 
@@ -155,6 +156,9 @@ def measure_case(
                            message=f"{case.case_id}: fatal device error, no latency reported: {fatal}",
                            duration_s=time.perf_counter() - t0, **common)
     common["timer"] = cand_s.timer
+    if wall_timer is not None:  # warm, back to back, host included: beside the device time
+        common["candidate_wall"] = Timing.of(wall_timer.measure(lambda: candidate(*args)).values)
+        common["baseline_wall"] = Timing.of(wall_timer.measure(lambda: op.baseline(*args)).values)
     notes = tuple(f"{side} noisy (IQR/median did not settle)" for side, smp in
                   (("candidate", cand_s), ("baseline", base_s)) if smp.noisy)
     baseline_samples: Samples = base_s

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 from dataclasses import replace
+from typing import Any
 
 import pytest
 
@@ -14,16 +15,39 @@ from harness.child.plugins.timing import Timers
 from harness.contract import Case
 
 
+def optional_fixture(request: pytest.FixtureRequest, name: str) -> Any:
+    """The value of a fixture from an optional plugin (harness.run.plugins), or None when the
+    plugin is not loaded (``--plugins -autotune``)."""
+    try:
+        return request.getfixturevalue(name)
+    except pytest.FixtureLookupError:
+        return None
+
+
+class _NoAutotune:
+    """Stands for the recorder when the autotune plugin is off: nothing seeded, nothing written."""
+
+    def begin_case(self) -> None:
+        return None
+
+    def marker(self) -> str:
+        return "live"
+
+    def save(self) -> None:
+        return None
+
+
 def test_case(
     harness_case: Case,
     harness_session: HarnessSession,
     harness_timers: Timers,
     harness_seed: int,
-    harness_autotune: AutotuneRecorder,
     request: pytest.FixtureRequest,
 ) -> None:
     spec = harness_session.spec
     op = harness_session.op
+    harness_autotune: AutotuneRecorder | _NoAutotune = optional_fixture(request, "harness_autotune") or _NoAutotune()
+    wall_timer = optional_fixture(request, "harness_wall_timer")
     harness_autotune.begin_case()
     request.node.stash[AUTOTUNE_KEY] = harness_autotune.marker()
     if harness_case.dtype not in op.dtypes:
@@ -40,7 +64,7 @@ def test_case(
     )
     try:
         record = measure_case(ctx, op, harness_session.candidate, harness_case, harness_timers.primary,
-                              harness_seed, fallback_timer=harness_timers.fallback)
+                              harness_seed, fallback_timer=harness_timers.fallback, wall_timer=wall_timer)
     finally:
         harness_autotune.save()  # on disk before the next case: a crash later keeps these configs
         request.node.stash[AUTOTUNE_KEY] = harness_autotune.marker()

@@ -12,7 +12,7 @@ from junit_xml import TestCase, TestSuite
 from harness.results.schema import Measurement, shape_str
 from harness.results.store import csv_text
 
-__all__ = ["SUMMARY_COLUMNS", "Unreached", "commit_label", "render_csv", "render_junit", "render_markdown", "serialise_junit"]
+__all__ = ["DISPATCH_BOUND_RATIO", "SUMMARY_COLUMNS", "Unreached", "dispatch_bound", "commit_label", "render_csv", "render_junit", "render_markdown", "serialise_junit"]
 
 SUMMARY_COLUMNS = (
     "case_id",
@@ -35,7 +35,21 @@ SUMMARY_COLUMNS = (
     "max_rel_err",
     "fallback",
     "notes",
+    "baseline_wall_ms",
+    "candidate_wall_ms",
 )
+
+# A row whose wall time (a call as a user makes it) is this many times its device time is
+# dispatch-bound: the host, not the kernel, sets the user's speed.
+DISPATCH_BOUND_RATIO = 1.5
+
+
+def dispatch_bound(r: Measurement) -> float | None:
+    """The candidate's wall/device ratio when it is at least DISPATCH_BOUND_RATIO, else None."""
+    if r.candidate_wall is None or r.candidate is None or r.candidate.summary.median <= 0:
+        return None
+    ratio = r.candidate_wall.summary.median / r.candidate.summary.median
+    return ratio if ratio >= DISPATCH_BOUND_RATIO else None
 
 
 @dataclass(frozen=True)
@@ -86,6 +100,8 @@ def _row(r: Measurement) -> dict[str, str]:
         "max_rel_err": _fmt(c.max_rel if c else None, 3),
         "fallback": f"{fb.phase}:{fb.reason}" if fb else "",
         "notes": "; ".join(r.notes),
+        "baseline_wall_ms": _fmt(r.baseline_wall.summary.median if r.baseline_wall else None),
+        "candidate_wall_ms": _fmt(r.candidate_wall.summary.median if r.candidate_wall else None),
     }
 
 
@@ -207,23 +223,28 @@ def render_markdown(records: Sequence[Measurement], run_info: Mapping[str, Any],
         f"- level {run_info.get('level', '?')}, timer {run_info.get('timer', '?')}, cache "
         f"{run_info.get('options', {}).get('cache', '?')}, status {run_info.get('status', '?')}",
         "",
-        "| op | provider | dtype | shape | timer | status | torch ms | candidate ms | speedup | GB/s | TFLOP/s | notes |",
-        "|---|---|---|---|---|---|---:|---:|---:|---:|---:|---|",
+        "| op | provider | dtype | shape | timer | status | torch ms | candidate ms | speedup | GB/s | TFLOP/s "
+        "| wall ms torch / cand | notes |",
+        "|---|---|---|---|---|---|---:|---:|---:|---:|---:|---:|---|",
     ]
     for r in records:
         row = _row(r)
         note = row["notes"]
         if r.fallback:
             note = f"fallback {row['fallback']}; {note}".strip("; ")
+        bound = dispatch_bound(r)
+        if bound is not None:
+            note = f"dispatch-bound (wall {bound:.1f}x device); {note}".strip("; ")
+        wall = f"{row['baseline_wall_ms']} / {row['candidate_wall_ms']}" if r.candidate_wall else ""
         if r.status in ("fail", "error") and r.message:
             note = (r.message.splitlines()[0][:120] + ("; " + note if note else ""))
         lines.append(
             f"| {r.op} | {r.provider} | {r.dtype} | {row['shape']} | {r.timer} | {r.status.upper()} | "
             f"{row['baseline_median_ms']} | {row['candidate_median_ms']} | {row['speedup']} | "
-            f"{row['gbps']} | {row['tflops']} | {note.replace('|', '/')} |"
+            f"{row['gbps']} | {row['tflops']} | {wall} | {note.replace('|', '/')} |"
         )
     for u in unreached:
-        lines.append(f"| {u.op} | | | {u.case_id} | | NOT RUN | | | | | | {u.message.replace('|', '/')} |")
+        lines.append(f"| {u.op} | | | {u.case_id} | | NOT RUN | | | | | | | {u.message.replace('|', '/')} |")
     counts: dict[str, int] = {}
     for r in records:
         counts[r.status] = counts.get(r.status, 0) + 1

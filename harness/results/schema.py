@@ -30,7 +30,10 @@ __all__ = [
 ]
 
 # 2: Correctness gained nonfinite and shape_mismatch, and max_abs/max_rel may be null.
-SCHEMA_VERSION = 2
+# 3: baseline_wall and candidate_wall (the wall timer: a call with its host dispatch, beside the
+#    device time) and ir (a summary of the kernels compiled during the case); all optional, so
+#    records of versions 1 and 2 read as before with these empty.
+SCHEMA_VERSION = 3
 CASE_STATUSES = ("pass", "fail", "error", "skip")
 TIMERS = ("cpu", "direct", "graph", "profiler")
 
@@ -147,6 +150,9 @@ class Measurement:
     started_at: str = ""
     duration_s: float = 0.0
     extra: Mapping[str, Any] = field(default_factory=dict)
+    baseline_wall: Timing | None = None  # wall timer (harness/child/timing/wall.py), warm cache
+    candidate_wall: Timing | None = None
+    ir: Mapping[str, Any] | None = None  # kernels compiled during the case (harness/ir/meta.py)
     schema_version: int = SCHEMA_VERSION
 
     def __post_init__(self) -> None:
@@ -166,7 +172,7 @@ class Measurement:
         data = asdict(self)
         data["shape"] = list(self.shape)
         data["case_id"] = self.case_id
-        for key in ("baseline", "candidate"):
+        for key in ("baseline", "candidate", "baseline_wall", "candidate_wall"):
             if data[key] is not None:
                 data[key]["samples_ms"] = list(data[key]["samples_ms"])
         data["notes"] = list(self.notes)
@@ -196,4 +202,6 @@ def record_from_dict(data: Mapping[str, Any]) -> Measurement:
     d["fallback"] = Fallback(**d["fallback"]) if d.get("fallback") else None
     d["baseline"] = _timing(d.get("baseline"))
     d["candidate"] = _timing(d.get("candidate"))
+    d["baseline_wall"] = _timing(d.get("baseline_wall"))
+    d["candidate_wall"] = _timing(d.get("candidate_wall"))
     return Measurement(**d)

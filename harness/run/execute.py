@@ -32,8 +32,16 @@ from harness.results.runinfo import RUN_SCHEMA_VERSION, fingerprint
 from harness.results.store import atomic_write_text, read_json, read_records
 from harness.run.batch import CaseRunner, OpRunner, run_batch
 from harness.run.decide import INTERRUPTED, PENDING, OpOutcome, render_status
-from harness.run.plan import OpPlan, RunPlan, assign_device, make_run_id, plan_run, resolve_level
-from harness.run.plugins import plan_plugins
+from harness.run.plan import (
+    OpPlan,
+    RunPlan,
+    assign_device,
+    make_run_id,
+    plan_for,
+    plan_run,
+    resolve_level,
+)
+from harness.run.plugins import check_extra_plugins
 from harness.run.progress import make_progress
 from harness.run.provenance import commit_state
 from harness.run.rundir import check_out_dir, read_markers, read_run_info, run_lock, write_run_info
@@ -61,7 +69,8 @@ def prepare(options: RunOptions, env: Mapping[str, str]) -> Prepared:
     backend = resolve_backend(options.backend)
     options = _checked_replay(options, backend.name)
     check_provider(options.provider)
-    plan_plugins(backend, options.timer)  # validates the timer for this backend
+    plan_for(backend, options)  # validates the timer for this backend, the toggles
+    check_extra_plugins(options.extra_plugins)
     ops = catalog(options.ops_modules)
     selection = select_run_ops(ops, options.ops, options.ops_file, options.dismiss)
     level = resolve_level(options.level, backend)
@@ -117,7 +126,7 @@ def prepare_resume(run_dir: Path, env: Mapping[str, str]) -> Prepared:
     options = _checked_replay(options, backend.name)
     plan = RunPlan(
         run_id=info["run_id"], backend=backend, level=info["level"],
-        plugins=plan_plugins(backend, options.timer), devices=tuple(info["devices"]),
+        plugins=plan_for(backend, options), devices=tuple(info["devices"]),
         ops=stored_ops(info), options=options,
     )
     return Prepared(plan=plan, run_dir=run_dir.absolute(), resumed=True, dismissed=dict(info.get("dismissed", {})))

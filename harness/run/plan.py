@@ -15,7 +15,8 @@ from harness.ops.base import OpInfo, Shape
 from harness.options import RunOptions
 from harness.run.plugins import PluginPlan, plan_plugins
 
-__all__ = ["OpPlan", "RunPlan", "assign_device", "make_run_id", "plan_run", "resolve_level", "shard_ops"]
+__all__ = ["OpPlan", "RunPlan", "assign_device", "make_run_id", "plan_for", "plan_run", "resolve_level",
+           "shard_ops"]
 
 
 @dataclass(frozen=True)
@@ -47,6 +48,11 @@ class RunPlan:
 
     def total_cases(self) -> int:
         return sum(len(o.cases()) for o in self.ops)
+
+
+def plan_for(backend: Backend, options: RunOptions) -> PluginPlan:
+    """The plugin plan of a run with these options (toggles, extra plugins, --ir)."""
+    return plan_plugins(backend, options.timer, options.plugins, options.extra_plugins, options.ir)
 
 
 def make_run_id(backend: str, now: _dt.datetime | None = None, token: str | None = None) -> str:
@@ -113,7 +119,7 @@ def plan_run(
 ) -> RunPlan:
     if not devices:
         raise UsageError(f"No {backend.name} device to run on. Run `harness doctor` to see what is detected.")
-    plugins = plan_plugins(backend, options.timer)
+    plugins = plan_for(backend, options)
     plans: list[OpPlan] = []
     for op in ops:
         shapes = list((user_shapes or {}).get(op.id) or level_shapes.get(op.id) or ())

@@ -1,16 +1,69 @@
 """Which plugins an op's pytest process loads, and which timer it uses: pure functions of the
-backend's capabilities and the options."""
+backend's capabilities and the options.
+
+Plugins are of two kinds. The core ones (session, cases, seeding, interpreter or device,
+timing, records) make a measurement and are always loaded. The optional ones are on or off
+by default from the backend's capabilities and can be toggled per run (``--plugins -ir +wall``);
+``--extra-plugin MODULE`` adds a user's pytest plugin. Compat plugins for a library's own
+pytest (FlagGems' tests and benchmarks, ``--suite``) are planned here too, as
+``PluginPlan.suite_modules``: the suite runner puts ``suite_pytest_args()`` on FlagGems' command.
+"""
 
 from __future__ import annotations
 
+import importlib.util
+from collections.abc import Sequence
 from dataclasses import dataclass
 
 from harness.backends.base import Backend
 from harness.errors import UsageError
 
-__all__ = ["TIMER_CHOICES", "PluginPlan", "plan_plugins", "resolve_timer"]
+__all__ = [
+    "OPTIONAL_PLUGINS",
+    "TIMER_CHOICES",
+    "UNAVAILABLE_PLUGINS",
+    "OptionalPlugin",
+    "PluginPlan",
+    "check_extra_plugins",
+    "plan_plugins",
+    "resolve_timer",
+]
 
 TIMER_CHOICES = ("auto", "graph", "direct", "profiler", "cpu")
+
+
+@dataclass(frozen=True)
+class OptionalPlugin:
+    """A plugin a run may toggle: ``target`` "cases" (the harness's op process) or "suite"
+    (a library's own pytest, --suite)."""
+
+    name: str
+    module: str
+    target: str
+    what: str
+
+
+OPTIONAL_PLUGINS: dict[str, OptionalPlugin] = {
+    p.name: p
+    for p in (
+        OptionalPlugin("autotune", "harness.child.plugins.autotune", "cases",
+                       "records the configs Triton's and FlagGems' autotuners chose; seeds them on replay"),
+        OptionalPlugin("ir", "harness.child.plugins.ir", "cases",
+                       "keeps each compiled kernel's IR and metadata under ir/<op>/<case>/ and its compile time"),
+        OptionalPlugin("wall", "harness.child.plugins.wall", "cases",
+                       "also times each call as a user makes it (host dispatch and launch included)"),
+        OptionalPlugin("skipguards", "harness.child.plugins.skipguards", "suite",
+                       "drops FlagGems' torch.cuda.is_available() skip guards that are stale on this device"),
+    )
+}
+
+# Names a user may know from the driver this harness grew from, with why they cannot be turned on.
+UNAVAILABLE_PLUGINS: dict[str, str] = {
+    "mm_cluster": (
+        "the Hopper mm cluster workaround is not implemented: what it must change could not be "
+        "established from FlagGems' sources (docs/plugins.md, 'Hopper mm')"
+    ),
+}
 
 
 @dataclass(frozen=True)
@@ -18,12 +71,28 @@ class PluginPlan:
     modules: tuple[str, ...]
     timer: str
     reasons: tuple[str, ...]
+    # Plugins for a library's own pytest (FlagGems' --suite process), with reasons.
+    suite_modules: tuple[str, ...] = ()
+    suite_reasons: tuple[str, ...] = ()
+    off: tuple[str, ...] = ()  # optional plugins not loaded, each with why
 
     def pytest_args(self) -> list[str]:
         args: list[str] = []
         for module in self.modules:
             args += ["-p", module]
         return args
+
+    def suite_pytest_args(self) -> list[str]:
+        """``-p`` arguments for FlagGems' own pytest (the suite runner adds them to its command)."""
+        args: list[str] = []
+        for module in self.suite_modules:
+            args += ["-p", module]
+        return args
+
+    def has(self, name: str) -> bool:
+        """Whether optional plugin ``name`` is planned (for the op process or the suite)."""
+        plugin = OPTIONAL_PLUGINS[name]
+        return plugin.module in self.modules or plugin.module in self.suite_modules
 
 
 def resolve_timer(backend: Backend, requested: str) -> str:
@@ -49,9 +118,76 @@ def resolve_timer(backend: Backend, requested: str) -> str:
     return requested
 
 
-def plan_plugins(backend: Backend, requested_timer: str = "auto") -> PluginPlan:
+def _defaults(backend: Backend, timer: str, ir: str) -> dict[str, tuple[bool, str]]:
+    """Each optional plugin: on by default here, and why (or why not)."""
+    caps = backend.capabilities
+    compiles = not caps.triton_interpreter
+    return {
+        "autotune": (True, "autotune: records the configs the autotuners chose; seeds them with --replay-from "
+                           "or a sweep"),
+        "ir": (compiles and ir == "on",
+               "ir: keeps each compiled kernel's IR, metadata and compile time (ir/<op>/<case>/)" if compiles and
+               ir == "on" else ("ir: off (--ir off)" if compiles else
+                                "ir: off: the Triton interpreter compiles nothing (`harness compile` gives the "
+                                "IR for GPU targets)")),
+        "wall": (timer != "cpu",
+                 "wall: a second time per call, host dispatch and launch included (docs/timing.md)"
+                 if timer != "cpu" else "wall: off: the cpu timer already times the call as a user makes it"),
+        "skipguards": (caps.stale_cuda_guards,
+                       "skipguards (FlagGems' pytest): drops its torch.cuda.is_available() skip guards, stale "
+                       "here (capability stale_cuda_guards)" if caps.stale_cuda_guards else
+                       "skipguards: off: FlagGems' CUDA skip guards are right on this backend"),
+    }
+
+
+def _toggled(toggles: Sequence[str]) -> dict[str, bool]:
+    """Validated toggles: name -> wanted state (the last one of a name wins)."""
+    states: dict[str, bool] = {}
+    for toggle in toggles:
+        sign, name = toggle[:1], toggle[1:]
+        if sign not in ("+", "-") or not name:
+            raise UsageError(f"plugin toggle {toggle!r} is not +NAME or -NAME (for example --plugins -ir +wall).")
+        if name in UNAVAILABLE_PLUGINS:
+            raise UsageError(f"--plugins {toggle}: {UNAVAILABLE_PLUGINS[name]}. Drop {toggle}.")
+        if name not in OPTIONAL_PLUGINS:
+            raise UsageError(
+                f"--plugins {toggle}: unknown plugin {name!r}. Optional plugins: "
+                f"{', '.join(OPTIONAL_PLUGINS)} (the core plugins cannot be turned off); a plugin of "
+                "your own goes in with --extra-plugin MODULE."
+            )
+        states[name] = sign == "+"
+    return states
+
+
+def check_extra_plugins(modules: Sequence[str]) -> tuple[str, ...]:
+    """Refuse an --extra-plugin module Python cannot find, before any op process starts (its
+    parent package is imported to look; the module itself is not)."""
+    for module in modules:
+        try:
+            found = importlib.util.find_spec(module)
+        except (ImportError, ValueError) as exc:
+            found = None
+            cause = f" ({type(exc).__name__}: {exc})"
+        else:
+            cause = ""
+        if found is None:
+            raise UsageError(
+                f"--extra-plugin {module}: Python cannot find this module{cause}. Give a module name "
+                "importable from the current directory or PYTHONPATH (the op processes inherit both)."
+            )
+    return tuple(modules)
+
+
+def plan_plugins(
+    backend: Backend,
+    requested_timer: str = "auto",
+    toggles: Sequence[str] = (),
+    extra: Sequence[str] = (),
+    ir: str = "on",
+) -> PluginPlan:
     caps = backend.capabilities
     timer = resolve_timer(backend, requested_timer)
+    states = _toggled(toggles)
     modules = ["harness.child.plugins.session", "harness.child.plugins.cases", "harness.child.plugins.seeding"]
     reasons = [
         "session: loads the child spec and the op",
@@ -64,13 +200,39 @@ def plan_plugins(backend: Backend, requested_timer: str = "auto") -> PluginPlan:
     if caps.accelerator:
         modules.append("harness.child.plugins.device")
         reasons.append(f"device: pins torch to the {backend.torch_namespace} device, probes identity and clocks")
-    modules.append("harness.child.plugins.autotune")
-    reasons.append("autotune: records the configs Triton's autotuners chose; seeds them with --replay-from")
+    defaults = _defaults(backend, timer, ir)
+    suite_modules: list[str] = []
+    suite_reasons: list[str] = []
+    off: list[str] = []
+
+    def optional(name: str) -> None:
+        plugin = OPTIONAL_PLUGINS[name]
+        on, why = defaults[name]
+        if name in states and states[name] != on:
+            on = states[name]
+            why = f"{name}: {'on' if on else 'off'} (--plugins {'+' if on else '-'}{name}): {plugin.what}"
+        if not on:
+            off.append(why if why.startswith(f"{name}: off") else f"{name}: off: {why}")
+        elif plugin.target == "suite":
+            suite_modules.append(plugin.module)
+            suite_reasons.append(why)
+        else:
+            modules.append(plugin.module)
+            reasons.append(why)
+
+    optional("autotune")
+    optional("ir")
     fallback = " (falls back to direct per row when a capture is refused)" if timer == "graph" else ""
     modules.append("harness.child.plugins.timing")
     reasons.append(f"timing: timer={timer}{fallback}")
+    optional("wall")
     modules.append("harness.child.plugins.progress")
     reasons.append("progress: which case the op is on, for the live display and the CI heartbeat")
     modules.append("harness.child.plugins.records")
     reasons.append("records: one Measurement per case, appended to records.jsonl as it completes")
-    return PluginPlan(modules=tuple(modules), timer=timer, reasons=tuple(reasons))
+    for module in extra:
+        modules.append(module)
+        reasons.append(f"{module}: --extra-plugin")
+    optional("skipguards")
+    return PluginPlan(modules=tuple(modules), timer=timer, reasons=tuple(reasons),
+                      suite_modules=tuple(suite_modules), suite_reasons=tuple(suite_reasons), off=tuple(off))
