@@ -27,6 +27,7 @@ from typing import Any, Protocol
 from harness.contract import ChildSpec, RunFiles
 from harness.results.schema import Measurement
 from harness.results.store import atomic_write_text, read_records
+from harness.run.caches import cache_env, run_cache_dir
 from harness.run.decide import (
     INTERRUPTED,
     PENDING,
@@ -117,6 +118,7 @@ class BatchContext:
     events: BatchEvents
     runner: OpRunner
     prestart: bool = False
+    cache_dir: Path | None = None  # the run's own compiler caches (harness.run.caches), if isolated
     held: dict[str, _Held] = field(default_factory=dict)  # op -> its pre-started process
     held_lock: threading.Lock = field(default_factory=threading.Lock)
 
@@ -174,6 +176,7 @@ class _OpRecords:
     recorded: frozenset[str]
     statuses: tuple[str, ...]
     poisoned: bool
+    compile_s: float | None = None  # what the records' ir summaries say was spent compiling
 
 
 def _op_records(records: Sequence[Measurement], op_plan: OpPlan) -> _OpRecords:
@@ -183,12 +186,20 @@ def _op_records(records: Sequence[Measurement], op_plan: OpPlan) -> _OpRecords:
         recorded=frozenset(r.case_id for r in mine),
         statuses=tuple(r.status for r in mine),
         poisoned=any("poisoned" in r.notes for r in mine),
+        compile_s=compile_seconds(mine),
     )
+
+
+def compile_seconds(records: Sequence[Measurement]) -> float | None:
+    """Compile time of the records' cases (their ``ir`` summaries), None when none says."""
+    times = [r.ir.get("compile_ms") for r in records if r.ir]
+    numbers = [float(t) for t in times if isinstance(t, int | float)]
+    return sum(numbers) / 1e3 if numbers else None
 
 
 def _spawn(ctx: BatchContext, op_plan: OpPlan, attempt: int, skip: Collection[str], hold: bool) -> _Held:
     launch = ctx.runner.launch(ctx, op_plan, attempt, skip)
-    env = child_env(ctx.plan.backend, op_plan.device, ctx.parent_env)
+    env = child_env(ctx.plan.backend, op_plan.device, ctx.parent_env, cache_env(ctx.cache_dir))
     child = start(launch, env, ctx.files.log(op_plan.op), hold)
     return _Held(child, launch.exit_path, frozenset(skip))
 
@@ -282,7 +293,7 @@ def run_op(ctx: BatchContext, op_plan: OpPlan, on_attempt: Callable[[int], None]
             break
         earlier.add(failure_key(verdict, missing))
     return OpOutcome(op_plan.op, op_plan.device, verdict.status, attempts, time.monotonic() - begin,
-                     len(facts.recorded), tuple(notes))
+                     len(facts.recorded), tuple(notes), compile_s=facts.compile_s)
 
 
 class _Board:
@@ -379,7 +390,8 @@ def run_batch(
     initial = {o.op: OpOutcome(o.op, o.device) for o in plan.ops}
     initial.update({k: v for k, v in (already_done or {}).items() if k in initial})
     board = _Board(run_dir / "ops_status.csv", initial)
-    ctx = BatchContext(plan, run_dir, parent_env, stop, events, runner or CaseRunner(), prestart=prestart)
+    ctx = BatchContext(plan, run_dir, parent_env, stop, events, runner or CaseRunner(), prestart=prestart,
+                       cache_dir=run_cache_dir(plan.options, run_dir))
     todo = [o for o in plan.ops if not initial[o.op].done]
     threads = [
         threading.Thread(target=_device_worker, args=(ctx, share, board, run_one), name=f"device-{device}",

@@ -47,7 +47,8 @@ FAILED_STATUSES = ("FAIL", "ERROR", "CRASH", "TIMEOUT")  # any of these makes th
 PENDING, RUNNING, INTERRUPTED = "PENDING", "RUNNING", "INTERRUPTED"
 RETRIED_STATUSES = ("CRASH", "ERROR")
 MAX_ATTEMPTS = 3  # one try and at most two retries
-STATUS_COLUMNS = ("op", "device", "status", "attempts", "elapsed_s", "rows", "notes")
+# compile_s came last, so readers that go by column name or position read older files too.
+STATUS_COLUMNS = ("op", "device", "status", "attempts", "elapsed_s", "rows", "notes", "compile_s")
 
 
 @dataclass(frozen=True)
@@ -61,6 +62,7 @@ class OpOutcome:
     elapsed_s: float = 0.0
     rows: int = 0
     notes: tuple[str, ...] = ()
+    compile_s: float | None = None  # Triton compile time of the op's processes (IR plugin), if measured
 
     @property
     def done(self) -> bool:
@@ -80,6 +82,7 @@ class OpOutcome:
             "elapsed_s": f"{self.elapsed_s:.2f}",
             "rows": str(self.rows),
             "notes": "; ".join(self.notes),
+            "compile_s": "" if self.compile_s is None else f"{self.compile_s:.2f}",
         }
 
 

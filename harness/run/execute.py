@@ -31,6 +31,7 @@ from harness.results.render import Unreached, render_csv, render_junit, render_m
 from harness.results.runinfo import RUN_SCHEMA_VERSION, fingerprint
 from harness.results.store import atomic_write_text, read_json, read_records
 from harness.run.batch import CaseRunner, OpRunner, run_batch
+from harness.run.caches import remove_run_cache
 from harness.run.decide import INTERRUPTED, PENDING, OpOutcome, render_status
 from harness.run.plan import (
     OpPlan,
@@ -239,6 +240,7 @@ def finalize(prepared: Prepared, outcomes: list[OpOutcome], status: str, started
         if problem:
             info["report_html"] = problem
     write_run_info(run_dir, info)
+    remove_run_cache(plan.options, run_dir)
     return info
 
 

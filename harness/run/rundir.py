@@ -76,6 +76,7 @@ def read_markers(run_dir: Path) -> dict[str, OpOutcome]:
             elapsed_s=float(data["elapsed_s"]),
             rows=int(data["rows"]),
             notes=tuple(data["notes"]),
+            compile_s=float(data["compile_s"]) if data.get("compile_s") not in (None, "") else None,
         )
     return found
 

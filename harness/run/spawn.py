@@ -143,9 +143,12 @@ def end_group(child: subprocess.Popen[bytes], first: int, stop: StopToken | None
 # -- starting op processes -------------------------------------------------------------------
 
 
-def child_env(backend: Backend, device: str, parent_env: Mapping[str, str]) -> dict[str, str]:
-    """The environment of an op process pinned to ``device``."""
+def child_env(backend: Backend, device: str, parent_env: Mapping[str, str],
+              caches: Mapping[str, str] | None = None) -> dict[str, str]:
+    """The environment of an op process pinned to ``device``; ``caches`` are the run's own
+    compiler cache variables (harness.run.caches.cache_env), over the user's."""
     env = isolated_env(backend, parent_env, device)
+    env.update(caches or {})
     if backend.capabilities.triton_interpreter:
         env["TRITON_INTERPRET"] = "1"  # must be set before the child imports triton
     # Before anything imports flag_gems: otherwise it probes every vendor's CLI (no timeout).

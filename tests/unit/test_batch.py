@@ -185,12 +185,17 @@ def test_one_device_takes_everything_and_duplicates_are_ignored() -> None:
 def test_status_csv_has_one_row_per_op_and_survives_awkward_notes() -> None:
     outcomes = [
         OpOutcome("add", "0", "PASS", 1, 1.234, 6),
-        OpOutcome("mm", "1", "CRASH", 2, 9.5, 1, ("attempt 1 CRASH: killed by SIGSEGV", 'a "quoted", note')),
+        OpOutcome("mm", "1", "CRASH", 2, 9.5, 1, ("attempt 1 CRASH: killed by SIGSEGV", 'a "quoted", note'),
+                  compile_s=3.25),
     ]
     rows = list(csv.DictReader(io.StringIO(render_status(outcomes))))
     assert [r["op"] for r in rows] == ["add", "mm"]
     assert rows[0] == {"op": "add", "device": "0", "status": "PASS", "attempts": "1",
-                       "elapsed_s": "1.23", "rows": "6", "notes": ""}
+                       "elapsed_s": "1.23", "rows": "6", "notes": "", "compile_s": ""}
+    assert rows[1]["compile_s"] == "3.25"
+    # compile_s is the last column: a reader of the older seven columns by position reads on.
+    assert render_status(outcomes).splitlines()[0].split(",")[:7] == [
+        "op", "device", "status", "attempts", "elapsed_s", "rows", "notes"]
     assert rows[1]["notes"] == 'attempt 1 CRASH: killed by SIGSEGV; a "quoted", note'
 
 

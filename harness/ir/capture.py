@@ -1,0 +1,214 @@
+"""Listening to Triton's compilations in a process, and keeping what they produced.
+
+:class:`IrCapture` installs itself as ``triton.knobs.compilation.listener`` (chained with a
+listener already there), which Triton calls after every ``triton.compile``: on a JIT launch,
+on an autotuner's benchmark of each config, and on an ahead-of-time compile for a target
+without hardware, with ``cache_hit`` True when the binary came from the Triton cache. The
+kernels compiled while a case runs belong to that case: :meth:`end_case` writes their files
+under the case's folder and returns the compact summary the record keeps.
+
+Seen with Triton 3.7.1 (this CPU machine) and 3.6 (the H200 machine's wheel): both call the
+listener with ``src``, ``metadata``, ``metadata_group``, ``times`` and ``cache_hit``.
+"""
+
+from __future__ import annotations
+
+import shutil
+import subprocess
+from collections.abc import Callable, Mapping
+from dataclasses import dataclass, replace
+from pathlib import Path
+from typing import Any
+
+from harness.ir.meta import (
+    ASSEMBLY,
+    BINARIES,
+    TEXT_STAGES,
+    KernelIR,
+    amdgcn_resources,
+    constexpr_values,
+    cuobjdump_resources,
+)
+from harness.results.store import write_json
+
+__all__ = ["Compiled", "IrCapture", "nvidia_tools", "offline_resources"]
+
+
+def nvidia_tools() -> dict[str, str | None]:
+    """Paths of the cuobjdump and nvdisasm Triton ships (None where this Triton has none)."""
+    tools: dict[str, str | None] = {}
+    try:
+        from triton import knobs
+
+        for name in ("cuobjdump", "nvdisasm"):
+            try:
+                path = getattr(knobs.nvidia, name).path
+            except Exception:  # noqa: BLE001 - a Triton without the NVIDIA backend or the tool
+                path = None
+            tools[name] = path if path and Path(path).is_file() else None
+    except ImportError:
+        pass
+    return tools
+
+
+@dataclass(frozen=True)
+class Compiled:
+    """One compilation the listener saw."""
+
+    kernel: KernelIR
+    fn: Any  # the JITFunction (to find the loaded binary's registers), or None
+    full_hash: str
+    group: Mapping[str, str]  # file name -> path in the Triton cache
+    stages_us: tuple[tuple[str, int], ...] = ()
+
+
+def _ext(name: str) -> str:
+    return name.rsplit(".", 1)[-1] if "." in name else name
+
+
+def _stage_files(group: Mapping[str, str]) -> dict[str, Path]:
+    return {_ext(name): Path(path) for name, path in group.items() if not name.endswith(".json")}
+
+
+def offline_resources(backend: str, files: Mapping[str, Path], cuobjdump: str | None = None) -> dict[str, int]:
+    """Registers and spills from the compiled files, without a device."""
+    try:
+        if backend == "hip" and "amdgcn" in files:
+            return amdgcn_resources(files["amdgcn"].read_text())
+        if backend == "cuda" and "cubin" in files and cuobjdump:
+            done = subprocess.run([cuobjdump, "--dump-resource-usage", str(files["cubin"])],
+                                  capture_output=True, text=True, timeout=60, check=False)
+            return cuobjdump_resources(done.stdout)
+    except (OSError, subprocess.SubprocessError):
+        return {}
+    return {}
+
+
+def _loaded_resources(fn: Any, full_hash: str) -> dict[str, int]:
+    """Registers and spills of the binary the device loaded (Triton's CompiledKernel), if it was."""
+    caches = getattr(fn, "device_caches", None)
+    if not isinstance(caches, Mapping):
+        return {}
+    for entry in list(caches.values()):
+        kernels = entry[0] if isinstance(entry, tuple) and entry else {}
+        for kernel in list(getattr(kernels, "values", lambda: [])()):
+            if getattr(kernel, "hash", None) == full_hash and getattr(kernel, "module", None) is not None:
+                regs, spills = getattr(kernel, "n_regs", None), getattr(kernel, "n_spills", None)
+                if isinstance(regs, int) and isinstance(spills, int):
+                    return {"regs": regs, "spills": spills}
+    return {}
+
+
+class IrCapture:
+    """Compilations of one process, grouped by case."""
+
+    def __init__(self, keep_files: bool = True, sass: bool = True,
+                 tools: Mapping[str, str | None] | None = None) -> None:
+        self.keep_files = keep_files
+        self.sass = sass
+        self.tools = dict(tools or {})  # "cuobjdump", "nvdisasm": paths, where known
+        self.pending: list[Compiled] = []
+        self.previous: Callable[..., Any] | None = None
+        self.installed = False
+
+    # -- the listener --------------------------------------------------------------------
+
+    def __call__(self, *, src: Any, metadata: Mapping[str, Any], metadata_group: Mapping[str, str], times: Any,
+                 cache_hit: bool, **more: Any) -> None:
+        try:
+            self.record(src, metadata, metadata_group, times, cache_hit)
+        finally:
+            if self.previous is not None:
+                self.previous(src=src, metadata=metadata, metadata_group=metadata_group, times=times,
+                              cache_hit=cache_hit, **more)
+
+    def record(self, src: Any, metadata: Mapping[str, Any], group: Mapping[str, str], times: Any,
+               cache_hit: bool) -> Compiled:
+        fn = getattr(src, "fn", None)
+        arg_names = list(getattr(fn, "arg_names", ()) or ())
+        # Triton 3.7 keeps them as ASTSource.constants, keyed by argument path; older ones as constexprs.
+        known = getattr(src, "constants", None) or getattr(src, "constexprs", None) or {}
+        constexprs = constexpr_values(dict(known), arg_names)
+        signature = {str(k): str(v) for k, v in dict(getattr(src, "signature", {}) or {}).items()
+                     if str(v) != "constexpr"}
+        total = getattr(times, "total", None)
+        stages = tuple((str(n), int(us)) for n, us in getattr(times, "lowering_stages", ()) or ())
+        kernel = KernelIR.from_metadata(metadata, constexprs, signature,
+                                        compile_ms=total / 1e3 if isinstance(total, int | float) else None,
+                                        cache_hit=cache_hit)
+        compiled = Compiled(kernel, fn, str(metadata.get("hash", "")), dict(group), stages)
+        self.pending.append(compiled)
+        return compiled
+
+    def install(self) -> None:
+        from triton import knobs
+
+        if self.installed:
+            return
+        self.previous = knobs.compilation.listener
+        knobs.compilation.listener = self
+        self.installed = True
+
+    def uninstall(self) -> None:
+        from triton import knobs
+
+        if self.installed and knobs.compilation.listener is self:
+            knobs.compilation.listener = self.previous
+        self.installed = False
+
+    # -- cases -----------------------------------------------------------------------------
+
+    def begin_case(self) -> None:
+        """Compilations from now on belong to the next case (earlier ones, made between cases,
+        such as at import, go to it too)."""
+
+    def end_case(self, folder: Path | None, rel: str = "") -> dict[str, Any] | None:
+        """Write the case's kernels under ``folder`` (when keeping files) and return the record's
+        ``ir`` summary; None when nothing was compiled."""
+        compiled, self.pending = self.pending, []
+        if not compiled:
+            return None
+        kernels = [self._finish(c, folder) for c in compiled]
+        total = sum(k.compile_ms or 0.0 for k in kernels)
+        summary: dict[str, Any] = {"compile_ms": round(total, 3), "kernels": [k.summary() for k in kernels]}
+        if folder is not None and self.keep_files:
+            summary["dir"] = rel or str(folder)
+        return summary
+
+    def _finish(self, compiled: Compiled, folder: Path | None) -> KernelIR:
+        kernel = compiled.kernel
+        backend = kernel.target.split(":", 1)[0]
+        files = _stage_files(compiled.group)
+        resources = _loaded_resources(compiled.fn, compiled.full_hash) or offline_resources(
+            backend, files, self.tools.get("cuobjdump"))
+        kernel = kernel.with_resources(resources)
+        if folder is None or not self.keep_files:
+            return kernel
+        where = folder / f"{kernel.name[:80]}-{kernel.hash[:10]}"
+        where.mkdir(parents=True, exist_ok=True)
+        kept: list[str] = []
+        for stage in (*TEXT_STAGES, *ASSEMBLY.get(backend, ())):
+            path = files.get(stage)
+            if path is not None and path.is_file():
+                shutil.copyfile(path, where / f"{kernel.name[:80]}.{stage}")
+                kept.append(f"{kernel.name[:80]}.{stage}")
+        binary = files.get(BINARIES.get(backend, ""))
+        if self.sass and backend == "cuda" and binary is not None and binary.is_file() and self.tools.get("nvdisasm"):
+            text = _sass(binary)
+            if text:
+                (where / f"{kernel.name[:80]}.sass").write_text(text)
+                kept.append(f"{kernel.name[:80]}.sass")
+        kernel = replace(kernel, files=tuple(kept))
+        write_json(where / "meta.json", {**kernel.to_json(), "stages_us": dict(compiled.stages_us)})
+        return kernel
+
+
+def _sass(cubin: Path) -> str | None:
+    """SASS of a cubin, through Triton's own disassembler helper (nvdisasm); None if it fails."""
+    try:
+        from triton.tools.disasm import get_sass
+
+        text: str = get_sass(cubin.read_bytes())
+        return text
+    except Exception:  # noqa: BLE001 - SASS is a convenience: its absence is not an error
+        return None
