@@ -64,6 +64,9 @@ class OpInfo:
     # Relative wall time of one case (compile, tune, time) against a plain memory-bound case; the
     # batch sharder weighs ops by cases x case_cost, so an autotuned op does not pile up on one device.
     case_cost: float = 1.0
+    # Whether the candidate goes through an autotuner (True), does not (False), or nobody said
+    # (None): `harness run --sweep-devices` tunes True and None ops first (docs/batch.md).
+    autotuned: bool | None = None
 
     @property
     def info(self) -> OpInfo:

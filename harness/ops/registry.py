@@ -28,23 +28,23 @@ __all__ = ["BUILTIN", "builtin_spec", "catalog", "load_op", "load_ops", "load_us
 BUILTIN: dict[str, OpInfo] = {
     op.id: op
     for op in (
-        OpInfo(id="softmax", shape_rank=2, aten="aten::_softmax",
+        OpInfo(id="softmax", shape_rank=2, autotuned=False, aten="aten::_softmax",
                description="softmax over the last dim of (M, N), fp32 math; looped online softmax past N=32768"),
-        OpInfo(id="layer_norm", shape_rank=2, aten="aten::native_layer_norm",
+        OpInfo(id="layer_norm", shape_rank=2, autotuned=False, aten="aten::native_layer_norm",
                description="layer_norm over the last dim of (M, N) with weight and bias, eps=1e-5, fp32 math"),
-        OpInfo(id="rms_norm", shape_rank=2, aten="aten::rms_norm",
+        OpInfo(id="rms_norm", shape_rank=2, autotuned=False, aten="aten::rms_norm",
                description="rms_norm over the last dim of (M, N) with weight, eps=1e-6, fp32 math"),
-        OpInfo(id="gelu", aten="aten::gelu",
+        OpInfo(id="gelu", aten="aten::gelu", autotuned=False,
                description="exact (erf) gelu 0.5*x*(1+erf(x/sqrt(2))), fp32 math; fp16/bf16 use a "
                            "1.5e-7-accurate erf polynomial"),
-        OpInfo(id="silu_and_mul", shape_rank=2, aten="aten::silu",
+        OpInfo(id="silu_and_mul", shape_rank=2, autotuned=False, aten="aten::silu",
                description="silu(x1) * x2 fused, x = [x1 | x2] of shape (M, 2N), output (M, N); shape is (M, N)"),
-        OpInfo(id="add", aten="aten::add.Tensor", description="a + b, elementwise"),
-        OpInfo(id="sum", shape_rank=2, aten="aten::sum.dim_IntList",
+        OpInfo(id="add", aten="aten::add.Tensor", autotuned=False, description="a + b, elementwise"),
+        OpInfo(id="sum", shape_rank=2, autotuned=False, aten="aten::sum.dim_IntList",
                description="sum over the last dim of (M, N), fp32 accumulation, output in the input dtype"),
         # H200, 2026-11-29 core run (benchmarks/results/h200-core-2026-11-29/ops_status.csv): mm took
         # 5.7 s per case (autotuning), the memory-bound ops 0.8-1.5 s.
-        OpInfo(id="mm", shape_rank=3, aten="aten::mm", case_cost=4.5,
+        OpInfo(id="mm", shape_rank=3, aten="aten::mm", case_cost=4.5, autotuned=True,
                description="C = A @ B, A (M, K), B (K, N), fp32 accumulation, grouped tile order, autotuned on GPU"),
     )
 }

@@ -56,6 +56,7 @@ from harness.run.spawn import (
     start,
     wait_exit,
 )
+from harness.run.sweep import DeviceLocks, SweepStep
 
 __all__ = [
     "BatchContext",
@@ -119,6 +120,8 @@ class BatchContext:
     runner: OpRunner
     prestart: bool = False
     cache_dir: Path | None = None  # the run's own compiler caches (harness.run.caches), if isolated
+    sweep: SweepStep | None = None  # --sweep-devices: tune autotuned ops before measuring them
+    locks: DeviceLocks = field(default_factory=DeviceLocks)
     held: dict[str, _Held] = field(default_factory=dict)  # op -> its pre-started process
     held_lock: threading.Lock = field(default_factory=threading.Lock)
 
@@ -148,6 +151,8 @@ class CaseRunner:
             rep_ms=plan.options.rep_ms, skip_cases=tuple(sorted(skip)),
             extra={"replay_from": plan.options.replay_from} if plan.options.replay_from else {},
         )
+        if ctx.sweep is not None and ctx.sweep.applies(op_plan):
+            spec = replace(spec, extra={**spec.extra, "replay_file": str(ctx.sweep.replay_file(ctx.run_dir, op_plan.op))})
         spec_path = files.spec(op_plan.op)
         spec_path.parent.mkdir(exist_ok=True)
         spec.dump(spec_path)
@@ -257,6 +262,18 @@ def run_op(ctx: BatchContext, op_plan: OpPlan, on_attempt: Callable[[int], None]
     earlier: set[FailureKey] = set()
     attempts = 0
     verdict = Verdict("SKIP", "no cases to run")
+    sweep_compile: float | None = None
+    if ctx.sweep is not None and ctx.sweep.applies(op_plan) and any(c not in facts.recorded for c in planned):
+        on_attempt(0)
+        swept = ctx.sweep.run(ctx, op_plan)
+        if swept is None:
+            return OpOutcome(op_plan.op, op_plan.device, PENDING, 0, time.monotonic() - begin,
+                             len(facts.recorded), ("interrupted during its sweep; resume with --resume",))
+        if swept.failed:
+            return OpOutcome(op_plan.op, op_plan.device, "ERROR", 0, time.monotonic() - begin,
+                             len(facts.recorded), (swept.note(),), compile_s=swept.compile_s)
+        notes.append(swept.note())
+        sweep_compile = swept.compile_s
     while True:
         missing = [c for c in planned if c not in facts.recorded]
         if not missing:
@@ -292,8 +309,10 @@ def run_op(ctx: BatchContext, op_plan: OpPlan, on_attempt: Callable[[int], None]
         if not retry:
             break
         earlier.add(failure_key(verdict, missing))
+    compile_s = (None if facts.compile_s is None and sweep_compile is None
+                 else (facts.compile_s or 0.0) + (sweep_compile or 0.0))
     return OpOutcome(op_plan.op, op_plan.device, verdict.status, attempts, time.monotonic() - begin,
-                     len(facts.recorded), tuple(notes), compile_s=facts.compile_s)
+                     len(facts.recorded), tuple(notes), compile_s=compile_s)
 
 
 class _Board:
@@ -333,6 +352,9 @@ def _device_worker(ctx: BatchContext, share: Sequence[OpPlan], board: _Board, ru
             upcoming = todo[i + 1] if i + 1 < len(todo) else None
 
             def started(attempt: int, o: OpPlan = op_plan, following: OpPlan | None = upcoming) -> None:
+                if attempt == 0:  # its sweep (harness.run.sweep), before the first attempt
+                    board.set(OpOutcome(o.op, o.device, RUNNING, 0, notes=("sweeping its autotune keys",)))
+                    return
                 board.set(OpOutcome(o.op, o.device, RUNNING, attempt, notes=(f"attempt {attempt} running",)))
                 ctx.events.attempt_started(o.device, o.op, attempt)
                 if ctx.prestart and attempt == 1 and following is not None:
@@ -342,7 +364,8 @@ def _device_worker(ctx: BatchContext, share: Sequence[OpPlan], board: _Board, ru
                         ctx.events.note(f"could not pre-start {following.op}: {type(exc).__name__}: {exc}")
 
             try:
-                result = run_one(ctx, op_plan, started)
+                with ctx.locks.measuring(op_plan.device):
+                    result = run_one(ctx, op_plan, started)
                 if result.done:
                     write_marker(ctx.run_dir, result)
             except Exception as exc:  # a fault of the harness (disk full...): this op is lost, the run goes on
@@ -373,6 +396,7 @@ def run_batch(
     already_done: Mapping[str, OpOutcome] | None = None,
     prestart: bool = False,
     run_one: OpFunction = run_op,
+    sweep: SweepStep | None = None,
 ) -> BatchResult:
     """Run every op of the plan that has not ended yet, one thread per device.
 
@@ -391,7 +415,7 @@ def run_batch(
     initial.update({k: v for k, v in (already_done or {}).items() if k in initial})
     board = _Board(run_dir / "ops_status.csv", initial)
     ctx = BatchContext(plan, run_dir, parent_env, stop, events, runner or CaseRunner(), prestart=prestart,
-                       cache_dir=run_cache_dir(plan.options, run_dir))
+                       cache_dir=run_cache_dir(plan.options, run_dir), sweep=sweep)
     todo = [o for o in plan.ops if not initial[o.op].done]
     threads = [
         threading.Thread(target=_device_worker, args=(ctx, share, board, run_one), name=f"device-{device}",

@@ -19,8 +19,10 @@ from typing import Any, TextIO
 from harness import __version__
 from harness.autotune.store import AutotuneMeta, check_replay_source, write_meta
 from harness.backends import enumerate_devices, require_devices, resolve_backend
+from harness.backends.base import Backend
 from harness.backends.state import append_state, summarize_states
 from harness.contract import EXIT_FAILED, EXIT_INTERRUPTED, EXIT_OK, RunFiles
+from harness.errors import UsageError
 from harness.ops.base import Shape
 from harness.ops.registry import catalog
 from harness.ops.shapes import load_level, load_shapes_file
@@ -48,6 +50,7 @@ from harness.run.provenance import commit_state
 from harness.run.rundir import check_out_dir, read_markers, read_run_info, run_lock, write_run_info
 from harness.run.select import select_run_ops
 from harness.run.spawn import StopToken, stop_on_signals
+from harness.run.sweep import SweepStep, resolve_sweep_devices
 
 __all__ = ["Prepared", "execute", "finalize", "prepare", "prepare_resume", "unreached_cases"]
 
@@ -63,6 +66,7 @@ class Prepared:
     resumed: bool = False
     dismissed: Mapping[str, str] = field(default_factory=dict)  # op id -> reason (in plan.ops, never run)
     runner: OpRunner = field(default_factory=CaseRunner)
+    sweep: SweepStep | None = None  # --sweep-devices (harness.run.sweep)
 
 
 def prepare(options: RunOptions, env: Mapping[str, str]) -> Prepared:
@@ -90,7 +94,20 @@ def prepare(options: RunOptions, env: Mapping[str, str]) -> Prepared:
         for op in selection.ops
     )
     return Prepared(plan=replace(plan, ops=planned), run_dir=run_dir.absolute(),
-                    dismissed=dict(selection.dismissed))
+                    dismissed=dict(selection.dismissed), sweep=sweep_step(options, backend, devices, env))
+
+
+def sweep_step(options: RunOptions, backend: Backend, devices: Sequence[str],
+               env: Mapping[str, str]) -> SweepStep | None:
+    """The run's sweep (--sweep-devices), refused where it cannot apply."""
+    if not options.sweep_devices:
+        return None
+    if options.replay_from:
+        raise UsageError(
+            f"--sweep-devices {options.sweep_devices} tunes the autotuned ops in this run, and --replay-from "
+            f"{options.replay_from} replays configs tuned earlier: give one of them."
+        )
+    return SweepStep(resolve_sweep_devices(options.sweep_devices, backend, devices, env))
 
 
 def _checked_replay(options: RunOptions, backend: str) -> RunOptions:
@@ -130,14 +147,15 @@ def prepare_resume(run_dir: Path, env: Mapping[str, str]) -> Prepared:
         plugins=plan_for(backend, options), devices=tuple(info["devices"]),
         ops=stored_ops(info), options=options,
     )
-    return Prepared(plan=plan, run_dir=run_dir.absolute(), resumed=True, dismissed=dict(info.get("dismissed", {})))
+    return Prepared(plan=plan, run_dir=run_dir.absolute(), resumed=True, dismissed=dict(info.get("dismissed", {})),
+                    sweep=sweep_step(options, backend, plan.devices, env))
 
 
 def stored_ops(info: Mapping[str, Any]) -> tuple[OpPlan, ...]:
     """The op plans a run.json holds."""
     return tuple(
         OpPlan(op=o["op"], device=o["device"], dtypes=tuple(o["dtypes"]),
-               shapes=tuple(tuple(s) for s in o["shapes"]), provider=o["provider"])
+               shapes=tuple(tuple(s) for s in o["shapes"]), provider=o["provider"], autotuned=o.get("autotuned"))
         for o in info["plan"]
     )
 
@@ -166,7 +184,7 @@ def _run_info(
         "options": plan.options.to_dict(),
         "plan": [
             {"op": o.op, "device": o.device, "dtypes": list(o.dtypes),
-             "shapes": [list(s) for s in o.shapes], "provider": o.provider}
+             "shapes": [list(s) for s in o.shapes], "provider": o.provider, "autotuned": o.autotuned}
             for o in plan.ops
         ],
         "dismissed": dict(prepared.dismissed),
@@ -311,7 +329,8 @@ def _execute_locked(prepared: Prepared, env: Mapping[str, str], out: TextIO) -> 
         with progress:
             result = run_batch(plan, run_dir, env, progress, runner=prepared.runner, stop=stop,
                                already_done=already,
-                               prestart=plan.options.prestart_for(plan.backend.capabilities.accelerator))
+                               prestart=plan.options.prestart_for(plan.backend.capabilities.accelerator),
+                               sweep=prepared.sweep)
         outcomes = list(result.outcomes)
         if result.interrupted:
             finalize(prepared, outcomes, "interrupted", started)

@@ -27,6 +27,7 @@ class OpPlan:
     shapes: tuple[Shape, ...]
     provider: str
     case_cost: float = 1.0  # relative wall time of one case (OpSpec.case_cost), for sharding only
+    autotuned: bool | None = None  # OpInfo.autotuned: which ops a sweep tunes first
 
     def cases(self) -> list[Case]:
         return [Case(self.op, self.provider, d, s) for s in self.shapes for d in self.dtypes]
@@ -140,6 +141,7 @@ def plan_run(
                 shapes=tuple(tuple(s) for s in shapes),
                 provider=options.provider,
                 case_cost=op.case_cost,
+                autotuned=op.autotuned,
             )
         )
     return RunPlan(

@@ -69,12 +69,18 @@ def build_recorder(session: HarnessSession) -> AutotuneRecorder:
     tuners = name_tuners(find_autotuners(modules, _is_autotuner))
     replay: OpAutotune | None = None
     source = spec.extra.get("replay_from")
-    if source:
+    replay_file = spec.extra.get("replay_file")  # a sweep's merged configs (harness.autotune.sweep)
+    if replay_file:
+        path = Path(replay_file)
+        replay = read_op_autotune(path) if path.is_file() else OpAutotune(
+            op=spec.op, notes=(f"{path} is missing: every autotuned case was tuned live",))
+    elif source:
         path = op_autotune_path(Path(source), spec.op)
         # The parent checked every file of the source; an op the source did not run has none,
         # and each of its autotuned cases is then tuned live and marked replay-miss.
         replay = read_op_autotune(path) if path.is_file() else OpAutotune(op=spec.op)
-    return AutotuneRecorder(op=spec.op, path=op_autotune_path(Path(spec.run_dir), spec.op),
+    out = spec.extra.get("autotune_out")  # a sweep process records into its shard's file
+    return AutotuneRecorder(op=spec.op, path=Path(out) if out else op_autotune_path(Path(spec.run_dir), spec.op),
                             tuners=tuners, replay=replay, make_config=_make_config)
 
 

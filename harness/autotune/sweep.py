@@ -1,0 +1,177 @@
+"""The parallel autotune sweep, its pure part: which cases each sweep process tunes, and how
+their recorded configs become the one set the measurement replays.
+
+A sweep splits an op's cases over N processes (each on a device of ``--sweep-devices``); each
+tunes its share and records what the autotuners chose (an :class:`OpAutotune`, the format of
+``autotune/<op>.json``). :func:`merge_shards` joins them: a (kernel, key) tuned by two
+processes that chose differently is a :class:`Conflict` (cases of different shapes can share a
+key: FlagGems' LibTuner rounds keys, a kernel may key on one dimension only); the choice of
+the lowest shard is kept, so the result does not depend on which process finished first.
+Files of a sweep (RUN/sweep/<op>/): ``shard-<i>.json`` (what a process tuned),
+``configs.json`` (merged: what the measurement replays), ``sweep.json`` (:class:`SweepSummary`).
+"""
+
+from __future__ import annotations
+
+from collections.abc import Mapping, Sequence
+from dataclasses import asdict, dataclass, field
+from pathlib import Path
+from typing import Any
+
+from harness.autotune.store import OpAutotune, TunedConfig
+from harness.contract import op_file_stem
+
+__all__ = [
+    "SWEEP_DIR",
+    "Conflict",
+    "ShardOutcome",
+    "SweepFiles",
+    "SweepSummary",
+    "merge_shards",
+    "split_cases",
+]
+
+SWEEP_DIR = "sweep"
+
+
+@dataclass(frozen=True)
+class SweepFiles:
+    """The files of one op's sweep in a run directory."""
+
+    run_dir: Path
+    op: str
+
+    @property
+    def folder(self) -> Path:
+        return Path(self.run_dir) / SWEEP_DIR / op_file_stem(self.op)
+
+    @property
+    def configs(self) -> Path:
+        """The merged configs: what the op's measurement replays."""
+        return self.folder / "configs.json"
+
+    @property
+    def summary(self) -> Path:
+        return self.folder / "sweep.json"
+
+    def shard(self, index: int) -> Path:
+        """What shard ``index`` tuned (autotune format)."""
+        return self.folder / f"shard-{index}.json"
+
+    def shard_result(self, index: int) -> Path:
+        """How shard ``index``'s cases went (written by the tune plugin)."""
+        return self.folder / f"shard-{index}.result.json"
+
+    def shard_spec(self, index: int) -> Path:
+        return self.folder / f"shard-{index}.spec.json"
+
+    def shard_exit(self, index: int) -> Path:
+        return self.folder / f"shard-{index}.exit"
+
+    def shard_log(self, index: int) -> Path:
+        return self.folder / f"shard-{index}.log"
+
+
+def split_cases(case_ids: Sequence[str], devices: Sequence[str]) -> list[tuple[str, tuple[str, ...]]]:
+    """(device, cases) per shard, one shard per entry of ``devices`` (an id may repeat), the
+    cases dealt round-robin in plan order; shards left without a case are dropped."""
+    if not devices:
+        raise ValueError("a sweep needs at least one device")
+    shares: list[list[str]] = [[] for _ in devices]
+    for i, case in enumerate(case_ids):
+        shares[i % len(devices)].append(case)
+    return [(device, tuple(share)) for device, share in zip(devices, shares, strict=True) if share]
+
+
+@dataclass(frozen=True)
+class Conflict:
+    """A (kernel, key) that two shards tuned to different configs; ``kept`` is the shard whose
+    config the measurement replays."""
+
+    kernel: str
+    key: tuple[str, ...]
+    kept: int
+    others: tuple[int, ...]
+
+    def to_json(self) -> dict[str, Any]:
+        return {"kernel": self.kernel, "key": list(self.key), "kept": self.kept, "others": list(self.others)}
+
+
+def _same(a: TunedConfig, b: TunedConfig) -> bool:
+    return a.to_json() == b.to_json()
+
+
+def merge_shards(op: str, shards: Sequence[OpAutotune]) -> tuple[OpAutotune, tuple[Conflict, ...]]:
+    """One record of every shard's configs; per (kernel, key) the lowest shard's choice wins."""
+    chosen: dict[tuple[str, tuple[str, ...]], tuple[int, TunedConfig]] = {}
+    differing: dict[tuple[str, tuple[str, ...]], list[int]] = {}
+    tuners: dict[str, tuple[str, ...]] = {}
+    notes: list[str] = []
+    for index, shard in enumerate(shards):
+        tuners.update({k: v for k, v in shard.tuners.items() if k not in tuners})
+        notes += [f"shard {index}: {n}" for n in shard.notes]
+        for config in shard.configs:
+            slot = (config.kernel, config.key)
+            if slot not in chosen:
+                chosen[slot] = (index, config)
+            elif not _same(chosen[slot][1], config):
+                differing.setdefault(slot, []).append(index)
+    conflicts = tuple(Conflict(k, key, chosen[(k, key)][0], tuple(dict.fromkeys(others)))
+                      for (k, key), others in differing.items())
+    merged = OpAutotune(op=op, tuners=tuners, configs=tuple(c for _, c in chosen.values()), notes=tuple(notes))
+    return merged, conflicts
+
+
+@dataclass(frozen=True)
+class ShardOutcome:
+    index: int
+    device: str
+    cases: tuple[str, ...]
+    ok: bool
+    reason: str = ""  # why it failed
+    configs: int = 0
+    elapsed_s: float = 0.0
+    compile_s: float | None = None
+
+
+@dataclass(frozen=True)
+class SweepSummary:
+    """``sweep.json``: what the sweep of one op did."""
+
+    op: str
+    devices: tuple[str, ...]
+    shards: tuple[ShardOutcome, ...]
+    keys: int = 0  # distinct (kernel, key) pairs tuned
+    conflicts: tuple[Conflict, ...] = ()
+    elapsed_s: float = 0.0
+    failed: str = ""  # the reason the op fails, when a shard failed
+    extra: Mapping[str, Any] = field(default_factory=dict)
+
+    @property
+    def compile_s(self) -> float | None:
+        times = [s.compile_s for s in self.shards if s.compile_s is not None]
+        return sum(times) if times else None
+
+    def note(self) -> str:
+        """The op's line in ops_status.csv."""
+        where = ",".join(self.devices)
+        if self.failed:
+            return f"sweep on {where} failed: {self.failed}"
+        conflicts = (f"; {len(self.conflicts)} key(s) tuned differently by two shards (kept the lower "
+                     f"shard's choice; {SWEEP_DIR}/{op_file_stem(self.op)}/sweep.json)") if self.conflicts else ""
+        return (f"sweep: {len(self.shards)} shard(s) on {where} tuned {self.keys} key(s) in "
+                f"{self.elapsed_s:.1f} s{conflicts}; measured replaying them")
+
+    def to_json(self) -> dict[str, Any]:
+        return {
+            "format_version": 1,
+            "op": self.op,
+            "devices": list(self.devices),
+            "shards": [{**asdict(s), "cases": list(s.cases)} for s in self.shards],
+            "keys": self.keys,
+            "conflicts": [c.to_json() for c in self.conflicts],
+            "elapsed_s": round(self.elapsed_s, 3),
+            "compile_s": self.compile_s,
+            "failed": self.failed,
+            **dict(self.extra),
+        }

@@ -1,0 +1,296 @@
+"""The parallel autotune sweep: a step before an autotuned op's attempts.
+
+With ``--sweep-devices N|IDS``, before an autotuned op is measured (``run_op`` calls
+:meth:`SweepStep.run` before its first attempt), its cases are dealt over the sweep devices;
+one process per share (a *shard*, on its device) calls each case's candidate once, so its
+autotuners tune that case's keys, and records what they chose. The shards' records are merged
+(harness.autotune.sweep.merge_shards: keys tuned twice with different choices are counted)
+into RUN/sweep/<op>/configs.json, and every attempt of the op replays that file on the op's own
+device. A shard that fails fails the op with its reason: nothing is tuned live instead.
+
+Shards use the op processes of the executor (harness.run.spawn: their own process groups,
+device pinning, the run's caches, --op-timeout, the stop token). A shard holds its device
+exclusively: :class:`DeviceLocks` makes a sweep wait until no op is being measured on any of
+its devices, and no op starts on them while it runs. What a shard process runs is a
+:data:`ShardLauncher`; :func:`case_shard_launch` runs the harness's own cases, and a library's
+suite can pass its own (docs/batch.md, "Sweep").
+"""
+
+from __future__ import annotations
+
+import os
+import signal
+import threading
+import time
+from collections.abc import Callable, Iterator, Mapping, Sequence
+from contextlib import contextmanager
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import TYPE_CHECKING
+
+from harness.autotune.store import OpAutotune, read_op_autotune
+from harness.autotune.sweep import (
+    ShardOutcome,
+    SweepFiles,
+    SweepSummary,
+    merge_shards,
+    split_cases,
+)
+from harness.backends import enumerate_devices
+from harness.backends.base import Backend
+from harness.contract import ChildSpec
+from harness.errors import UsageError
+from harness.results.store import read_json, write_json
+from harness.run.caches import cache_env
+from harness.run.decide import AttemptExit, classify_exit
+from harness.run.spawn import Launch, child_env, end_group, read_exit, reap_group, start, wait_exit
+
+if TYPE_CHECKING:
+    from harness.run.batch import BatchContext
+    from harness.run.plan import OpPlan
+
+__all__ = [
+    "SHARD_ENV",
+    "TUNE_FILE",
+    "DeviceLocks",
+    "ShardLauncher",
+    "SweepStep",
+    "case_shard_launch",
+    "resolve_sweep_devices",
+    "shard_plugins",
+]
+
+TUNE_FILE = Path(__file__).resolve().parent.parent / "child" / "tune_cases.py"
+# Set in each shard's environment: its index (information for the op's code and tests).
+SHARD_ENV = "HARNESS_SWEEP_SHARD"
+
+
+def resolve_sweep_devices(value: str, backend: Backend, run_devices: Sequence[str],
+                          env: Mapping[str, str]) -> tuple[str, ...]:
+    """The device of each shard: N shards dealt over the run's devices, or the ids given (an id
+    may repeat: two shards on one device). Ids are read as ``--devices`` reads them (indices
+    into an inherited visibility variable); on the cpu backend they are labels."""
+    text = value.strip()
+    if text.isdigit():
+        count = int(text)
+        if count < 1 or not run_devices:
+            raise UsageError(f"--sweep-devices {value}: needs a count of at least 1.")
+        return tuple(run_devices[i % len(run_devices)] for i in range(count))
+    ids = tuple(p.strip() for p in text.split(",") if p.strip())
+    if not ids:
+        raise UsageError("--sweep-devices needs a count (2) or device ids (0,1).")
+    if not backend.capabilities.accelerator:
+        return ids
+    return tuple(enumerate_devices(backend, ids, env))
+
+
+def shard_plugins(modules: Sequence[str]) -> list[str]:
+    """A shard's pytest plugins: the run's, less timing, wall, IR and records, plus tune."""
+    dropped = ("timing", "wall", "ir", "records")
+    kept = [m for m in modules if m.rsplit(".", 1)[-1] not in dropped or not m.startswith("harness.child.plugins.")]
+    if "harness.child.plugins.autotune" not in kept:  # a sweep records configs, whatever the toggles say
+        kept.append("harness.child.plugins.autotune")
+    args: list[str] = []
+    for module in [*kept, "harness.child.plugins.tune"]:
+        args += ["-p", module]
+    return args
+
+
+ShardLauncher = Callable[["BatchContext", "OpPlan", int, str, Sequence[str]], Launch]
+
+
+def case_shard_launch(ctx: BatchContext, op_plan: OpPlan, index: int, device: str, cases: Sequence[str]) -> Launch:
+    """A sweep process of the harness's own cases: tune_cases.py over ``cases`` only."""
+    plan = ctx.plan
+    files = SweepFiles(ctx.run_dir, op_plan.op)
+    files.folder.mkdir(parents=True, exist_ok=True)
+    wanted = set(cases)
+    spec = ChildSpec(
+        run_id=plan.run_id, run_dir=str(ctx.run_dir), backend=plan.backend.name, device=device,
+        op=op_plan.op, provider=op_plan.provider, dtypes=op_plan.dtypes, shapes=op_plan.shapes,
+        seed=plan.options.seed, timer=plan.timer, cache=plan.options.cache, ops_modules=plan.options.ops_modules,
+        warmup_ms=plan.options.warmup_ms, rep_ms=plan.options.rep_ms,
+        skip_cases=tuple(sorted(c.case_id for c in op_plan.cases() if c.case_id not in wanted)),
+        extra={"mode": "tune", "autotune_out": str(files.shard(index)),
+               "shard_result": str(files.shard_result(index))},
+    )
+    spec.dump(files.shard_spec(index))
+    args = (str(TUNE_FILE), "-q", "-rN", "-p", "no:cacheprovider", "--noconftest", "-c", os.devnull,
+            "--rootdir", str(ctx.run_dir), *shard_plugins(plan.plugins.modules),
+            "--harness-spec", str(files.shard_spec(index)))
+    return Launch(pytest_args=args, exit_path=files.shard_exit(index),
+                  header=f"sweep shard {index} of {op_plan.op} on device {device}: {len(cases)} case(s)")
+
+
+class DeviceLocks:
+    """One lock per device: held while an op is measured there, and by a sweep on every device
+    it uses. Sweeps take their locks one sweep at a time, in sorted order, after letting go of
+    their own op's lock, so two threads never wait on each other."""
+
+    def __init__(self) -> None:
+        self._locks: dict[str, threading.Lock] = {}
+        self._guard = threading.Lock()
+        self._sweep = threading.Lock()
+
+    def lock(self, device: str) -> threading.Lock:
+        with self._guard:
+            return self._locks.setdefault(device, threading.Lock())
+
+    @contextmanager
+    def measuring(self, device: str) -> Iterator[None]:
+        with self.lock(device):
+            yield
+
+    @contextmanager
+    def sweeping(self, own: str, devices: Sequence[str]) -> Iterator[None]:
+        """Inside :meth:`measuring` of ``own``: hold ``devices`` (and ``own``) exclusively."""
+        own_lock = self.lock(own)
+        own_lock.release()
+        held: list[str] = []
+        try:
+            with self._sweep:
+                for device in sorted(set(devices) | {own}):
+                    self.lock(device).acquire()
+                    held.append(device)
+            yield
+        finally:
+            for device in held:
+                if device != own:
+                    self.lock(device).release()
+            if own not in held:
+                own_lock.acquire()
+
+
+@dataclass(frozen=True)
+class _Shard:
+    index: int
+    device: str
+    cases: tuple[str, ...]
+
+
+@dataclass
+class SweepStep:
+    """The sweep of a run: its devices and how a shard's process is launched."""
+
+    devices: tuple[str, ...]
+    launcher: ShardLauncher = case_shard_launch
+    extra_env: Mapping[str, str] = field(default_factory=dict)
+
+    def applies(self, op_plan: OpPlan) -> bool:
+        """Swept: an op whose candidate may be autotuned (not marked ``autotuned=False``), and
+        every op of another provider (FlagGems' kernels have their own LibTuner)."""
+        return op_plan.autotuned is not False or op_plan.provider != "builtin"
+
+    def replay_file(self, run_dir: Path, op: str) -> Path:
+        return SweepFiles(run_dir, op).configs
+
+    def run(self, ctx: BatchContext, op_plan: OpPlan) -> SweepSummary | None:
+        """Tune the op's cases over the sweep devices; None when a stop cut it short. A summary
+        with ``failed`` set when a shard failed (the op then fails with that reason)."""
+        files = SweepFiles(ctx.run_dir, op_plan.op)
+        earlier = _earlier(files)
+        if earlier is not None:
+            return earlier
+        shards = [_Shard(i, d, c) for i, (d, c) in
+                  enumerate(split_cases([c.case_id for c in op_plan.cases()], self.devices))]
+        files.folder.mkdir(parents=True, exist_ok=True)
+        begin = time.monotonic()
+        with ctx.locks.sweeping(op_plan.device, [s.device for s in shards]):
+            ends = self._run_shards(ctx, op_plan, shards, files)
+        if ends is None:
+            return None
+        summary = _summarise(op_plan.op, self.devices, shards, ends, files, ctx.plan.options.op_timeout)
+        del begin
+        write_json(files.summary, summary.to_json())
+        return summary
+
+    def _run_shards(self, ctx: BatchContext, op_plan: OpPlan, shards: Sequence[_Shard],
+                    files: SweepFiles) -> list[tuple[AttemptExit, float]] | None:
+        plan = ctx.plan
+        started = []
+        for shard in shards:
+            launch = self.launcher(ctx, op_plan, shard.index, shard.device, shard.cases)
+            env = child_env(plan.backend, shard.device, ctx.parent_env, cache_env(ctx.cache_dir))
+            env[SHARD_ENV] = str(shard.index)
+            if ctx.cache_dir is not None:  # FlagGems' LibTuner database: one per shard, no lock waits
+                env["FLAGGEMS_DB_URL"] = f"sqlite:///{ctx.cache_dir / 'flaggems' / f'sweep-{shard.index}.db'}"
+                (ctx.cache_dir / "flaggems").mkdir(parents=True, exist_ok=True)
+            env.update(self.extra_env)
+            started.append((start(launch, env, files.shard_log(shard.index), hold=False), launch.exit_path,
+                            time.monotonic()))
+        deadline = time.monotonic() + plan.options.op_timeout
+        ends: list[tuple[AttemptExit, float]] = []
+        for child, exit_path, began in started:
+            state = wait_exit(child.pid, deadline, ctx.stop)
+            if state == "stopped":
+                for other, _, _ in started:
+                    end_group(other, signal.SIGINT, ctx.stop)
+                return None
+            if state == "timeout":
+                end_group(child, signal.SIGTERM, ctx.stop)
+                ends.append((AttemptExit(child.returncode, timed_out=True), time.monotonic() - began))
+                continue
+            reap_group(child)
+            ends.append((AttemptExit(child.returncode, pytest_exit=read_exit(exit_path)), time.monotonic() - began))
+        return ends
+
+
+def _earlier(files: SweepFiles) -> SweepSummary | None:
+    """The summary of a sweep that already completed for this op (a retry, a resume)."""
+    if not files.configs.is_file() or not files.summary.is_file():
+        return None
+    try:
+        data = read_json(files.summary)
+        return SweepSummary(op=str(data["op"]), devices=tuple(data["devices"]), shards=(),
+                            keys=int(data.get("keys", 0)), elapsed_s=float(data.get("elapsed_s", 0.0)),
+                            extra={"reused": True})
+    except (OSError, ValueError, KeyError, TypeError):
+        return None
+
+
+def _shard_reason(shard: _Shard, end: AttemptExit, result: Mapping[str, object] | None, timeout: float) -> str:
+    """Why a shard failed, or "" when it did not."""
+    cases = result.get("cases") if isinstance(result, Mapping) else None
+    errors = [f"{case}: {text.removeprefix('error: ')}" for case, text in (cases or {}).items()
+              if isinstance(text, str) and text.startswith("error")] if isinstance(cases, Mapping) else []
+    if end.timed_out or end.pytest_exit is None:
+        return f"shard {shard.index} on device {shard.device}: {classify_exit(end, [], timeout_s=timeout).note}"
+    if errors:
+        more = f" (and {len(errors) - 1} more)" if len(errors) > 1 else ""
+        return f"shard {shard.index} on device {shard.device}: {errors[0]}{more}"
+    if end.pytest_exit not in (0, 5):
+        return f"shard {shard.index} on device {shard.device}: pytest exited with code {end.pytest_exit}"
+    if result is None:
+        return f"shard {shard.index} on device {shard.device}: it wrote no result"
+    return ""
+
+
+def _summarise(op: str, devices: Sequence[str], shards: Sequence[_Shard], ends: Sequence[tuple[AttemptExit, float]],
+               files: SweepFiles, timeout: float = 0.0) -> SweepSummary:
+    outcomes: list[ShardOutcome] = []
+    records: list[OpAutotune] = []
+    failed = ""
+    for shard, (end, elapsed) in zip(shards, ends, strict=True):
+        try:
+            result = read_json(files.shard_result(shard.index))
+        except (OSError, ValueError):
+            result = None
+        reason = _shard_reason(shard, end, result if isinstance(result, Mapping) else None, timeout)
+        record = OpAutotune(op=op)
+        if not reason and files.shard(shard.index).is_file():
+            try:
+                record = read_op_autotune(files.shard(shard.index))
+            except ValueError as exc:
+                reason = f"shard {shard.index} on device {shard.device}: its configs cannot be read ({exc})"
+        failed = failed or reason
+        compile_ms = result.get("compile_ms") if isinstance(result, Mapping) else None
+        outcomes.append(ShardOutcome(shard.index, shard.device, shard.cases, ok=not reason, reason=reason,
+                                     configs=len(record.configs), elapsed_s=round(elapsed, 3),
+                                     compile_s=compile_ms / 1e3 if isinstance(compile_ms, int | float) else None))
+        records.append(record)
+    merged, conflicts = merge_shards(op, records)
+    if not failed:
+        write_json(files.configs, merged.to_json())
+    return SweepSummary(op=op, devices=tuple(devices), shards=tuple(outcomes),
+                        keys=len({(c.kernel, c.key) for c in merged.configs}), conflicts=conflicts,
+                        elapsed_s=max((e for _, e in ends), default=0.0), failed=failed)
