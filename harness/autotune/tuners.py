@@ -32,6 +32,8 @@ from harness.results.store import write_json
 
 __all__ = [
     "AutotuneRecorder",
+    "LibraryCache",
+    "is_library_cache",
     "TrackingCache",
     "config_matches",
     "find_autotuners",
@@ -141,6 +143,73 @@ class TrackingCache(dict):  # type: ignore[type-arg]
                 yield key, value
 
 
+def is_library_cache(cache: Any) -> bool:
+    """A library autotuner's persistent config cache, as FlagGems' LibTuner has (its
+    ``flag_gems.utils.libentry.ConfigCache``: ``table_name``, ``model``, ``get``/``set`` and the
+    mapping methods ``in``, ``[key]``, ``[key] = config``, backed by an SQLite database)."""
+    return (not isinstance(cache, Mapping) and hasattr(cache, "table_name")
+            and callable(getattr(cache, "get", None)) and callable(getattr(cache, "set", None)))
+
+
+class LibraryCache:
+    """Stands in for a library's persistent config cache (FlagGems' LibTuner.cache): replayed
+    configs answer first, and every lookup is seen.
+
+    LibTuner.run asks ``key not in self.cache``, stores the winner with ``self.cache[key] = best``
+    after tuning and reads ``self.cache[key]``; a key its database already held (an earlier run,
+    outside this harness) is neither replayed nor tuned here: it counts as ``stored``, so a
+    replaying row that used one is marked replay-miss.
+    """
+
+    def __init__(self, inner: Any, replayed: Mapping[Any, Any] | None = None) -> None:
+        self.inner = inner
+        self.replayed = dict(replayed or {})
+        self.seen: dict[Any, Any] = {}  # key -> config used or tuned in this process
+        self.hits = self.tuned = self.stored = 0
+        self._tuned_keys: set[Any] = set()
+
+    def __getattr__(self, name: str) -> Any:  # table_name, model, ... of the library's cache
+        return getattr(self.inner, name)
+
+    def __contains__(self, key: Any) -> bool:
+        return key in self.replayed or key in self.inner
+
+    def get(self, key: Any) -> Any:
+        if key in self.replayed:
+            self.hits += 1
+            self.seen[key] = self.replayed[key]
+            return self.replayed[key]
+        value = self.inner.get(key)
+        if value is not None:
+            if key not in self._tuned_keys:
+                self.stored += 1
+            self.seen[key] = value
+        return value
+
+    def __getitem__(self, key: Any) -> Any:
+        value = self.get(key)
+        if value is None:
+            raise KeyError(f"Key {key} not found in the config cache.")
+        return value
+
+    def set(self, key: Any, config: Any) -> None:
+        self.replayed.pop(key, None)
+        self.tuned += 1
+        self._tuned_keys.add(key)
+        self.seen[key] = config
+        self.inner.set(key, config)
+
+    def __setitem__(self, key: Any, config: Any) -> None:
+        self.set(key, config)
+
+    def reset(self) -> None:
+        self.hits = self.tuned = self.stored = 0
+
+    def recorded_items(self) -> Iterator[tuple[Any, Any]]:
+        """What this process used or tuned (a library's database cannot be listed)."""
+        yield from self.seen.items()
+
+
 def row_marker(replaying: bool, hits: int, tuned: int, opaque: bool) -> str:
     """A row's ``autotune`` value from what the op's autotuners did during its case.
 
@@ -164,7 +233,7 @@ def config_matches(entry: TunedConfig, config: Any) -> bool:
 def snapshot(name: str, tuner: Any) -> tuple[list[TunedConfig], list[str]]:
     """The configs an autotuner holds, as records; and notes on what could not be recorded."""
     cache = getattr(tuner, "cache", None)
-    if isinstance(cache, TrackingCache):
+    if isinstance(cache, TrackingCache | LibraryCache):
         items: Iterable[tuple[Any, Any]] = cache.recorded_items()
     elif isinstance(cache, Mapping) or callable(getattr(cache, "items", None)):
         try:
@@ -198,7 +267,7 @@ def preload(
     tuner: Any,
     recorded: OpAutotune,
     make_config: Callable[[TunedConfig], Any],
-) -> tuple[TrackingCache, list[str]]:
+) -> tuple[TrackingCache | LibraryCache, list[str]]:
     """Seed ``tuner``'s cache with the recorded configs of kernel ``name``; returns the cache
     installed and notes on what was not replayed (those keys are tuned live, and marked).
 
@@ -223,7 +292,12 @@ def preload(
                          "one of the kernel's configs; not replayed")
             continue
         entries[key] = own if own is not None else make_config(entry)
-    cache = TrackingCache({**dict(tuner.cache), **entries}, replayed=entries)
+    cache: TrackingCache | LibraryCache
+    if is_library_cache(tuner.cache) or isinstance(tuner.cache, LibraryCache):
+        inner = tuner.cache.inner if isinstance(tuner.cache, LibraryCache) else tuner.cache
+        cache = LibraryCache(inner, entries)
+    else:
+        cache = TrackingCache({**dict(tuner.cache), **entries}, replayed=entries)
     tuner.cache = cache
     return cache, notes
 
@@ -242,10 +316,15 @@ class AutotuneRecorder:
     ) -> None:
         self.op, self.path, self.tuners = op, path, dict(tuners)
         self.replaying = replay is not None
-        self.caches: dict[str, TrackingCache] = {}
+        self.replay = replay
+        self.make_config = make_config
+        self.caches: dict[str, TrackingCache | LibraryCache] = {}
         self.notes: list[str] = []
         self.opaque: list[str] = []
         for name, tuner in self.tuners.items():
+            if is_library_cache(getattr(tuner, "cache", None)):
+                self._wrap_library(name, tuner)
+                continue
             if type(getattr(tuner, "cache", None)) not in (dict, TrackingCache):
                 if self.replaying:
                     self.opaque.append(name)
@@ -258,15 +337,40 @@ class AutotuneRecorder:
             else:
                 self.caches[name] = tuner.cache = TrackingCache(tuner.cache)
 
+    def _wrap_library(self, name: str, tuner: Any) -> None:
+        if self.replay is not None:
+            self.caches[name], notes = preload(name, tuner, self.replay, self.make_config)
+            self.notes += [n for n in notes if n not in self.notes]
+        else:
+            self.caches[name] = tuner.cache = LibraryCache(tuner.cache)
+
+    def _rewrap(self) -> list[str]:
+        """Library tuners whose cache object was replaced since it was wrapped (FlagGems' FlagTune
+        switches a LibTuner's table, and so its cache, at run time): wrapped again, and named."""
+        replaced = []
+        for name, cache in list(self.caches.items()):
+            tuner = self.tuners[name]
+            if isinstance(cache, LibraryCache) and tuner.cache is not cache:
+                replaced.append(name)
+                if is_library_cache(tuner.cache):
+                    self._wrap_library(name, tuner)
+        return replaced
+
     def begin_case(self) -> None:
+        self._rewrap()
         for cache in self.caches.values():
             cache.reset()
 
     def marker(self) -> str:
         """The ``autotune`` value of the case since :meth:`begin_case`."""
+        replaced = self._rewrap()
+        for name in replaced:
+            note = f"{name}: its cache was replaced during a case (FlagTune?); that case is marked replay-miss"
+            if self.replaying and note not in self.notes:
+                self.notes.append(note)
         hits = sum(c.hits for c in self.caches.values())
-        tuned = sum(c.tuned for c in self.caches.values())
-        return row_marker(self.replaying, hits, tuned, bool(self.opaque))
+        tuned = sum(c.tuned + (c.stored if isinstance(c, LibraryCache) else 0) for c in self.caches.values())
+        return row_marker(self.replaying, hits, tuned, bool(self.opaque) or bool(replaced))
 
     def current(self) -> OpAutotune:
         configs: list[TunedConfig] = []

@@ -23,7 +23,7 @@ from harness.autotune.store import OpAutotune, TunedConfig, op_autotune_path, re
 from harness.autotune.tuners import AutotuneRecorder, find_autotuners, name_tuners
 from harness.child.plugins.session import HarnessSession
 
-__all__ = ["build_recorder", "harness_autotune", "module_names"]
+__all__ = ["build_recorder", "harness_autotune", "library_modules", "module_names", "recorder_for"]
 
 
 def _is_autotuner(obj: Any) -> bool:
@@ -62,11 +62,26 @@ def module_names(callables: Sequence[Any]) -> list[str]:
     return names
 
 
+def library_modules(package: str) -> list[str]:
+    """Every loaded module of a library (``flag_gems`` and its submodules): a FlagGems op reaches
+    kernels of other modules (mm's split-k and stream-k paths), each under its own LibTuner."""
+    return sorted(n for n in list(sys.modules) if n == package or n.startswith(package + "."))
+
+
+def recorder_for(op: str, path: Path, replay: OpAutotune | None, names: Sequence[str]) -> AutotuneRecorder:
+    """A recorder over the autotuners (Triton's, FlagGems' LibTuner) in the named modules,
+    seeded from ``replay``. The suite mode calls this in FlagGems' pytest process (after
+    flag_gems is imported) with ``library_modules("flag_gems")`` and saves it at the end."""
+    modules = [sys.modules[n] for n in names if n in sys.modules]
+    tuners = name_tuners(find_autotuners(modules, _is_autotuner))
+    return AutotuneRecorder(op=op, path=path, tuners=tuners, replay=replay, make_config=_make_config)
+
+
 def build_recorder(session: HarnessSession) -> AutotuneRecorder:
     spec = session.spec
     names = module_names([session.candidate, session.op.candidate])
-    modules = [sys.modules[n] for n in names if n in sys.modules]
-    tuners = name_tuners(find_autotuners(modules, _is_autotuner))
+    if spec.provider == "flaggems":
+        names += [n for n in library_modules("flag_gems") if n not in names]
     replay: OpAutotune | None = None
     source = spec.extra.get("replay_from")
     replay_file = spec.extra.get("replay_file")  # a sweep's merged configs (harness.autotune.sweep)
@@ -80,8 +95,7 @@ def build_recorder(session: HarnessSession) -> AutotuneRecorder:
         # and each of its autotuned cases is then tuned live and marked replay-miss.
         replay = read_op_autotune(path) if path.is_file() else OpAutotune(op=spec.op)
     out = spec.extra.get("autotune_out")  # a sweep process records into its shard's file
-    return AutotuneRecorder(op=spec.op, path=Path(out) if out else op_autotune_path(Path(spec.run_dir), spec.op),
-                            tuners=tuners, replay=replay, make_config=_make_config)
+    return recorder_for(spec.op, Path(out) if out else op_autotune_path(Path(spec.run_dir), spec.op), replay, names)
 
 
 @pytest.fixture(scope="session")
