@@ -176,10 +176,12 @@ def build_parser() -> argparse.ArgumentParser:
                     help="join these runs (different backends or devices) into one HTML page")
     rp.add_argument("--out", metavar="FILE", help="write the output to FILE instead of standard output")
     from harness.compare.cli import add_parsers as add_compare_parsers
+    from harness.compile.cli import add_parser as add_compile_parser
     from harness.container.cli import add_parser as add_container_parser
 
     add_compare_parsers(sub)
     add_container_parser(sub)
+    add_compile_parser(sub)
     return parser
 
 
@@ -364,6 +366,10 @@ def _dispatch(parser: argparse.ArgumentParser, ns: argparse.Namespace, environ: 
         return _cmd_doctor(environ)
     if ns.command == "report":
         return _cmd_report(ns)
+    if ns.command == "compile":
+        from harness.compile.cli import run as run_compile
+
+        return run_compile(ns, environ)
     if ns.command == "container":
         from harness.container.cli import run as run_container
 

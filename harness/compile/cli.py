@@ -1,0 +1,180 @@
+"""`harness compile`: plan the tasks (one per target), run them in worker processes, write
+compile.json and compile.md, and gate against an earlier compile (docs/compile.md).
+
+Nothing here imports torch or Triton: the workers do (``python -m harness.compile.worker``).
+"""
+
+from __future__ import annotations
+
+import argparse
+import datetime as _dt
+import os
+import shutil
+import subprocess
+import sys
+import time
+from collections.abc import Mapping, Sequence
+from pathlib import Path
+from typing import Any
+
+from harness.compile.gate import Thresholds, judge, render_findings, summary_table
+from harness.compile.targets import DEFAULT_TARGETS, Target, parse_targets
+from harness.contract import EXIT_FAILED, EXIT_OK, op_file_stem
+from harness.errors import UsageError
+from harness.results.store import atomic_write_text, read_json, write_json
+
+__all__ = ["add_parser", "plan_tasks", "run"]
+
+FORMAT_VERSION = 1
+RESULT = "compile.json"
+
+
+def add_parser(sub: argparse._SubParsersAction[argparse.ArgumentParser]) -> None:
+    p = sub.add_parser(
+        "compile", help="compile every built-in kernel for GPU targets without their hardware; gate on a baseline",
+        description="Compile every built-in kernel at every autotune config and each shape's specialisation "
+                    "for each target (Triton's GPUTarget, no device needed), keep the IR and metadata, and "
+                    "with --against fail when a kernel stops compiling or its registers, spills or shared "
+                    "memory grow. Proves neither speed nor correctness on the device (docs/compile.md).")
+    p.add_argument("--targets", default=DEFAULT_TARGETS, help=f"BACKEND:ARCH list (default {DEFAULT_TARGETS})")
+    p.add_argument("--level", default="core", choices=("smoke", "core", "comprehensive"),
+                   help="the shapes whose specialisations are compiled (default core)")
+    p.add_argument("--ops", nargs="+", metavar="OP", help="op ids (default: every built-in op)")
+    p.add_argument("--dtypes", nargs="+", metavar="DTYPE", help="float16 bfloat16 float32 (default: all three)")
+    p.add_argument("--ops-module", dest="ops_modules", action="append", metavar="PATH_OR_MODULE",
+                   help="also compile the ops of this module (repeatable)")
+    p.add_argument("--out", help="output folder (default reports/compile-<UTC time>); must not hold a compile")
+    p.add_argument("--against", metavar="DIR", help="an earlier `harness compile --out DIR`: exit 1 on a regression")
+    p.add_argument("--threshold", type=float, default=Thresholds.pct,
+                   help=f"growth in percent of registers or shared memory that regresses (default {Thresholds.pct:g})")
+    p.add_argument("--jobs", type=int, default=0, help="worker processes (default: the CPU count, at most 4)")
+    p.add_argument("--keep-triton-cache", action="store_true", help="keep OUT/triton-cache")
+
+
+def plan_tasks(ops: Sequence[str], targets: Sequence[Target], level: str, dtypes: Sequence[str],
+               ops_modules: Sequence[str], out: Path) -> list[dict[str, Any]]:
+    """One task per target, each with every op's shapes at the level."""
+    from harness.ops.shapes import load_level
+
+    shapes = load_level(level)
+    missing = [op for op in ops if op not in shapes]
+    if missing:
+        raise UsageError(f"--level {level} has no shapes for {', '.join(missing)}; choose other ops or level.")
+    items = [{"op": op, "shapes": [list(s) for s in shapes[op]], "dtypes": list(dtypes)} for op in ops]
+    return [{"target": t.label, "ops": items, "ops_modules": list(ops_modules), "out": str(out),
+             "result": str(out / "tasks" / f"{op_file_stem(t.label)}.json")} for t in targets]
+
+
+def _worker_env(env: Mapping[str, str], cache: Path) -> dict[str, str]:
+    child = {k: v for k, v in env.items() if k != "TRITON_INTERPRET"}  # compile, do not interpret
+    child["TRITON_CACHE_DIR"] = str(cache)
+    src = str(Path(__file__).absolute().parent.parent.parent)
+    child["PYTHONPATH"] = src + (os.pathsep + env["PYTHONPATH"] if env.get("PYTHONPATH") else "")
+    return child
+
+
+def _run_tasks(tasks: Sequence[dict[str, Any]], env: dict[str, str], jobs: int, out: Path) -> list[str]:
+    """Run the workers, ``jobs`` at a time; problems of workers that crashed."""
+    problems: list[str] = []
+    pending = list(tasks)
+    running: list[tuple[subprocess.Popen[bytes], dict[str, Any], Path]] = []
+    (out / "tasks").mkdir(parents=True, exist_ok=True)
+    while pending or running:
+        while pending and len(running) < jobs:
+            task = pending.pop(0)
+            spec = out / "tasks" / f"{op_file_stem(task['target'])}.task.json"
+            write_json(spec, task)
+            log = out / "tasks" / f"{op_file_stem(task['target'])}.log"
+            with open(log, "wb") as fh:
+                child = subprocess.Popen([sys.executable, "-m", "harness.compile.worker", str(spec)],
+                                         env=env, stdout=fh, stderr=subprocess.STDOUT)
+            running.append((child, task, log))
+        time.sleep(0.1)
+        for item in [r for r in running if r[0].poll() is not None]:
+            running.remove(item)
+            child, task, log = item
+            if child.returncode != 0 or not Path(task["result"]).is_file():
+                tail = log.read_text(errors="replace").strip().splitlines()[-1:] if log.is_file() else []
+                problems.append(f"the worker for {task['target']} exited with {child.returncode}: "
+                                f"{tail[0] if tail else 'no output'} (log: {log})")
+    return problems
+
+
+def _check_against(against: str | None) -> dict[str, Any] | None:
+    if not against:
+        return None
+    path = Path(against) / RESULT
+    try:
+        data = read_json(path)
+    except (OSError, ValueError) as exc:
+        raise UsageError(f"--against {against}: {path} cannot be read ({exc}); give the --out folder of an "
+                         "earlier `harness compile`.") from None
+    if not isinstance(data, dict) or data.get("format_version") != FORMAT_VERSION:
+        raise UsageError(f"--against {against}: {path} is not a compile result this harness reads "
+                         f"(format_version {FORMAT_VERSION}).")
+    return data
+
+
+def run(ns: argparse.Namespace, env: Mapping[str, str]) -> int:
+    from harness.ops.registry import catalog
+    from harness.options import _dtypes
+
+    targets = parse_targets(ns.targets)
+    baseline = _check_against(ns.against)
+    known = catalog(tuple(ns.ops_modules or ()))
+    ops = list(dict.fromkeys(ns.ops or [op for op, info in known.items() if info.source == "builtin"]))
+    unknown = [op for op in ops if op not in known]
+    if unknown:
+        raise UsageError(f"--ops: unknown op(s) {', '.join(unknown)}. Known: {', '.join(known)}.")
+    dtypes = _dtypes(ns.dtypes) if ns.dtypes else ("float16", "bfloat16", "float32")
+    stamp = _dt.datetime.now(_dt.UTC).strftime("%Y%m%dT%H%M%SZ")
+    out = Path(ns.out or f"reports/compile-{stamp}").absolute()
+    if (out / RESULT).exists():
+        raise UsageError(f"--out {out} already holds a compile ({RESULT}); give a new folder.")
+    tasks = plan_tasks(ops, targets, ns.level, dtypes, tuple(ns.ops_modules or ()), out)
+    jobs = ns.jobs if ns.jobs > 0 else max(1, min(4, os.cpu_count() or 1))
+    cache = out / "triton-cache"
+    started = time.perf_counter()
+    print(f"harness compile: {len(ops)} op(s) x {len(targets)} target(s) at level {ns.level}, {jobs} worker(s), "
+          f"into {out}", flush=True)
+    problems = _run_tasks(tasks, _worker_env(dict(env), cache), jobs, out)
+    results: list[dict[str, Any]] = []
+    triton = ""
+    for task in tasks:
+        path = Path(task["result"])
+        if path.is_file():
+            data = read_json(path)
+            triton = triton or str(data.get("triton_version", ""))
+            results += data.get("ops", [])
+    if not ns.keep_triton_cache:
+        shutil.rmtree(cache, ignore_errors=True)
+    for r in results:
+        problems += [f"{r['op']} on {r['target']}: {p}" for p in r.get("problems", [])]
+    report = {
+        "format_version": FORMAT_VERSION, "targets": [t.label for t in targets], "level": ns.level,
+        "ops": ops, "dtypes": list(dtypes), "triton_version": triton, "created_at": stamp,
+        "elapsed_s": round(time.perf_counter() - started, 1), "problems": problems,
+        "variants": [v for r in results for v in r.get("variants", [])],
+        "per_op": [{k: r[k] for k in ("op", "target", "elapsed_s")} for r in results],
+    }
+    write_json(out / RESULT, report)
+    failed = [v for v in report["variants"] if not v.get("ok")]
+    md = [f"# Compile {stamp}", "", f"- targets {', '.join(report['targets'])}, level {ns.level}, Triton "
+          f"{triton or '?'}, {len(report['variants'])} variant(s), {len(failed)} failed to compile, "
+          f"{report['elapsed_s']} s", "", *summary_table(results), ""]
+    md += [f"- problem: {p}" for p in problems]
+    md += [f"- does not compile: {v['op']} {v['target']} {v['label']}: {v.get('error', '')}" for v in failed]
+    atomic_write_text(out / "compile.md", "\n".join(md) + "\n")
+    print(f"{len(report['variants'])} variant(s), {len(failed)} failed, {len(problems)} problem(s) in "
+          f"{report['elapsed_s']} s: {out}/compile.md", flush=True)
+    if baseline is None:
+        return EXIT_OK
+    thresholds = Thresholds(pct=ns.threshold)
+    findings = judge(baseline, report, thresholds)
+    atomic_write_text(out / "gate.md", render_findings(findings, str(Path(ns.against).absolute()), str(out),
+                                                        thresholds))
+    bad = [f for f in findings if f.regression]
+    for f in bad:
+        print(f"REGRESSION {f.kind}: {f.op} {f.target} {f.label}: {f.detail}")
+    print(f"compile gate: {'FAIL' if bad else 'pass'} ({len(bad)} regression(s)); {out}/gate.md")
+    return EXIT_FAILED if bad else EXIT_OK
