@@ -414,8 +414,11 @@ def run_batch(
     initial = {o.op: OpOutcome(o.op, o.device) for o in plan.ops}
     initial.update({k: v for k, v in (already_done or {}).items() if k in initial})
     board = _Board(run_dir / "ops_status.csv", initial)
+    cache_dir = run_cache_dir(plan.options, run_dir)
+    if cache_dir is not None:
+        cache_dir.mkdir(parents=True, exist_ok=True)
     ctx = BatchContext(plan, run_dir, parent_env, stop, events, runner or CaseRunner(), prestart=prestart,
-                       cache_dir=run_cache_dir(plan.options, run_dir), sweep=sweep)
+                       cache_dir=cache_dir, sweep=sweep)
     todo = [o for o in plan.ops if not initial[o.op].done]
     threads = [
         threading.Thread(target=_device_worker, args=(ctx, share, board, run_one), name=f"device-{device}",
