@@ -95,8 +95,8 @@ def _add_plugin_args(p: argparse.ArgumentParser) -> None:
 
 def _add_toolbox_run_args(p: argparse.ArgumentParser) -> None:
     _add_plugin_args(p)
-    p.add_argument("--ir", help="on (default where Triton compiles) or off: keep each compiled kernel's IR, "
-                                "metadata and compile time under RUN/ir/<op>/<case>/ (docs/compile.md)")
+    p.add_argument("--ir", help="on (default where Triton compiles), full (SASS too) or off: keep each compiled "
+                                "kernel's IR, metadata and compile time under RUN/ir/<op>/<case>/ (docs/compile.md)")
     p.add_argument("--triton-cache", help="isolated (default: a Triton and FlagGems cache of this run's own, "
                                           "so it compiles and tunes what it measures) or user (the usual caches)")
     p.add_argument("--keep-triton-cache", action="store_true", default=None,
@@ -159,7 +159,7 @@ def build_parser() -> argparse.ArgumentParser:
                         description="Print which harness plugins load for a backend, and why.")
     pp.add_argument("--backend", default="auto", help="backend name or alias (default: auto)")
     pp.add_argument("--timer", default="auto", help="timer to plan for (default: auto)")
-    pp.add_argument("--ir", default="on", help="on or off (default: on)")
+    pp.add_argument("--ir", default="on", choices=("on", "off", "full"), help="on, full or off (default: on)")
     _add_plugin_args(pp)
     sub.add_parser("doctor", help="what is detected and what is missing",
                    description="Report the detected backend, devices, packages and tools.")

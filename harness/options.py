@@ -44,7 +44,7 @@ ENV_PREFIX = "HARNESS_"
 LEVEL_CHOICES = ("auto", "smoke", "core", "comprehensive")
 CACHE_CHOICES = ("cold", "warm")
 PRESTART_CHOICES = ("auto", "on", "off")
-IR_CHOICES = ("on", "off")
+IR_CHOICES = ("on", "off", "full")  # full: SASS too (benchmarks/ir_overhead.py)
 TRITON_CACHE_CHOICES = ("isolated", "user")
 IMAGE_POLICIES = ("auto", "pull", "build", "no-build")
 IMAGE_NAME = "triton-op-harness"
@@ -89,7 +89,7 @@ class RunOptions:
     prestart: str = "auto"  # start a device's next op process early (held): auto (accelerators), on, off
     plugins: tuple[str, ...] = ()  # toggles of optional plugins: "-ir", "+mm_cluster" (harness.run.plugins)
     extra_plugins: tuple[str, ...] = ()  # pytest plugin modules added to every op process
-    ir: str = "on"  # keep each compiled kernel's IR and metadata under RUN/ir (docs/compile.md)
+    ir: str = "on"  # keep each compiled kernel's IR and metadata under RUN/ir; full: SASS too (docs/compile.md)
     triton_cache: str = "isolated"  # isolated: a Triton (and FlagGems) cache per run; user: the user's
     keep_triton_cache: bool = False  # keep RUN/triton-cache after the run
     sweep_devices: str | None = None  # N or device ids: tune autotuned ops over these first (docs/batch.md)

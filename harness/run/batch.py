@@ -151,6 +151,8 @@ class CaseRunner:
             rep_ms=plan.options.rep_ms, skip_cases=tuple(sorted(skip)),
             extra={"replay_from": plan.options.replay_from} if plan.options.replay_from else {},
         )
+        if plan.options.ir == "full":  # the IR plugin keeps SASS too
+            spec = replace(spec, extra={**spec.extra, "ir": "full"})
         if ctx.sweep is not None and ctx.sweep.applies(op_plan):
             spec = replace(spec, extra={**spec.extra, "replay_file": str(ctx.sweep.replay_file(ctx.run_dir, op_plan.op))})
         spec_path = files.spec(op_plan.op)

@@ -122,12 +122,13 @@ def _defaults(backend: Backend, timer: str, ir: str) -> dict[str, tuple[bool, st
     """Each optional plugin: on by default here, and why (or why not)."""
     caps = backend.capabilities
     compiles = not caps.triton_interpreter
+    keeps = ir in ("on", "full")
     return {
         "autotune": (True, "autotune: records the configs the autotuners chose; seeds them with --replay-from "
                            "or a sweep"),
-        "ir": (compiles and ir == "on",
-               "ir: keeps each compiled kernel's IR, metadata and compile time (ir/<op>/<case>/)" if compiles and
-               ir == "on" else ("ir: off (--ir off)" if compiles else
+        "ir": (compiles and keeps,
+               f"ir: keeps each compiled kernel's IR{', SASS' if ir == 'full' else ''}, metadata and compile time "
+               "(ir/<op>/<case>/)" if compiles and keeps else ("ir: off (--ir off)" if compiles else
                                 "ir: off: the Triton interpreter compiles nothing (`harness compile` gives the "
                                 "IR for GPU targets)")),
         "wall": (timer != "cpu",

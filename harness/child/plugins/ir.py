@@ -28,7 +28,8 @@ CAPTURE_KEY = pytest.StashKey[IrCapture]()
 @pytest.fixture(scope="session", autouse=True)
 def harness_ir(request: pytest.FixtureRequest, harness_session: HarnessSession) -> Iterator[IrCapture]:
     """Listening from before the first case until the last."""
-    capture = IrCapture(tools=nvidia_tools())
+    # SASS (nvdisasm) costs about as much as the compile itself: only with --ir full.
+    capture = IrCapture(tools=nvidia_tools(), sass=harness_session.spec.extra.get("ir") == "full")
     capture.install()
     request.config.stash[CAPTURE_KEY] = capture
     yield capture
