@@ -200,6 +200,16 @@ def ab(session: nox.Session) -> None:
     _harness(session, "python", "-m", "harness", "ab", *session.posargs)
 
 
+@nox.session(python=PYTHON, venv_params=["--system-site-packages"], reuse_venv=True, default=False)
+def compile(session: nox.Session) -> None:  # noqa: A001 - the session is named after the command
+    """Every built-in kernel compiled for GPU targets without their hardware (docs/compile.md).
+
+    nox -s compile -- [--level smoke] [--targets cuda:80,cuda:90,hip:gfx90a,hip:gfx942] [--against DIR]
+    """
+    _install_harness(session)
+    _harness(session, "python", "-m", "harness", "compile", *(session.posargs or ["--level", "smoke"]))
+
+
 @nox.session(python=False, default=False)
 def report(session: nox.Session) -> None:
     """Render a run again to stdout: nox -s report -- RUN_DIR [--format md|csv|junit]."""
