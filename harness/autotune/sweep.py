@@ -155,6 +155,8 @@ class SweepSummary:
     def note(self) -> str:
         """The op's line in ops_status.csv."""
         where = ",".join(self.devices)
+        if self.extra.get("reused"):
+            return f"sweep: reused the earlier sweep's configs ({SWEEP_DIR}/{op_file_stem(self.op)}/configs.json)"
         if self.failed:
             return f"sweep on {where} failed: {self.failed}"
         conflicts = (f"; {len(self.conflicts)} key(s) tuned differently by two shards (kept the lower "
