@@ -3,7 +3,8 @@
     python3 benchmarks/toolbox_h200.py --out "$OUT"              # the H200 machine
     python3 benchmarks/toolbox_h200.py --backend cpu --quick --out /tmp/tb   # plumbing check here
 
-Steps (each bounded; the whole under --budget seconds, later steps skipped when time runs out):
+Steps (each bounded; the whole under --budget seconds, later steps skipped when time runs out;
+run in the order sweep, ir, sweep-mm, flaggems, cache):
 
 1. sweep: tests/data/sweep_ops.py through Triton's real autotuner on the GPU, two sweep processes
    sharing device 0 (--sweep-devices 0,0): the shares, a key tuned differently by the two
@@ -20,8 +21,10 @@ Steps (each bounded; the whole under --budget seconds, later steps skipped when 
 
 Writes into --out (5 files): summary.json (every number), toolbox.md (tables for docs), ir.tgz
 (RUN/ir of steps 3 and 5), runs.tgz (the run directories without IR and caches), log.txt.
-Needs on the GPU machine: torch, triton, pyyaml, pytest, numpy; junit-xml from .whl/ (installed
-into /tmp/site when missing); flag_gems for step 5 (FLAGGEMS_SITE, default /tmp/site, on its path).
+Needs on the GPU machine: torch, triton, pyyaml, pytest, numpy; carried in .whl/ (installed into
+FLAGGEMS_SITE, default /tmp/site, which goes first on the runs' PYTHONPATH): junit-xml, and for step 5
+sqlalchemy, greenlet, packaging and .whl/flaggems-v5.3.4/flag_gems-5.3.4-*.whl
+(benchmarks/fetch_device_wheels.sh, benchmarks/fetch_flaggems.sh). Without them step 5 is skipped.
 """
 
 from __future__ import annotations
@@ -274,26 +277,34 @@ def pack(s: Session) -> None:
     (s.out / "summary.json").write_text(json.dumps(s.summary, indent=2, default=str) + "\n")
 
 
+def setup(s: Session) -> None:
+    """The carried wheels (.whl/: junit-xml, sqlalchemy, greenlet, packaging; .whl/flaggems-v5.3.4/: the
+    flag_gems 5.3.4 wheel with its overlay, benchmarks/fetch_flaggems.sh) into FLAGGEMS_SITE, as
+    benchmarks/flaggems_corpus.py installs them; PyPI's flag_gems 5.0.2 wheel is left out."""
+    wheels = [str(w) for w in (ROOT / ".whl").glob("*.whl") if not w.name.startswith("flag_gems-")]
+    wheels += [str(w) for w in (ROOT / ".whl").glob("flaggems-v5.3.4/*.whl")]
+    if not wheels or os.environ.get("SKIP_SETUP"):
+        return
+    site = os.environ.get("FLAGGEMS_SITE", "/tmp/site")
+    done = subprocess.run([sys.executable, "-m", "pip", "install", "-q", "--no-index", "--no-deps", "--no-compile",
+                           "--target", site, *wheels], capture_output=True, text=True, check=False)
+    s.say(f"setup: {len(wheels)} wheel(s) into {site}: rc={done.returncode} {done.stderr.strip()[-300:]}")
+
+
 def main() -> int:
     parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     parser.add_argument("--out", required=True)
     parser.add_argument("--backend", default="cuda")
-    parser.add_argument("--budget", type=float, default=500.0, help="seconds for every step together (default 500)")
+    parser.add_argument("--budget", type=float, default=480.0, help="seconds for every step together (default 480)")
     parser.add_argument("--quick", action="store_true", help="smoke shapes (the cpu plumbing check)")
-    parser.add_argument("--steps", default="sweep,sweep-mm,ir,cache,flaggems")
+    parser.add_argument("--steps", default="sweep,ir,sweep-mm,flaggems,cache")
     args = parser.parse_args()
     out = Path(args.out)
     out.mkdir(parents=True, exist_ok=True)
     work = Path(os.environ.get("TOOLBOX_WORK", "/tmp/toolbox-runs")) / time.strftime("%Y%m%dT%H%M%S")
     work.mkdir(parents=True, exist_ok=True)
     s = Session(out, work, args.backend, args.budget, args.quick)
-    try:
-        import junit_xml  # noqa: F401
-    except ImportError:
-        wheels = sorted(ROOT.glob(".whl/junit_xml*.whl"))
-        if wheels:
-            subprocess.run([sys.executable, "-m", "pip", "install", "-q", "--no-index", "--no-deps", "--target",
-                            os.environ.get("FLAGGEMS_SITE", "/tmp/site"), *map(str, wheels)], check=False)
+    setup(s)
     steps = {"sweep": step_sweep, "sweep-mm": step_sweep_mm, "ir": step_ir, "cache": step_cache, "flaggems": step_flaggems}
     needs = {"sweep": 60, "sweep-mm": 90, "ir": 60, "cache": 60, "flaggems": 120}
     try:
