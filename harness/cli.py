@@ -83,6 +83,9 @@ def _add_run(sub: argparse._SubParsersAction[argparse.ArgumentParser]) -> None:
     p.add_argument("--suite", metavar="PATH", help=SUITE_HELP)
     _add_toolbox_run_args(p)
     p.add_argument("--resume", metavar="RUN_DIR", help="finish an interrupted run: redo only ops without a completion marker")
+    p.add_argument("--shard", metavar="K/N",
+                   help="run only the K-th of N parts of the selected ops (cost-weighted, the same parts on "
+                        "every machine); join the N runs with `harness merge` (docs/ci-security.md)")
 
 
 def _add_plugin_args(p: argparse.ArgumentParser) -> None:
@@ -175,6 +178,18 @@ def build_parser() -> argparse.ArgumentParser:
     rp.add_argument("--across", nargs="+", metavar="RUN_DIR",
                     help="join these runs (different backends or devices) into one HTML page")
     rp.add_argument("--out", metavar="FILE", help="write the output to FILE instead of standard output")
+    mp = sub.add_parser(
+        "merge", help="join the parts of a run made with --shard K/N into one run directory",
+        description="Merge the run directories of every part of one `harness run --shard K/N` split into "
+        "one run: records, summary.csv, junit.xml, report.md, ops_status.csv, run.json. Refused: runs "
+        "of different fingerprints or plans, a missing or repeated part, a part still running.",
+        epilog="example:\n  harness merge reports/night-1 reports/night-2 --out reports/night\n"
+        "Exit codes: 0 merged, 2 the parts do not make one run (the message names them).",
+        formatter_class=argparse.RawDescriptionHelpFormatter,
+    )
+    mp.add_argument("runs", nargs="+", metavar="RUN", help="run directory of each part")
+    mp.add_argument("--out", required=True, metavar="DIR", help="the merged run directory (new or empty)")
+    mp.add_argument("--run-id", help="run id of the merged run (default: UTC time, backend and a random token)")
     from harness.compare.cli import add_parsers as add_compare_parsers
     from harness.compile.cli import add_parser as add_compile_parser
     from harness.container.cli import add_parser as add_container_parser
@@ -189,7 +204,7 @@ def _cli_values(ns: argparse.Namespace) -> dict[str, Any]:
     keys = ("backend", "ops", "dtypes", "level", "shapes_file", "ops_modules", "provider", "timer",
             "cache", "seed", "warmup_ms", "rep_ms", "devices", "op_timeout", "reports_dir", "out", "run_id",
             "ops_file", "dismiss", "progress", "suite", "replay_from", "prestart", "plugins", "extra_plugins",
-            "ir", "triton_cache", "keep_triton_cache", "sweep_devices")
+            "ir", "triton_cache", "keep_triton_cache", "sweep_devices", "shard")
     return {k: getattr(ns, k, None) for k in keys}
 
 
@@ -215,6 +230,11 @@ def _cmd_run(ns: argparse.Namespace, env: Mapping[str, str]) -> int:
             raise UsageError(
                 "--replay-from does not apply to --suite runs: FlagGems' suite tunes through its own "
                 "LibTuner cache, which the harness does not seed. Drop --replay-from, or --suite."
+            )
+        if options.suite and options.shard:
+            raise UsageError(
+                "--shard does not apply to --suite runs yet: a suite run is planned by the suite's own "
+                "runner. Drop --shard, or split the ops by hand with --ops on each machine."
             )
         if options.suite:
             from harness.suite.runner import prepare_suite
@@ -370,6 +390,11 @@ def _dispatch(parser: argparse.ArgumentParser, ns: argparse.Namespace, environ: 
         from harness.compile.cli import run as run_compile
 
         return run_compile(ns, environ)
+    if ns.command == "merge":
+        from harness.run.merge import merge_runs
+
+        merge_runs([Path(r) for r in ns.runs], Path(ns.out), ns.run_id, sys.stdout)
+        return 0
     if ns.command == "container":
         from harness.container.cli import run as run_container
 

@@ -93,6 +93,7 @@ class RunOptions:
     triton_cache: str = "isolated"  # isolated: a Triton (and FlagGems) cache per run; user: the user's
     keep_triton_cache: bool = False  # keep RUN/triton-cache after the run
     sweep_devices: str | None = None  # N or device ids: tune autotuned ops over these first (docs/batch.md)
+    shard: tuple[int, int] | None = None  # (K, N): run only the K-th of N parts of the ops (--shard K/N)
 
     def prestart_for(self, accelerator: bool) -> bool:
         """Whether to pre-start op processes: ``auto`` only on accelerators, where the held process's
@@ -236,6 +237,26 @@ def _sweep(value: Any) -> str:
     return text
 
 
+def _shard(value: Any) -> tuple[int, int]:
+    """``K/N`` (1 <= K <= N): the K-th of N parts of the run's ops, for N machines."""
+    if isinstance(value, list | tuple) and len(value) == 2:  # a stored run.json holds [K, N]
+        value = f"{value[0]}/{value[1]}"
+    text = str(value).strip()
+    index, sep, count = text.partition("/")
+    if not (sep and index.strip().isdigit() and count.strip().isdigit()):
+        raise UsageError(
+            f"shard {value!r} is not K/N. Give the part to run and the number of parts, "
+            "for example --shard 2/3 (the second of three)."
+        )
+    k, n = int(index), int(count)
+    if n < 1 or not 1 <= k <= n:
+        raise UsageError(
+            f"shard {text}: K must be between 1 and N (N at least 1); the parts of --shard K/3 are "
+            "1/3, 2/3 and 3/3."
+        )
+    return k, n
+
+
 _PARSERS: dict[str, Callable[[Any], Any]] = {
     "backend": lambda v: str(v).strip().lower(),
     "ops": _csv,
@@ -268,6 +289,7 @@ _PARSERS: dict[str, Callable[[Any], Any]] = {
     "triton_cache": _choice("Triton cache mode", TRITON_CACHE_CHOICES),
     "keep_triton_cache": _bool("keep-triton-cache"),
     "sweep_devices": _sweep,
+    "shard": _shard,
 }
 
 

@@ -40,8 +40,10 @@ from harness.run.plan import (
     RunPlan,
     assign_device,
     make_run_id,
+    plan_digest,
     plan_for,
     plan_run,
+    plan_shard,
     resolve_level,
 )
 from harness.run.plugins import check_extra_plugins
@@ -67,6 +69,7 @@ class Prepared:
     dismissed: Mapping[str, str] = field(default_factory=dict)  # op id -> reason (in plan.ops, never run)
     runner: OpRunner = field(default_factory=CaseRunner)
     sweep: SweepStep | None = None  # --sweep-devices (harness.run.sweep)
+    shard: Mapping[str, Any] | None = None  # run.json's "shard" entry (--shard K/N), else None
 
 
 def prepare(options: RunOptions, env: Mapping[str, str]) -> Prepared:
@@ -93,8 +96,11 @@ def prepare(options: RunOptions, env: Mapping[str, str]) -> Prepared:
         runnable.get(op.id) or _dismissed_plan(op.id, options, level_shapes, user_shapes, plan.devices)
         for op in selection.ops
     )
+    sweep = sweep_step(options, backend, devices, env)
+    if options.shard is not None:
+        return _prepare_shard(plan, planned, run_dir.absolute(), dict(selection.dismissed), sweep)
     return Prepared(plan=replace(plan, ops=planned), run_dir=run_dir.absolute(),
-                    dismissed=dict(selection.dismissed), sweep=sweep_step(options, backend, devices, env))
+                    dismissed=dict(selection.dismissed), sweep=sweep)
 
 
 def sweep_step(options: RunOptions, backend: Backend, devices: Sequence[str],
@@ -108,6 +114,18 @@ def sweep_step(options: RunOptions, backend: Backend, devices: Sequence[str],
             f"{options.replay_from} replays configs tuned earlier: give one of them."
         )
     return SweepStep(resolve_sweep_devices(options.sweep_devices, backend, devices, env))
+
+
+def _prepare_shard(plan: RunPlan, planned: tuple[OpPlan, ...], run_dir: Path,
+                   dismissed: Mapping[str, str], sweep: SweepStep | None) -> Prepared:
+    """Only this machine's part of the ops (--shard K/N); run.json says which part of which whole."""
+    assert plan.options.shard is not None
+    index, count = plan.options.shard
+    digest = plan_digest(planned, plan.options, plan.level, plan.timer)
+    ops, shard = plan_shard(planned, index, count, plan.devices, digest, weightless=dismissed)
+    mine = {o.op: dismissed[o.op] for o in ops if o.op in dismissed}
+    return Prepared(plan=replace(plan, ops=ops), run_dir=run_dir, dismissed=mine, sweep=sweep,
+                    shard=shard.to_dict())
 
 
 def _checked_replay(options: RunOptions, backend: str) -> RunOptions:
@@ -148,7 +166,8 @@ def prepare_resume(run_dir: Path, env: Mapping[str, str]) -> Prepared:
         ops=stored_ops(info), options=options,
     )
     return Prepared(plan=plan, run_dir=run_dir.absolute(), resumed=True, dismissed=dict(info.get("dismissed", {})),
-                    sweep=sweep_step(options, backend, plan.devices, env))
+                    sweep=sweep_step(options, backend, plan.devices, env),
+                    shard=info.get("shard"))
 
 
 def stored_ops(info: Mapping[str, Any]) -> tuple[OpPlan, ...]:
@@ -192,6 +211,8 @@ def _run_info(
         "finished_at": None if status == "running" else _now(),
         **prepared.runner.run_info(identity),
     }
+    if prepared.shard is not None:
+        info["shard"] = dict(prepared.shard)
     info["fingerprint"] = fingerprint(info)
     return info
 

@@ -4,8 +4,9 @@ from __future__ import annotations
 
 import datetime as _dt
 import hashlib
+import json
 import secrets
-from collections.abc import Mapping, Sequence
+from collections.abc import Collection, Mapping, Sequence
 from dataclasses import dataclass, replace
 
 from harness.backends.base import Backend
@@ -15,8 +16,20 @@ from harness.ops.base import OpInfo, Shape
 from harness.options import RunOptions
 from harness.run.plugins import PluginPlan, plan_plugins
 
-__all__ = ["OpPlan", "RunPlan", "assign_device", "make_run_id", "plan_for", "plan_run", "resolve_level",
-           "shard_ops"]
+__all__ = [
+    "OpPlan",
+    "RunPlan",
+    "ShardPlan",
+    "assign_device",
+    "assign_shards",
+    "make_run_id",
+    "plan_digest",
+    "plan_for",
+    "plan_run",
+    "plan_shard",
+    "resolve_level",
+    "shard_ops",
+]
 
 
 @dataclass(frozen=True)
@@ -153,3 +166,77 @@ def plan_run(
         ops=shard_ops(plans, devices),
         options=options,
     )
+
+
+# -- shards: parts of one run for several machines (--shard K/N, joined by `harness merge`) ------
+
+
+def _shard_name(index: int) -> str:
+    return f"shard {index}"
+
+
+def assign_shards(ops: Sequence[OpPlan], count: int, weightless: Collection[str] = ()) -> dict[str, int]:
+    """op id -> shard (1..count): :func:`shard_ops` with the shards as the "devices".
+
+    The same selection gives the same parts on every machine (nothing here depends on the
+    machine, the order ops were named in, or the devices). Ops in ``weightless`` (dismissed:
+    never run) weigh only their start, so they do not unbalance the parts.
+    """
+    if count < 1:
+        raise ValueError("assign_shards needs at least one shard")
+    weighed = [replace(o, case_cost=0.0) if o.op in weightless else o for o in ops]
+    placed = shard_ops(weighed, [_shard_name(k) for k in range(1, count + 1)])
+    return {o.op: int(o.device.rsplit(" ", 1)[1]) for o in placed}
+
+
+def plan_digest(ops: Sequence[OpPlan], options: RunOptions, level: str, timer: str) -> str:
+    """A hash of what the whole run measures: every op's cases and the options that change a
+    measurement (plugin toggles included). Shards of one run carry the same digest; `harness merge`
+    checks it."""
+    what = {
+        "ops": [[o.op, o.provider, list(o.dtypes), [list(s) for s in o.shapes]] for o in ops],
+        "level": level,
+        "timer": timer,
+        "options": [options.cache, options.seed, options.warmup_ms, options.rep_ms, options.provider,
+                    list(options.plugins), list(options.extra_plugins)],
+    }
+    return hashlib.sha256(json.dumps(what, sort_keys=True).encode()).hexdigest()[:16]
+
+
+@dataclass(frozen=True)
+class ShardPlan:
+    """One part of a run: which ops it runs, and what identifies the whole it is part of."""
+
+    index: int  # 1-based
+    count: int
+    ops: tuple[str, ...]  # this part's ops, in selection order
+    all_ops: tuple[str, ...]  # every op of the whole run, in selection order
+    digest: str  # plan_digest of the whole run
+
+    @property
+    def label(self) -> str:
+        return f"{self.index}/{self.count}"
+
+    def to_dict(self) -> dict[str, object]:
+        """run.json's ``shard`` entry."""
+        return {"index": self.index, "count": self.count, "ops": list(self.ops),
+                "all_ops": list(self.all_ops), "plan_digest": self.digest}
+
+
+def plan_shard(
+    ops: Sequence[OpPlan],
+    index: int,
+    count: int,
+    devices: Sequence[str],
+    digest: str,
+    weightless: Collection[str] = (),
+) -> tuple[tuple[OpPlan, ...], ShardPlan]:
+    """The ops of part ``index`` of ``count``, spread again over this machine's ``devices``."""
+    if not 1 <= index <= count:
+        raise UsageError(f"shard {index}/{count}: K must be between 1 and N.")
+    parts = assign_shards(ops, count, weightless)
+    mine = [o for o in ops if parts[o.op] == index]
+    placed = shard_ops(mine, devices) if mine else ()
+    shard = ShardPlan(index=index, count=count, ops=tuple(o.op for o in mine),
+                      all_ops=tuple(o.op for o in ops), digest=digest)
+    return tuple(placed), shard
