@@ -12,6 +12,7 @@ validated here, so code below works with frozen, well-typed values:
 from __future__ import annotations
 
 import os
+import re
 import tomllib
 from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass, fields
@@ -51,7 +52,11 @@ IMAGE_NAME = "triton-op-harness"
 HISTORY_DB_ENV = ENV_PREFIX + "HISTORY_DB"
 DEFAULT_HISTORY_DB = "reports/history.sqlite"
 CONTAINER_TABLE = "container"  # [tool.harness.container]: the container runner's options
-_CONTAINER_KEYS = ("registry", "image-policy", "base-images", "build-args", "wheels")
+_CONTAINER_KEYS = ("registry", "image-policy", "base-images", "build-args", "wheels", "network", "seccomp",
+                   "cap-add", "pids-limit", "shm-size")
+CONTAINER_NETWORKS = ("none", "bridge")
+SECCOMP_CHOICES = ("default", "unconfined")
+DEFAULT_PIDS_LIMIT = 8192
 # [tool.harness] keys that are not `harness run` options.
 _OTHER_KEYS = ("history-db", CONTAINER_TABLE)
 # RunOptions fields that must not cross into a container: paths and devices mean other
@@ -474,6 +479,14 @@ class ContainerOptions:
     user: tuple[int, int] | None = None  # None: the caller's uid:gid
     image_name: str = IMAGE_NAME
     forwarded_env: tuple[tuple[str, str], ...] = ()  # HARNESS_* run options that cross into the container
+    # What the container may do beyond computing (docs/containers.md, "Hardening"): the defaults
+    # allow nothing more.
+    network: str = "none"
+    seccomp: str = "default"
+    cap_add: tuple[str, ...] = ()
+    pids_limit: int = DEFAULT_PIDS_LIMIT
+    shm_size: str | None = None  # None: the backend's size, else the harness default
+    code_dir: Path | None = None  # the tree mounted at /repo, when not repo_dir (the gate's sides)
 
     def base_image(self, backend: str) -> str | None:
         return dict(self.base_images).get(backend)
@@ -483,7 +496,46 @@ def parse_user(value: str) -> tuple[int, int]:
     uid, sep, gid = value.partition(":")
     if not (uid.isdigit() and sep and gid.isdigit()):
         raise UsageError(f"--user {value!r} must be numeric UID:GID, for example 1000:1000.")
+    if int(uid) == 0:
+        raise UsageError(f"--user {value}: the container never runs as root. Give a non-root UID:GID, "
+                         "or leave --user out (a root caller runs as 65532:65532 inside).")
     return int(uid), int(gid)
+
+
+_CAP = re.compile(r"^(CAP_)?[A-Z_]{2,32}$")
+_SIZE = re.compile(r"^[1-9][0-9]*[bkmg]?$")
+
+
+def _hardening(layers: _Layers) -> dict[str, Any]:
+    """network, seccomp, cap-add, pids-limit and shm-size: each from the highest layer that sets it."""
+    values: dict[str, Any] = {}
+    raw, source = layers.pick("network", "--network", "HARNESS_CONTAINER_NETWORK", "network")
+    if raw is not None:
+        values["network"] = _parse(_choice("container network", CONTAINER_NETWORKS), raw, source)
+    raw, source = layers.pick("seccomp", "--seccomp", "HARNESS_SECCOMP", "seccomp")
+    if raw is not None:
+        values["seccomp"] = _parse(_choice("seccomp mode", SECCOMP_CHOICES), raw, source)
+    raw, source = layers.pick("cap_add", "--cap-add", "HARNESS_CAP_ADD", "cap-add")
+    if raw is not None:
+        caps = _parse(_csv, raw.replace(" ", ",") if isinstance(raw, str) else raw, source)
+        bad = [c for c in caps if not _CAP.match(c.upper()) or c.upper() in ("ALL", "CAP_ALL")]
+        if bad:
+            raise UsageError(f"{source}: {', '.join(bad)} is not a capability name (for example "
+                             "SYS_NICE); ALL is never added back.")
+        values["cap_add"] = tuple(c.upper().removeprefix("CAP_") for c in caps)
+    raw, source = layers.pick("pids_limit", "--pids-limit", "HARNESS_PIDS_LIMIT", "pids-limit")
+    if raw is not None:
+        limit = _parse(_int("pids limit"), raw, source)
+        if limit < 64:
+            raise UsageError(f"{source}: pids limit {limit} is too small to start the harness (64 at least).")
+        values["pids_limit"] = limit
+    raw, source = layers.pick("shm_size", "--shm-size", "HARNESS_SHM_SIZE", "shm-size")
+    if raw is not None:
+        size = str(raw).strip().lower()
+        if not _SIZE.match(size):
+            raise UsageError(f"{source}: shm size {raw!r} is not a size such as 2g or 512m.")
+        values["shm_size"] = size
+    return values
 
 
 def _registry(layers: _Layers) -> str | None:
@@ -622,13 +674,16 @@ def resolve_container_options(
     """Merge the layers for the ``backends`` being run or built (canonical names).
 
     ``cli`` keys (None: not given): policy, registry, base_images, build_args, wheels,
-    devices, reports, user, device_root. Environment: HARNESS_REGISTRY,
-    HARNESS_IMAGE_POLICY, HARNESS_BASE_IMAGE_<BACKEND>, HARNESS_BUILD_ARGS
-    (space-separated KEY=VALUE), HARNESS_WHEELS (os.pathsep-separated; default: the
-    local directories in PIP_FIND_LINKS); the HARNESS_* run options to forward.
+    devices, reports, user, device_root, code, network, seccomp, cap_add, pids_limit,
+    shm_size. Environment: HARNESS_REGISTRY, HARNESS_IMAGE_POLICY,
+    HARNESS_BASE_IMAGE_<BACKEND>, HARNESS_BUILD_ARGS (space-separated KEY=VALUE),
+    HARNESS_WHEELS (os.pathsep-separated; default: the local directories in
+    PIP_FIND_LINKS), HARNESS_CONTAINER_NETWORK, HARNESS_SECCOMP, HARNESS_CAP_ADD,
+    HARNESS_PIDS_LIMIT, HARNESS_SHM_SIZE; the HARNESS_* run options to forward.
     ``config`` is [tool.harness]; its [tool.harness.container] table may set registry,
-    image-policy, base-images, build-args and wheels. --devices, --reports, --user and
-    --device-root come from the command line only.
+    image-policy, base-images, build-args, wheels, network, seccomp, cap-add, pids-limit
+    and shm-size. --devices, --reports, --user, --device-root and the code directory come
+    from the command line (or the caller) only.
     """
     table = dict(config or {})
     _check_keys(table)
@@ -647,4 +702,6 @@ def resolve_container_options(
         device_root=str(cli.get("device_root") or "/"),
         user=parse_user(cli["user"]) if cli.get("user") else None,
         forwarded_env=tuple(sorted(forwarded_run_env(env).items())),
+        code_dir=Path(cli["code"]).resolve() if cli.get("code") else None,
+        **_hardening(layers),
     )

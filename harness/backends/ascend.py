@@ -44,7 +44,7 @@ BACKEND = Backend(
             ("/usr/local/bin/npu-smi", "/usr/local/bin/npu-smi"),
             ("/etc/ascend_install.info", "/etc/ascend_install.info"),
         ),
-        ipc_mode="host",
+        # Private IPC with a sized /dev/shm (Huawei's MindIE quick start uses --shm-size=1g).
     ),
     graph_class="NPUGraph",
     state_query=None,

@@ -85,9 +85,17 @@ class Passthrough:
     the chosen devices; ``all_device_nodes`` replace them when every device is
     wanted (a whole directory such as /dev/dri); ``shared_nodes`` are needed
     whatever is chosen. ``host_nodes`` must exist on the host in either way but
-    are never mapped by the harness. ``mounts`` (required) and
-    ``optional_mounts`` are read-only bind mounts of vendor driver files, used
+    are never mapped by the harness. ``device_siblings`` are glob patterns of
+    nodes that belong to a chosen device when the kernel links them to the same
+    device as its per-device node (a GPU's /dev/dri nodes). ``mounts`` (required)
+    and ``optional_mounts`` are read-only bind mounts of vendor driver files, used
     only when device nodes are mapped (a vendor runtime brings its own).
+
+    Containers are confined by default (harness.container.plan.plan_security): no
+    capability, no new privileges, read-only root, no network, private IPC.
+    ``cap_add``, ``security_opt``, ``ipc_mode`` and ``shm_size`` hold only what the
+    vendor documents its compute stack needs, with the reason beside it; none of
+    the backends needs any today (docs/containers.md, "Hardening").
     """
 
     gpu_requests: bool = False
@@ -98,13 +106,15 @@ class Passthrough:
     all_device_nodes: tuple[str, ...] = ()
     shared_nodes: tuple[str, ...] = ()
     host_nodes: tuple[str, ...] = ()
+    device_siblings: tuple[str, ...] = ()
     static_env: tuple[tuple[str, str], ...] = ()
     groups: tuple[str, ...] = ()  # host group names added to the container user when they exist
     mounts: tuple[tuple[str, str], ...] = ()  # (host path, container path), read-only
     optional_mounts: tuple[tuple[str, str], ...] = ()
-    security_opt: tuple[str, ...] = ()
-    ipc_mode: str | None = None
-    shm_size: str | None = None
+    security_opt: tuple[str, ...] = ()  # never seccomp=unconfined: that is the caller's choice alone
+    ipc_mode: str | None = None  # None: a private IPC namespace
+    shm_size: str | None = None  # None: the harness's default size
+    cap_add: tuple[str, ...] = ()
 
     @property
     def maps_devices(self) -> bool:

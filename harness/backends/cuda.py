@@ -44,7 +44,8 @@ BACKEND = Backend(
         runtime_env=("NVIDIA_VISIBLE_DEVICES",),
         host_nodes=("/dev/nvidiactl",),
         static_env=(("NVIDIA_DRIVER_CAPABILITIES", "compute,utility"),),
-        ipc_mode="host",
+        # No host IPC: one op process per device shares no CUDA memory with another process
+        # (host IPC is for CUDA IPC / NCCL between containers). No capability is documented.
     ),
     graph_class="CUDAGraph",
     state_query=("nvidia-smi", "--query-gpu=index,clocks.sm,clocks.mem,temperature.gpu,power.draw", "--format=csv,noheader,nounits"),

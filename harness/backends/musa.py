@@ -40,16 +40,18 @@ BACKEND = Backend(
     # unique2 poisons the context when captured on MUSA; keyed by the run-time op id.
     capture_deny=frozenset({"unique2"}),
     # The MT Container Toolkit runtime ("mthreads", MTHREADS_VISIBLE_DEVICES) when the
-    # engine has it; otherwise /dev/mtgpu.N (with the dot) and /dev/dri, as Moore
-    # Threads' toolkit-less instructions do.
+    # engine has it; otherwise /dev/mtgpu.N (with the dot) and that card's /dev/dri nodes
+    # (toolkit-less instructions pass all of /dev/dri; the harness passes only the chosen card's).
     passthrough=Passthrough(
         runtime="mthreads",
         runtime_env=("MTHREADS_VISIBLE_DEVICES",),
         per_device_nodes=("/dev/mtgpu.{index}",),
-        shared_nodes=("/dev/dri",),
+        # The chosen card's DRI nodes, found through sysfs (same parent device as its mtgpu node);
+        # no Moore Threads document maps mtgpu.N to them. Whether card*, renderD* or both are
+        # needed is not documented either: both of the chosen card pass, no other card's.
+        device_siblings=("/dev/dri/card*", "/dev/dri/renderD*"),
         groups=("video", "render"),
         optional_mounts=(("/usr/bin/mthreads-gmi", "/usr/bin/mthreads-gmi"),),
-        ipc_mode="host",
     ),
     graph_class="MUSAGraph",
     state_query=None,

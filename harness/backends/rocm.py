@@ -33,18 +33,21 @@ BACKEND = Backend(
         ),
         ignore=("AMD_SERIALIZE_KERNEL", "TORCH_USE_HIP_DSA"),
     ),
-    # AMD's docker guide: /dev/kfd (shared compute interface) plus /dev/dri, or only the
-    # chosen GPUs' renderD nodes; groups video and render; seccomp unconfined for memory
-    # mapping. The AMD Container Toolkit runtime ("amd") is used when the engine has it.
+    # AMD's docker guide: /dev/kfd (shared compute interface) plus the chosen GPUs' renderD
+    # nodes; groups video and render. The AMD Container Toolkit runtime ("amd") is used when the
+    # engine has it.
     passthrough=Passthrough(
         runtime="amd",
         runtime_env=("AMD_VISIBLE_DEVICES",),
+        # Each chosen GPU's render node only (AMD: "If a /dev/dri/renderD device is not exposed to a
+        # container then it cannot use the GPU associated with it"), never the whole /dev/dri.
         per_device_nodes=("/dev/dri/renderD{render}",),
-        all_device_nodes=("/dev/dri",),
         shared_nodes=("/dev/kfd",),
         groups=("video", "render"),
-        security_opt=("seccomp=unconfined",),
-        ipc_mode="host",
+        # AMD calls --security-opt seccomp=unconfined "optional" (NUMA memory-policy calls); the
+        # engine's profile allows those calls given CAP_SYS_NICE: ask with --cap-add SYS_NICE, or
+        # --seccomp unconfined, when a run needs them. Private IPC with a sized /dev/shm is AMD's
+        # documented alternative to --ipc=host ("--ipc=host OR --shm-size").
     ),
     graph_class="CUDAGraph",
     state_query=None,

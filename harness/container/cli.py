@@ -62,6 +62,17 @@ def _add_run_options(p: argparse.ArgumentParser) -> None:
     p.add_argument("--user", metavar="UID:GID", help="run as this uid:gid (default: yours)")
     p.add_argument("--device-root", metavar="DIR",
                    help="prefix of every host device node and driver path (default /; for tests)")
+    hard = p.add_argument_group(
+        "hardening", "the container has no capabilities, no network, a read-only root, private IPC and "
+        "no way to gain privileges; these relax it, one thing each (docs/containers.md, \"Hardening\")")
+    hard.add_argument("--network", help="none (default) or bridge (HARNESS_CONTAINER_NETWORK)")
+    hard.add_argument("--seccomp", help="default (the engine's profile) or unconfined (HARNESS_SECCOMP)")
+    hard.add_argument("--cap-add", dest="cap_add", action="append", metavar="CAP",
+                      help="add one capability back, e.g. SYS_NICE for ROCm's NUMA calls (repeatable; HARNESS_CAP_ADD)")
+    hard.add_argument("--pids-limit", dest="pids_limit", metavar="N",
+                      help="processes and threads the container may have (default 8192; HARNESS_PIDS_LIMIT)")
+    hard.add_argument("--shm-size", dest="shm_size", metavar="SIZE",
+                      help="size of the container's /dev/shm (default 2g; HARNESS_SHM_SIZE)")
     _add_image_options(p)
     p.add_argument("harness_args", nargs=argparse.REMAINDER, metavar="-- ARGS",
                    help="arguments of `harness run`, after --")
@@ -87,7 +98,7 @@ def add_parser(subparsers: Any) -> None:
 
 def _values(ns: argparse.Namespace) -> dict[str, Any]:
     keys = ("policy", "registry", "base_images", "build_args", "wheels", "devices", "reports",
-            "user", "device_root")
+            "user", "device_root", "network", "seccomp", "cap_add", "pids_limit", "shm_size")
     return {k: getattr(ns, k, None) for k in keys}
 
 

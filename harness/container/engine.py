@@ -92,18 +92,39 @@ class Engine:
         repo_digests = image.attrs.get("RepoDigests") or []
         return repo_digests[0] if repo_digests else image.id
 
-    def pull(self, ref: str) -> None:
+    def image_id(self, ref: str) -> str:
+        """The local image id (sha256 of its config) that ``ref`` names now."""
+        return str(self.client.images.get(ref).id)
+
+    def registry_digest(self, ref: str) -> str:
+        """The registry's digest for ``ref``, asked without downloading the image."""
         import docker
 
-        repository, _, tag = ref.rpartition(":") if ":" in ref.rsplit("/", 1)[-1] else (ref, "", "latest")
         try:
-            self.client.images.pull(repository, tag=tag or "latest")
+            return str(self.client.images.get_registry_data(ref).id)
+        except docker.errors.DockerException as exc:
+            raise ContainerError(f"asking the registry for {ref} failed: {_short(exc)}") from None
+
+    def pull(self, ref: str) -> str:
+        """Pull ``ref`` (by tag, or by digest: ``name@sha256:...``); the id of what was pulled."""
+        import docker
+
+        if "@" in ref:
+            repository, tag = ref, None
+        elif ":" in ref.rsplit("/", 1)[-1]:
+            repository, _, tag = ref.rpartition(":")
+        else:
+            repository, tag = ref, "latest"
+        try:
+            image = self.client.images.pull(repository, tag=tag)
         except docker.errors.DockerException as exc:
             raise ContainerError(f"pulling {ref} failed: {_short(exc)}") from None
+        return str(image.id)
 
     def build(self, ref: str, context: IO[bytes], build_args: Mapping[str, str], backend: str,
-              log: Callable[[str], None]) -> None:
-        """Build ``context`` (a tar) with the engine's classic builder, streaming its output to ``log``.
+              log: Callable[[str], None]) -> str:
+        """Build ``context`` (a tar) with the engine's classic builder, streaming its output to ``log``;
+        the id of the image this build made, as the build reported it (not looked up by tag).
 
         The docker SDK speaks only the classic builder (BuildKit needs a session
         the SDK does not implement), so the Dockerfiles use nothing BuildKit-only.
@@ -111,6 +132,7 @@ class Engine:
         import docker
 
         tail: list[str] = []
+        built: str | None = None
         try:
             stream = self.client.api.build(
                 fileobj=context, custom_context=True, tag=ref, buildargs=dict(build_args),
@@ -118,6 +140,8 @@ class Engine:
                 labels={LABEL: "1", "org.triton-op-harness.backend": backend},
             )
             for chunk in stream:
+                if isinstance(chunk.get("aux"), dict) and chunk["aux"].get("ID"):
+                    built = str(chunk["aux"]["ID"])
                 if "stream" in chunk:
                     for line in chunk["stream"].splitlines():
                         if line.strip():
@@ -134,13 +158,17 @@ class Engine:
                     )
         except docker.errors.DockerException as exc:
             raise ContainerError(f"The engine refused to build {ref}: {_short(exc)}") from None
+        if built is None:
+            raise ContainerError(f"Building {ref}: the engine did not report the id of the image it built, "
+                                 "so it cannot be told from an image tagged meanwhile. Build again.")
+        return built
 
     # -- containers ----------------------------------------------------------------------------
 
     def _create_kwargs(self, plan: ContainerPlan) -> dict[str, Any]:
         from docker.types import DeviceRequest, Mount
 
-        dev = plan.devices
+        dev, sec = plan.devices, plan.security
         kwargs: dict[str, Any] = {
             "image": plan.image,
             "command": list(plan.command),
@@ -155,10 +183,18 @@ class Engine:
             ],
             "devices": [d.spec() for d in dev.devices] or None,
             "group_add": [str(g) for g in dev.group_add] or None,
-            "security_opt": list(dev.security_opt) or None,
-            "ipc_mode": dev.ipc_mode,
-            "shm_size": dev.shm_size,
             "runtime": dev.runtime,
+            # the confinement (plan.SecurityPlan): every key always set, so nothing is left to the
+            # engine's defaults
+            "cap_drop": list(sec.cap_drop),
+            "cap_add": list(sec.cap_add) or None,
+            "security_opt": list(sec.security_opt),
+            "read_only": sec.read_only,
+            "tmpfs": dict(sec.tmpfs),
+            "network_mode": sec.network,
+            "pids_limit": sec.pids_limit,
+            "ipc_mode": sec.ipc_mode,
+            "shm_size": sec.shm_size,
         }
         if dev.gpu_request is not None:
             ids = list(dev.gpu_request.device_ids)

@@ -42,6 +42,21 @@ def _node_info(path: str) -> NodeInfo | None:
     return NodeInfo(kind="other")
 
 
+def _parent_device(view: HostView, vendor: str) -> str | None:
+    """The device a character node belongs to: the kernel's /sys/dev/char/MAJOR:MINOR/device link
+    (for a GPU's nodes, its PCI device), or None when the node or the link is not there."""
+    try:
+        st = os.stat(view.host_path(vendor))
+    except OSError:
+        return None
+    if not stat.S_ISCHR(st.st_mode):
+        return None
+    link = view.host_path(f"/sys/dev/char/{os.major(st.st_rdev)}:{os.minor(st.st_rdev)}/device")
+    if not os.path.exists(link):
+        return None
+    return os.path.realpath(link)
+
+
 def _vendor_path(root: str, host_path: str) -> str:
     return "/" + posixpath.relpath(host_path, root).lstrip("/")
 
@@ -64,11 +79,17 @@ def probe_host(backend: Backend, device_root: str, runtimes: Iterable[str]) -> H
             if position == 0:  # the first template names the devices
                 index = match.groupdict().get("index")
                 ids.add(int(index) if index is not None else int(match.group("render")) - 128)
+    for pattern in pt.device_siblings:
+        wanted.update(_vendor_path(root, found) for found in glob.glob(view.host_path(pattern)))
     nodes = {}
+    parents = {}
     for vendor in sorted(wanted):
         info = _node_info(view.host_path(vendor))
         if info is not None:
             nodes[vendor] = info
+        parent = _parent_device(view, vendor) if pt.device_siblings else None
+        if parent is not None:
+            parents[vendor] = parent
     paths = frozenset(
         src for src, _ in pt.mounts + pt.optional_mounts if os.path.exists(view.host_path(src))
     )
@@ -85,4 +106,5 @@ def probe_host(backend: Backend, device_root: str, runtimes: Iterable[str]) -> H
         paths=paths,
         runtimes=frozenset(runtimes),
         groups=groups,
+        node_devices=parents,
     )

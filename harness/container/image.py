@@ -1,11 +1,19 @@
 """Which image a backend runs in: a content-hash tag, then reuse, pull or build.
 
 The tag is a hash of what decides the image's contents: every file of
-containers/<backend>/ (the Dockerfile and what it copies), the local wheels
-staged into the build context, and the build arguments the Dockerfile
-declares. An unchanged tree therefore finds its image again (locally or in a
-registry) and any change builds a new one. The harness code itself is not in
-the image (it is mounted at run time), so editing it never rebuilds.
+containers/<backend>/ and containers/common/ (the Dockerfile, what it copies, and
+the hash-locked lists of Python packages it installs), the local wheels staged
+into the build context, the build arguments the Dockerfile declares, and the
+digest of the base image (:func:`base_identity`). An unchanged tree on an
+unchanged base therefore finds its image again (locally or in a registry) and any
+change builds a new one. The harness code itself is not in the image (it is
+mounted at run time), so editing it never rebuilds.
+
+What is run is the image ID the engine reported for the build or the pull
+(:class:`ResolvedImage`), never the tag looked up again: with the policies
+``build`` and ``pull`` (what CI uses) a job runs only an image it made or pulled
+itself, and an image tagged meanwhile by someone else with the docker socket
+cannot take its place.
 """
 
 from __future__ import annotations
@@ -17,7 +25,7 @@ import re
 import tarfile
 import tempfile
 from collections.abc import Callable, Mapping, Sequence
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from pathlib import Path
 from typing import IO, Protocol
 
@@ -29,6 +37,8 @@ __all__ = [
     "ImageRecipe",
     "ImageStore",
     "ResolvedImage",
+    "base_identity",
+    "pinned_digest",
     "content_tag",
     "declared_args",
     "ensure_image",
@@ -59,6 +69,7 @@ class ImageRecipe:
     files: tuple[ContextFile, ...]
     wheels: tuple[ContextFile, ...]
     build_args: tuple[tuple[str, str], ...]  # only those the Dockerfile declares
+    base_digest: str | None = None  # sha256 of the base image, once known (base_identity)
 
     @property
     def base_image(self) -> str | None:
@@ -72,6 +83,7 @@ class ResolvedImage:
     ref: str
     digest: str  # repo digest when pulled from a registry, else the local image id
     action: str  # "present", "pulled" or "built"
+    image_id: str = ""  # what the engine built or pulled (sha256:...): the container runs this
 
 
 # -- pure --------------------------------------------------------------------------------
@@ -96,7 +108,20 @@ def content_tag(recipe: ImageRecipe) -> str:
         h.update(f"file {item.path} {item.mode:o} {item.digest}\n".encode())
     for key, value in sorted(recipe.build_args):
         h.update(f"arg {key}={value}\n".encode())
+    if recipe.base_digest:
+        h.update(f"base {recipe.base_digest}\n".encode())
     return h.hexdigest()[:TAG_LENGTH]
+
+
+def pinned_digest(ref: str) -> str | None:
+    """The digest an image reference pins (``name[:tag]@sha256:HEX``), else None."""
+    match = re.search(r"@(sha256:[0-9a-f]{64})$", ref)
+    return match.group(1) if match else None
+
+
+def _digest_only(value: str) -> str:
+    """``repo@sha256:X`` -> ``sha256:X``; an image id stays as it is."""
+    return value.rsplit("@", 1)[-1]
 
 
 def image_ref(name: str, backend: str, tag: str, registry: str | None) -> str:
@@ -227,22 +252,61 @@ def _base_missing(recipe: ImageRecipe, cause: str) -> ContainerError:
 
 
 class ImageStore(Protocol):
-    """Where images are kept and made (harness.container.engine.Engine is one)."""
+    """Where images are kept and made (harness.container.engine.Engine is one).
+
+    ``pull`` and ``build`` return the ID of the image they produced (sha256:...), as the engine
+    reported it for that pull or build.
+    """
 
     def has_image(self, ref: str) -> bool: ...
 
     def image_digest(self, ref: str) -> str: ...
 
-    def pull(self, ref: str) -> None: ...
+    def image_id(self, ref: str) -> str: ...
+
+    def registry_digest(self, ref: str) -> str: ...
+
+    def pull(self, ref: str) -> str: ...
 
     def build(self, ref: str, context: IO[bytes], build_args: Mapping[str, str], backend: str,
-              log: Callable[[str], None]) -> None: ...
+              log: Callable[[str], None]) -> str: ...
 
 
-def _build(store: ImageStore, recipe: ImageRecipe, ref: str, log: Callable[[str], None]) -> None:
+def _build(store: ImageStore, recipe: ImageRecipe, ref: str, log: Callable[[str], None]) -> str:
     with tempfile.TemporaryFile() as context:
         write_context(recipe, context)
-        store.build(ref, context, dict(recipe.build_args), recipe.backend, log)
+        return store.build(ref, context, dict(recipe.build_args), recipe.backend, log)
+
+
+def base_identity(store: ImageStore, recipe: ImageRecipe, log: Callable[[str], None],
+                  fetch: bool = True) -> str | None:
+    """The digest of ``recipe``'s base image, which the content tag includes.
+
+    In order: the digest the reference pins (``BASE@sha256:...``: the engine checks the
+    content against it); the registry digest of the local image (its id when it was made
+    locally); the registry's digest for the tag, asked without downloading; with ``fetch``,
+    the digest after pulling it. A base pinned by digest needs neither a registry nor the image.
+    None when the recipe has no base image, or (``fetch`` False) when it cannot be known.
+    """
+    base = recipe.base_image
+    if not base:
+        return None
+    pinned = pinned_digest(base)
+    if pinned:
+        return pinned
+    if store.has_image(base):
+        return _digest_only(store.image_digest(base))
+    try:
+        return _digest_only(store.registry_digest(base))
+    except ContainerError:
+        if not fetch:
+            return None
+    log(f"base image {base}: not present, pulling")
+    try:
+        store.pull(base)
+    except ContainerError as exc:
+        raise _base_missing(recipe, exc.message) from None
+    return _digest_only(store.image_digest(base))
 
 
 def ensure_image(
@@ -251,7 +315,13 @@ def ensure_image(
     options: ContainerOptions,
     log: Callable[[str], None],
 ) -> ResolvedImage:
-    """Reuse, pull or build the image for ``recipe``, as the policy says."""
+    """Reuse, pull or build the image for ``recipe``, as the policy says.
+
+    The content tag covers the base image's digest, so the base is resolved first
+    (:func:`base_identity`). The result names the image ID the engine reported for this
+    pull or build (for a reused image: the ID the tag points to now).
+    """
+    recipe = replace(recipe, base_digest=base_identity(engine, recipe, log))
     ref = image_ref(options.image_name, recipe.backend, content_tag(recipe), options.registry)
     present = engine.has_image(ref)
     steps = resolve_steps(options.policy, options.registry, present)
@@ -265,26 +335,22 @@ def ensure_image(
     failures: list[str] = []
     for step in steps:
         if step == "use":
-            log(f"image {ref}: present (content tag of containers/{recipe.backend}/)")
-            return ResolvedImage(ref=ref, digest=engine.image_digest(ref), action="present")
+            log(f"image {ref}: present (content tag of containers/{recipe.backend}/; trusted by tag: "
+                "CI uses --build or --pull instead)")
+            return ResolvedImage(ref=ref, digest=engine.image_digest(ref), action="present",
+                                 image_id=engine.image_id(ref))
         if step == "pull":
             log(f"image {ref}: pulling")
             try:
-                engine.pull(ref)
+                image_id = engine.pull(ref)
             except ContainerError as exc:
                 failures.append(f"pull failed: {exc.message}")
                 log(f"image {ref}: pull failed ({exc.message})")
                 continue
-            return ResolvedImage(ref=ref, digest=engine.image_digest(ref), action="pulled")
-        base = recipe.base_image
-        if base and not engine.has_image(base):
-            log(f"base image {base}: not present, pulling")
-            try:
-                engine.pull(base)
-            except ContainerError as exc:
-                raise _base_missing(recipe, exc.message) from None
-        log(f"image {ref}: building from containers/{recipe.backend}/ on {base}"
+            return ResolvedImage(ref=ref, digest=engine.image_digest(ref), action="pulled", image_id=image_id)
+        log(f"image {ref}: building from containers/{recipe.backend}/ on {recipe.base_image}"
+            + (f" ({recipe.base_digest})" if recipe.base_digest else "")
             + (f" with {len(recipe.wheels)} local wheel(s)" if recipe.wheels else ""))
-        _build(engine, recipe, ref, log)
-        return ResolvedImage(ref=ref, digest=engine.image_digest(ref), action="built")
+        image_id = _build(engine, recipe, ref, log)
+        return ResolvedImage(ref=ref, digest=image_id, action="built", image_id=image_id)
     raise ContainerError(f"Could not get image {ref}: {'; '.join(failures)}.")

@@ -10,8 +10,9 @@ from __future__ import annotations
 
 import os
 import sys
-from collections.abc import Callable, Mapping, Sequence
-from dataclasses import dataclass
+from collections.abc import Callable, Iterator, Mapping, Sequence
+from contextlib import contextmanager
+from dataclasses import dataclass, replace
 from pathlib import Path
 from typing import Any, TextIO
 
@@ -19,11 +20,20 @@ from harness.backends import BACKENDS, get_backend
 from harness.backends.base import Backend, read_visibility
 from harness.container.engine import Engine
 from harness.container.host import probe_host
-from harness.container.image import ImageRecipe, content_tag, ensure_image, image_ref, load_recipe
+from harness.container.image import (
+    ImageRecipe,
+    base_identity,
+    content_tag,
+    ensure_image,
+    image_ref,
+    load_recipe,
+    pinned_digest,
+)
 from harness.container.plan import (
     ContainerPlan,
     DeviceChoice,
     DevicePlan,
+    Hardening,
     HarnessInvocation,
     plan_container,
     plan_devices,
@@ -40,6 +50,8 @@ __all__ = [
     "describe_plan",
     "device_choice",
     "device_plan",
+    "hardening",
+    "lent_run_dir",
     "prepare_run",
     "run_in_container",
 ]
@@ -117,14 +129,49 @@ def device_plan(prepared: PreparedRun, runtimes: frozenset[str]) -> DevicePlan:
     return plan_devices(prepared.backend, host, prepared.choice)
 
 
-def assemble(prepared: PreparedRun, devices: DevicePlan, image: str, digest: str) -> ContainerPlan:
+def hardening(options: ContainerOptions) -> Hardening:
+    """What the caller asked to relax (resolved by harness.options); by default nothing."""
+    return Hardening(network=options.network, seccomp=options.seccomp, cap_add=options.cap_add,
+                     pids_limit=options.pids_limit, shm_size=options.shm_size)
+
+
+def assemble(prepared: PreparedRun, devices: DevicePlan, image: str, digest: str,
+             image_id: str | None = None) -> ContainerPlan:
+    """The container plan; ``image_id`` (what the engine built or pulled) is what runs, ``image``
+    (the tag) is what the run records."""
     options = prepared.options
     uid, gid = options.user or (os.getuid(), os.getgid())
     return plan_container(
-        image=image, image_digest=digest, invocation=prepared.invocation, devices=devices,
-        uid=uid, gid=gid, repo_dir=str(options.repo_dir), reports_dir=str(options.reports_dir),
-        forwarded_env=dict(options.forwarded_env), backend=prepared.backend.name,
+        image=image_id or image, image_ref=image, image_digest=digest, invocation=prepared.invocation,
+        devices=devices, uid=uid, gid=gid, repo_dir=str(options.code_dir or options.repo_dir),
+        reports_dir=str(options.reports_dir), forwarded_env=dict(options.forwarded_env),
+        backend=prepared.backend.name, hardening=hardening(options),
     )
+
+
+def _owner(path: Path, uid: int, gid: int) -> None:
+    """``chown -R`` (no links followed): the run directory changes hands for the run and back."""
+    os.chown(path, uid, gid, follow_symlinks=False)
+    for dirpath, dirnames, filenames in os.walk(path):
+        for name in dirnames + filenames:
+            os.chown(os.path.join(dirpath, name), uid, gid, follow_symlinks=False)
+
+
+@contextmanager
+def lent_run_dir(plan: ContainerPlan, run_dir: Path | None, owner: tuple[int, int]) -> Iterator[None]:
+    """When the caller is root, the container runs as a non-root user who cannot write into a
+    root-owned reports/: the run directory is made and handed to that user for the run, and
+    handed back to ``owner`` (the caller, or --user) after it, so the reports are theirs as always."""
+    uid, gid = (int(x) for x in plan.user.split(":"))
+    if run_dir is None or os.geteuid() != 0 or (uid, gid) == owner:
+        yield
+        return
+    run_dir.mkdir(parents=True, exist_ok=True)
+    _owner(run_dir, uid, gid)
+    try:
+        yield
+    finally:
+        _owner(run_dir, *owner)
 
 
 def run_in_container(
@@ -146,14 +193,15 @@ def run_in_container(
     devices = device_plan(prepared, engine.runtimes())
     image = ensure_image(engine, prepared.recipe, prepared.options, log)
     prepared.options.reports_dir.mkdir(parents=True, exist_ok=True)
-    plan = assemble(prepared, devices, image.ref, image.digest)
-    log(f"running {prepared.backend.name} in {image.ref} ({image.digest[:19]}), "
-        f"devices: {plan.devices.mode}, user {plan.user}")
+    plan = assemble(prepared, devices, image.ref, image.digest, image.image_id)
+    log(f"running {prepared.backend.name} in {image.ref} (image {image.image_id[:19]}, {image.action}), "
+        f"devices: {plan.devices.mode}, user {plan.user}, network {plan.security.network}")
     for note in plan.devices.notes:
         log(note)
-    code = engine.run(plan, out, prepared.backend.name)
     where = prepared.invocation.run_dir
     run_dir = prepared.options.reports_dir / where if where is not None else None
+    with lent_run_dir(plan, run_dir, prepared.options.user or (os.getuid(), os.getgid())):
+        code = engine.run(plan, out, prepared.backend.name)
     if run_dir is not None and (run_dir / "run.json").is_file():
         log(f"exit {code}; reports on the host: {run_dir}/report.md (image {image.ref}, {image.digest})")
         if code == 130:
@@ -171,18 +219,25 @@ def describe_plan(
     """Print the planned image and `docker run` command without starting anything."""
     prepared = prepare_run(backend_name, harness_args, cli, env, config)
     options = prepared.options
-    ref = image_ref(options.image_name, prepared.backend.name, content_tag(prepared.recipe), options.registry)
     try:
         engine = connect(env)
     except ContainerError as exc:
         print(f"# no engine reachable ({exc.message.split('.')[0]}); planning without vendor runtimes",
               file=out)
         engine = None
+    recipe = prepared.recipe
+    if engine is not None:  # the tag covers the base's digest: known when pinned, local or in a registry
+        recipe = replace(recipe, base_digest=base_identity(engine, recipe, lambda _: None, fetch=False))
+    elif recipe.base_image:
+        recipe = replace(recipe, base_digest=pinned_digest(recipe.base_image))
+    ref = image_ref(options.image_name, prepared.backend.name, content_tag(recipe), options.registry)
     devices = device_plan(prepared, engine.runtimes() if engine is not None else frozenset())
     plan = assemble(prepared, devices, ref, "(known after pull or build)")
     print(f"# backend {prepared.backend.name}: devices via {devices.mode} ({prepared.choice.source})", file=out)
     print(f"# image {ref} from containers/{prepared.backend.name}/"
-          f" (base {prepared.recipe.base_image}, {len(prepared.recipe.wheels)} local wheel(s))", file=out)
+          f" (base {recipe.base_image}, digest {recipe.base_digest or 'unknown: the tag will differ'}, "
+          f"{len(recipe.wheels)} local wheel(s)); the run starts the image id the build or pull reports",
+          file=out)
     for note in devices.notes:
         print(f"# {note}", file=out)
     print(plan.render(), file=out)

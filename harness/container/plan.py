@@ -12,6 +12,7 @@ container exists.
 from __future__ import annotations
 
 import argparse
+import fnmatch
 import posixpath
 import re
 import shlex
@@ -29,18 +30,28 @@ __all__ = [
     "DevicePlan",
     "GpuRequest",
     "HarnessInvocation",
+    "Hardening",
     "HostView",
     "Mount",
     "NodeInfo",
+    "SecurityPlan",
+    "container_user",
     "device_templates_index",
     "plan_container",
     "plan_devices",
     "plan_invocation",
+    "plan_security",
 ]
 
 CONTAINER_REPO = "/repo"  # where the checkout is mounted, read-only; reports/ inside it is writable
 CONTAINER_HOME = "/home/harness"  # world-writable in every image: any uid can run them
 LABEL = "org.triton-op-harness.managed"  # on every container the harness starts, for clean-up checks
+NONROOT = 65532  # uid and gid inside the container when the caller is root (never root inside)
+DEFAULT_PIDS_LIMIT = 8192  # processes and threads: a torch process has one thread per core
+DEFAULT_SHM_SIZE = "2g"  # /dev/shm of the container's own IPC namespace (docker's default is 64 MB)
+TMPFS_SIZE = "4g"  # each writable tmpfs (/tmp, the home); memory is used only as files are written
+NETWORK_MODES = ("none", "bridge")
+SECCOMP_MODES = ("default", "unconfined")
 
 @dataclass(frozen=True)
 class NodeInfo:
@@ -65,6 +76,9 @@ class HostView:
     paths: frozenset[str] = frozenset()  # driver files and directories present (mount sources)
     runtimes: frozenset[str] = frozenset()  # container runtimes the engine offers
     groups: Mapping[str, int] = field(default_factory=dict)  # host group name -> gid
+    # vendor node path -> the device it belongs to (its sysfs parent, e.g. a PCI address), for
+    # nodes the kernel links to a device; lets the planner pass only a chosen device's DRI nodes
+    node_devices: Mapping[str, str] = field(default_factory=dict)
 
     def host_path(self, vendor_path: str) -> str:
         return posixpath.join(self.device_root, vendor_path.lstrip("/"))
@@ -119,7 +133,42 @@ class DevicePlan:
     security_opt: tuple[str, ...] = ()
     ipc_mode: str | None = None
     shm_size: str | None = None
+    cap_add: tuple[str, ...] = ()
     notes: tuple[str, ...] = ()
+
+
+@dataclass(frozen=True)
+class Hardening:
+    """What the caller asked to relax; the defaults relax nothing (harness.options resolves it)."""
+
+    network: str = "none"  # "none" or "bridge"
+    seccomp: str = "default"  # "default" (the engine's profile) or "unconfined"
+    cap_add: tuple[str, ...] = ()  # capabilities to add back, e.g. SYS_NICE for ROCm's NUMA calls
+    pids_limit: int = DEFAULT_PIDS_LIMIT
+    shm_size: str | None = None  # None: the backend's, else DEFAULT_SHM_SIZE
+
+
+@dataclass(frozen=True)
+class SecurityPlan:
+    """How the container is confined (docs/containers.md, "Hardening").
+
+    Every capability is dropped and only ``cap_add`` comes back; no process may gain privileges
+    (setuid binaries do not elevate); the root file system is read-only and only the ``tmpfs``
+    mounts (and reports/) are writable, with exec allowed where Triton builds and loads .so
+    files; no network unless asked; at most ``pids_limit`` processes and threads; an IPC
+    namespace of its own with a /dev/shm of ``shm_size``; the engine's seccomp profile unless
+    "seccomp=unconfined" was asked for.
+    """
+
+    cap_drop: tuple[str, ...] = ("ALL",)
+    cap_add: tuple[str, ...] = ()
+    security_opt: tuple[str, ...] = ("no-new-privileges:true",)
+    read_only: bool = True
+    tmpfs: tuple[tuple[str, str], ...] = ()
+    network: str = "none"
+    pids_limit: int = DEFAULT_PIDS_LIMIT
+    ipc_mode: str = "private"
+    shm_size: str | None = DEFAULT_SHM_SIZE
 
 
 @dataclass(frozen=True)
@@ -140,6 +189,7 @@ class ContainerPlan:
     mounts: tuple[Mount, ...]
     devices: DevicePlan
     labels: tuple[tuple[str, str], ...]
+    security: SecurityPlan = field(default_factory=SecurityPlan)
     init: bool = True  # docker-init as PID 1 forwards SIGINT/SIGTERM to the harness
 
     def docker_args(self) -> list[str]:
@@ -159,12 +209,20 @@ class ContainerPlan:
             args += ["--runtime", self.devices.runtime]
         for gid in self.devices.group_add:
             args += ["--group-add", str(gid)]
-        for opt in self.devices.security_opt:
+        sec = self.security
+        for cap in sec.cap_drop:
+            args += ["--cap-drop", cap]
+        for cap in sec.cap_add:
+            args += ["--cap-add", cap]
+        for opt in sec.security_opt:
             args += ["--security-opt", opt]
-        if self.devices.ipc_mode:
-            args += ["--ipc", self.devices.ipc_mode]
-        if self.devices.shm_size:
-            args += ["--shm-size", self.devices.shm_size]
+        if sec.read_only:
+            args.append("--read-only")
+        for path, options in sec.tmpfs:
+            args += ["--tmpfs", f"{path}:{options}"]
+        args += ["--network", sec.network, "--pids-limit", str(sec.pids_limit), "--ipc", sec.ipc_mode]
+        if sec.shm_size:
+            args += ["--shm-size", sec.shm_size]
         for key, value in self.environment:
             args += ["--env", f"{key}={value}"]
         for key, value in self.labels:
@@ -180,7 +238,7 @@ class ContainerPlan:
         lines = [" ".join(shlex.quote(a) for a in args[:3])]
         i = 3
         while i < image_at:
-            if args[i] in ("--init",) or i + 1 >= image_at:
+            if args[i] in ("--init", "--read-only") or i + 1 >= image_at:
                 lines.append(shlex.quote(args[i]))
                 i += 1
             else:
@@ -273,6 +331,9 @@ def _wanted_nodes(backend: Backend, host: HostView, choice: DeviceChoice, whole:
     missing = [p for p in wanted if p not in host.nodes]
     if missing:
         raise _missing_nodes_error(backend, host, missing, why)
+    if whole and pt.device_siblings and pt.per_device_nodes:  # only where the harness maps nodes
+        ids = choice.ids if choice.ids is not None else host.device_ids
+        wanted += _sibling_nodes(backend, host, ids)
     for path in wanted:
         if host.nodes[path].kind not in ("char", "block", "dir"):
             raise EnvironmentProblem(
@@ -280,6 +341,39 @@ def _wanted_nodes(backend: Backend, host: HostView, choice: DeviceChoice, whole:
                 "(nor a directory of them). No container was started. Check the driver installation."
             )
     return list(dict.fromkeys(wanted))
+
+
+def _sibling_nodes(backend: Backend, host: HostView, ids: Sequence[str]) -> list[str]:
+    """The nodes (``device_siblings``, such as /dev/dri/renderD*) that belong to each chosen device:
+    those the kernel links to the same device (sysfs parent) as the device's own node.
+
+    Only the chosen devices' nodes pass: never a whole /dev/dri, which would hand over every
+    GPU of the host, other vendors' included. Where the link cannot be read the container is
+    refused rather than given more than was chosen.
+    """
+    pt = backend.passthrough
+    patterns = ", ".join(pt.device_siblings)
+    chosen: list[str] = []
+    for index in ids:
+        node = _format(pt.per_device_nodes[0], index)
+        parent = host.node_devices.get(node)
+        mine = sorted(
+            p for p in host.nodes
+            if parent is not None and host.node_devices.get(p) == parent
+            and any(fnmatch.fnmatchcase(p, pattern) for pattern in pt.device_siblings)
+        )
+        if not mine:
+            why = ("the kernel links no device to it" if parent is None
+                   else f"none of them belongs to its device {parent}")
+            raise EnvironmentProblem(
+                f"Backend {backend.name}: cannot tell which of {patterns} belong to "
+                f"{host.host_path(node)} ({why}; read through {host.host_path('/sys/dev/char')}). "
+                f"No container was started, rather than pass every GPU's nodes. Register the "
+                f"vendor's container runtime ({pt.runtime or 'see docs/containers.md'}) with the engine, "
+                "which maps the devices itself, or report the host's `ls -l /sys/dev/char` output."
+            )
+        chosen += mine
+    return chosen
 
 
 def _driver_mounts(backend: Backend, host: HostView) -> tuple[tuple[Mount, ...], tuple[str, ...]]:
@@ -315,7 +409,7 @@ def plan_devices(backend: Backend, host: HostView, choice: DeviceChoice) -> Devi
     pt = backend.passthrough
     base = DevicePlan(
         mode="none", environment=tuple(pt.static_env), security_opt=pt.security_opt,
-        ipc_mode=pt.ipc_mode, shm_size=pt.shm_size,
+        ipc_mode=pt.ipc_mode, shm_size=pt.shm_size, cap_add=pt.cap_add,
     )
     if not pt.maps_devices:
         if choice.ids:
@@ -442,6 +536,45 @@ def plan_invocation(
 # -- the whole plan ---------------------------------------------------------------------
 
 
+def container_user(uid: int, gid: int) -> tuple[int, int]:
+    """Who runs inside: the caller, so the reports are theirs; never root (a root caller gets
+    :data:`NONROOT`, and the launcher lends it the run directory for the run)."""
+    if uid == 0:
+        return NONROOT, NONROOT
+    return uid, gid
+
+
+def plan_security(devices: DevicePlan, hardening: Hardening) -> SecurityPlan:
+    """The confinement: everything dropped, then only what the backend documents or the caller asked.
+
+    A backend's own needs arrive through ``devices`` (capabilities, security options, an IPC
+    mode, a /dev/shm size: none of the backends asks for any today; see docs/containers.md);
+    the caller's through ``hardening``. seccomp=unconfined is never a backend default.
+    """
+    if hardening.network not in NETWORK_MODES:
+        raise UsageError(f"Network {hardening.network!r} is not one of {', '.join(NETWORK_MODES)}.")
+    if hardening.seccomp not in SECCOMP_MODES:
+        raise UsageError(f"seccomp {hardening.seccomp!r} is not one of {', '.join(SECCOMP_MODES)}.")
+    if hardening.pids_limit < 64:
+        raise UsageError(f"pids limit {hardening.pids_limit} is too small to start the harness (64 at least).")
+    opts = ["no-new-privileges:true"]
+    opts += [o for o in devices.security_opt if not o.startswith("seccomp") and o not in opts]
+    if hardening.seccomp == "unconfined":
+        opts.append("seccomp=unconfined")
+    writable = f"rw,exec,nosuid,nodev,size={TMPFS_SIZE},mode=1777"  # exec: Triton's cache builds .so files
+    return SecurityPlan(
+        cap_drop=("ALL",),
+        cap_add=tuple(dict.fromkeys(c.upper() for c in devices.cap_add + hardening.cap_add)),
+        security_opt=tuple(opts),
+        read_only=True,
+        tmpfs=(("/tmp", writable), (CONTAINER_HOME, writable)),
+        network=hardening.network,
+        pids_limit=hardening.pids_limit,
+        ipc_mode=devices.ipc_mode or "private",
+        shm_size=hardening.shm_size or devices.shm_size or DEFAULT_SHM_SIZE,
+    )
+
+
 def plan_container(
     *,
     image: str,
@@ -454,12 +587,17 @@ def plan_container(
     reports_dir: str,
     forwarded_env: Mapping[str, str],
     backend: str,
+    image_ref: str | None = None,
+    hardening: Hardening | None = None,
 ) -> ContainerPlan:
-    """Assemble the run: repo read-only, reports/ writable, the caller's uid:gid, a clean env.
+    """Assemble the run: repo read-only, reports/ writable, the caller's uid:gid (never root),
+    a clean environment, and the confinement of :func:`plan_security`.
 
-    The environment holds only what the harness needs, the run options the user
-    set through HARNESS_* on the host (``forwarded_env``), the backend's static
-    variables and the runtime's visibility variable: nothing else of the host.
+    ``image`` is what the engine starts: the image ID the launcher got from the engine after
+    building or pulling it, so a tag moved meanwhile cannot swap it; ``image_ref`` (default
+    ``image``) is the name the run records. The environment holds only what the harness needs,
+    the run options the user set through HARNESS_* on the host (``forwarded_env``), the
+    backend's static variables and the runtime's visibility variable: nothing else of the host.
     """
     env: dict[str, str] = dict(forwarded_env)
     env.update(
@@ -467,7 +605,7 @@ def plan_container(
             "HOME": CONTAINER_HOME,
             "PYTHONDONTWRITEBYTECODE": "1",  # the checkout is read-only
             "PYTHONUNBUFFERED": "1",  # progress lines reach the host as they are printed
-            "HARNESS_IMAGE": image,
+            "HARNESS_IMAGE": image_ref or image,
             "HARNESS_IMAGE_DIGEST": image_digest,
         }
     )
@@ -476,13 +614,15 @@ def plan_container(
         Mount(source=repo_dir, target=CONTAINER_REPO, read_only=True),
         Mount(source=reports_dir, target=posixpath.join(CONTAINER_REPO, "reports"), read_only=False),
     )
+    user, group = container_user(uid, gid)
     return ContainerPlan(
         image=image,
         command=invocation.args,
-        user=f"{uid}:{gid}",
+        user=f"{user}:{group}",
         working_dir=CONTAINER_REPO,
         environment=tuple(sorted(env.items())),
         mounts=mounts,
         devices=devices,
         labels=((LABEL, "1"), ("org.triton-op-harness.backend", backend)),
+        security=plan_security(devices, hardening or Hardening()),
     )

@@ -44,7 +44,7 @@ FAKE_NODES = {
 FAKE_FILES = ("/usr/local/Ascend/driver/version.info", "/usr/local/dcmi/dcmi.h",
               "/usr/local/bin/npu-smi", "/etc/ascend_install.info", "/usr/bin/mthreads-gmi")
 EXPECTED = {
-    "rocm": {"/dev/kfd", "/dev/dri/renderD128", "/dev/dri/card0"},
+    "rocm": {"/dev/kfd", "/dev/dri/renderD128"},  # the render node of each GPU, never the whole /dev/dri
     "musa": {"/dev/mtgpu.0", "/dev/dri/renderD128", "/dev/dri/card0"},
     "ascend": {"/dev/davinci0", "/dev/davinci_manager", "/dev/devmm_svm", "/dev/hisi_hdc"},
 }
@@ -73,6 +73,12 @@ def fake_root(tmp_path: Path) -> Path:
         target.parent.mkdir(parents=True, exist_ok=True)
         os.mknod(target, 0o660 | stat.S_IFCHR, os.makedev(major, minor))
         os.chown(target, 0, NODE_GID)
+        # sysfs links each node to its device (one fake PCI GPU): how MUSA's DRI nodes are matched
+        link = root / "sys" / "dev" / "char" / f"{major}:{minor}" / "device"
+        if not link.is_symlink():
+            link.parent.mkdir(parents=True, exist_ok=True)
+            link.symlink_to(root / "sys/devices/pci0000:00/0000:01:00.0")
+    (root / "sys/devices/pci0000:00/0000:01:00.0").mkdir(parents=True, exist_ok=True)
     for path in FAKE_FILES:
         target = root / path.lstrip("/")
         target.parent.mkdir(parents=True, exist_ok=True)

@@ -24,14 +24,17 @@ from harness.container.launch import assemble, device_choice, prepare_run
 from harness.container.plan import (
     CONTAINER_REPO,
     DeviceChoice,
+    DevicePlan,
+    Hardening,
     HostView,
     NodeInfo,
+    container_user,
     plan_container,
     plan_devices,
     plan_invocation,
 )
 from harness.errors import EnvironmentProblem, UsageError
-from harness.options import ContainerOptions
+from harness.options import ContainerOptions, resolve_container_options
 
 ROOT = Path(__file__).resolve().parents[2]
 CHAR = NodeInfo(kind="char", gids=(44,))
@@ -42,7 +45,7 @@ EVERY_NODE = {
     "/dev/nvidiactl": CHAR, "/dev/nvidia0": CHAR,
     "/dev/kfd": NodeInfo(kind="char", gids=(110,)),
     "/dev/dri": NodeInfo(kind="dir", gids=(44, 110)),
-    "/dev/dri/renderD128": CHAR, "/dev/dri/renderD129": CHAR,
+    "/dev/dri/renderD128": CHAR, "/dev/dri/renderD129": CHAR, "/dev/dri/card0": CHAR, "/dev/dri/card1": CHAR,
     "/dev/mtgpu.0": CHAR, "/dev/mtgpu.1": CHAR,
     "/dev/davinci0": NodeInfo(kind="char", gids=(1001,)), "/dev/davinci1": NodeInfo(kind="char", gids=(1001,)),
     "/dev/davinci_manager": CHAR, "/dev/devmm_svm": CHAR, "/dev/hisi_hdc": CHAR,
@@ -53,12 +56,18 @@ EVERY_PATH = frozenset({
 })
 DEVICE_IDS = {"rocm": ("0", "1"), "musa": ("0", "1"), "ascend": ("0", "1"), "cuda": (), "cpu": ()}
 ALL = DeviceChoice(ids=None)
+# What sysfs says about the nodes: each GPU's own nodes link to its PCI device.
+PCI = "/sys/devices/pci0000:00/0000:0{}:00.0"
+NODE_DEVICES = {
+    "/dev/mtgpu.0": PCI.format(1), "/dev/dri/card0": PCI.format(1), "/dev/dri/renderD128": PCI.format(1),
+    "/dev/mtgpu.1": PCI.format(2), "/dev/dri/card1": PCI.format(2), "/dev/dri/renderD129": PCI.format(2),
+}
 
 
 def host_for(backend: str, runtimes: frozenset[str] = frozenset(), **kw: object) -> HostView:
     values: dict[str, object] = dict(
         nodes=EVERY_NODE, device_ids=DEVICE_IDS[backend], paths=EVERY_PATH, runtimes=runtimes,
-        groups={"video": 44, "render": 110},
+        groups={"video": 44, "render": 110}, node_devices=NODE_DEVICES,
     )
     values.update(kw)
     return HostView(**values)  # type: ignore[arg-type]
@@ -90,7 +99,7 @@ def test_cuda_uses_gpu_requests_for_the_chosen_gpus() -> None:
     some = plan_devices(cuda, host_for("cuda"), DeviceChoice(ids=("2", "GPU-8f2c"), source="--devices"))
     assert some.gpu_request is not None and some.gpu_request.device_ids == ("2", "GPU-8f2c")
     assert some.devices == () and ("NVIDIA_DRIVER_CAPABILITIES", "compute,utility") in some.environment
-    assert some.ipc_mode == "host"
+    assert some.ipc_mode is None  # a private IPC namespace: no CUDA IPC between processes is needed
 
 
 def test_cuda_without_driver_node_is_refused_before_any_container() -> None:
@@ -100,11 +109,14 @@ def test_cuda_without_driver_node_is_refused_before_any_container() -> None:
     assert "/dev/nvidiactl" in err.value.message and "No container was started" in err.value.message
 
 
-def test_rocm_every_gpu_passes_kfd_and_whole_dri_with_owning_groups() -> None:
+def test_rocm_every_gpu_passes_kfd_and_each_render_node_never_the_whole_dri() -> None:
     plan = plan_devices(get_backend("rocm"), host_for("rocm"), ALL)
     assert plan.mode == "device-nodes"
-    assert [(d.host, d.container) for d in plan.devices] == [("/dev/kfd", "/dev/kfd"), ("/dev/dri", "/dev/dri")]
-    assert plan.security_opt == ("seccomp=unconfined",)
+    assert [(d.host, d.container) for d in plan.devices] == [
+        ("/dev/kfd", "/dev/kfd"), ("/dev/dri/renderD128", "/dev/dri/renderD128"),
+        ("/dev/dri/renderD129", "/dev/dri/renderD129"),
+    ]
+    assert plan.security_opt == () and plan.ipc_mode is None and plan.cap_add == ()
     assert set(plan.group_add) == {44, 110}
 
 
@@ -120,12 +132,27 @@ def test_rocm_prefers_the_amd_runtime_when_the_engine_has_it() -> None:
     assert ("AMD_VISIBLE_DEVICES", "0,1") in plan.environment
 
 
-def test_musa_without_runtime_maps_mtgpu_nodes_and_dri() -> None:
+def test_musa_without_runtime_maps_the_chosen_cards_nodes_only() -> None:
     plan = plan_devices(get_backend("musa"), host_for("musa"), DeviceChoice(ids=("1",), source="--devices"))
     assert plan.mode == "device-nodes"
-    assert [d.container for d in plan.devices] == ["/dev/dri", "/dev/mtgpu.1"]
+    assert [d.container for d in plan.devices] == ["/dev/mtgpu.1", "/dev/dri/card1", "/dev/dri/renderD129"]
     assert [m.target for m in plan.mounts] == ["/usr/bin/mthreads-gmi"]
     assert not any(k == "MTHREADS_VISIBLE_DEVICES" for k, _ in plan.environment)
+    every = plan_devices(get_backend("musa"), host_for("musa"), ALL)
+    assert "/dev/dri" not in {d.container for d in every.devices}
+    assert {d.container for d in every.devices} == set(NODE_DEVICES)
+
+
+def test_musa_refuses_when_the_cards_dri_nodes_cannot_be_told_apart() -> None:
+    unlinked = {k: v for k, v in NODE_DEVICES.items() if not k.startswith("/dev/mtgpu.1")}
+    host = host_for("musa", node_devices=unlinked, device_root="/tmp/fake")
+    with pytest.raises(EnvironmentProblem) as err:
+        plan_devices(get_backend("musa"), host, DeviceChoice(ids=("1",), source="--devices"))
+    text = err.value.message
+    assert "/tmp/fake/dev/mtgpu.1" in text and "No container was started" in text and "mthreads" in text
+    # the runtime maps the devices itself: no sysfs needed then
+    runtime = plan_devices(get_backend("musa"), host_for("musa", frozenset({"mthreads"}), node_devices={}), ALL)
+    assert runtime.mode == "runtime"
 
 
 def test_musa_with_mthreads_runtime_sets_its_visibility_variable() -> None:
@@ -230,7 +257,7 @@ def test_probe_reads_render_nodes_as_device_indices(tmp_path: Path) -> None:
     for name in ("renderD128", "renderD130", "card0"):
         (tmp_path / "dev/dri" / name).write_text("")
     host = probe_host(get_backend("rocm"), str(tmp_path), [])
-    assert host.device_ids == ("0", "2") and host.nodes["/dev/dri"].kind == "dir"
+    assert host.device_ids == ("0", "2") and set(host.nodes) == {"/dev/dri/renderD128", "/dev/dri/renderD130"}
 
 
 # -- the harness command -------------------------------------------------------------------
@@ -460,8 +487,13 @@ def test_engine_turns_a_plan_into_sdk_arguments() -> None:
     kwargs = Engine(client=None, address="x")._create_kwargs(plan)
     request = kwargs["device_requests"][0]
     assert request["DeviceIDs"] == ["1"] and request["Capabilities"] == [["gpu"]]
-    assert kwargs["user"] == "7:8" and kwargs["ipc_mode"] == "host" and kwargs["init"] is True
+    assert kwargs["user"] == "7:8" and kwargs["init"] is True
     assert "privileged" not in kwargs and "devices" not in kwargs
+    assert kwargs["cap_drop"] == ["ALL"] and "cap_add" not in kwargs
+    assert kwargs["security_opt"] == ["no-new-privileges:true"] and kwargs["read_only"] is True
+    assert kwargs["network_mode"] == "none" and kwargs["ipc_mode"] == "private" and kwargs["shm_size"] == "2g"
+    assert kwargs["pids_limit"] == 8192
+    assert set(kwargs["tmpfs"]) == {"/tmp", "/home/harness"} and all("exec" in o.split(",") for o in kwargs["tmpfs"].values())
     assert [(m["Source"], m["Target"], m["ReadOnly"]) for m in kwargs["mounts"]] == [
         ("/src", "/repo", True), ("/src/reports", "/repo/reports", False),
     ]
@@ -519,3 +551,110 @@ def test_ensure_module_keeps_what_the_base_has_and_installs_or_refuses_the_rest(
         assert done.returncode == 0 and pip.split()[-2:] == ["pkg==1", "other==2"]
     else:
         assert done.returncode == 1 and "Pass --build-arg X" in done.stderr and pip == ""
+
+
+# -- hardening (docs/containers.md, "Hardening") ---------------------------------------------------
+
+
+def _plan(name: str, uid: int = 1000, hardening: Hardening | None = None, devices: DevicePlan | None = None):  # type: ignore[no-untyped-def]
+    backend = get_backend(name)
+    return plan_container(image="sha256:" + "a" * 64, image_ref="img:tag", image_digest="sha256:d",
+                          invocation=plan_invocation(backend, [], "r"),
+                          devices=devices or plan_devices(backend, host_for(name), ALL), uid=uid, gid=uid,
+                          repo_dir="/src", reports_dir="/src/reports", forwarded_env={}, backend=name,
+                          hardening=hardening)
+
+
+@pytest.mark.parametrize("name", [b.name for b in BACKENDS])
+def test_every_backend_is_confined_by_default(name: str) -> None:
+    sec = _plan(name).security
+    assert sec.cap_drop == ("ALL",) and sec.cap_add == ()
+    assert sec.security_opt == ("no-new-privileges:true",)
+    assert sec.read_only and sec.network == "none" and sec.pids_limit == 8192
+    assert sec.ipc_mode == "private" and sec.shm_size == "2g"
+    tmpfs = dict(sec.tmpfs)
+    assert set(tmpfs) == {"/tmp", "/home/harness"}
+    for options in tmpfs.values():  # Triton writes and loads .so files from its cache under these
+        flags = options.split(",")
+        assert "exec" in flags and "nosuid" in flags and "nodev" in flags and "noexec" not in flags
+    args = _plan(name).docker_args()
+    pairs = [args[i:i + 2] for i in range(len(args) - 1)]
+    for flag in (["--cap-drop", "ALL"], ["--network", "none"], ["--ipc", "private"],
+                 ["--security-opt", "no-new-privileges:true"], ["--pids-limit", "8192"], ["--shm-size", "2g"]):
+        assert flag in pairs, flag
+    assert "--read-only" in args and "seccomp=unconfined" not in " ".join(args)
+    assert "--privileged" not in args and "host" not in args
+
+
+def test_backend_data_asks_for_nothing_beyond_compute() -> None:
+    """No backend documents a need for a capability, host IPC or an unconfined seccomp profile."""
+    for backend in BACKENDS:
+        pt = backend.passthrough
+        assert pt.cap_add == () and pt.ipc_mode is None and not pt.security_opt, backend.name
+        assert "/dev/dri" not in pt.shared_nodes + pt.all_device_nodes, backend.name
+
+
+def test_the_image_that_runs_is_the_id_and_the_run_records_the_tag() -> None:
+    plan = _plan("cpu")
+    assert plan.image == "sha256:" + "a" * 64 and plan.docker_args()[-len(plan.command) - 1] == plan.image
+    assert dict(plan.environment)["HARNESS_IMAGE"] == "img:tag"
+
+
+def test_a_root_caller_runs_as_a_non_root_user_inside() -> None:
+    assert _plan("cpu", uid=0).user == "65532:65532"
+    assert _plan("cpu", uid=1000).user == "1000:1000"
+    assert container_user(0, 0) == (65532, 65532) and container_user(5, 0) == (5, 0)
+
+
+def test_each_relaxation_comes_only_on_request() -> None:
+    asked = Hardening(network="bridge", seccomp="unconfined", cap_add=("sys_nice",), pids_limit=100, shm_size="8g")
+    sec = _plan("rocm", hardening=asked).security
+    assert sec.network == "bridge" and sec.cap_add == ("SYS_NICE",) and sec.pids_limit == 100
+    assert sec.shm_size == "8g" and sec.security_opt == ("no-new-privileges:true", "seccomp=unconfined")
+    assert sec.cap_drop == ("ALL",) and sec.read_only  # the rest stays
+
+
+def test_a_backend_cannot_make_seccomp_unconfined_nor_drop_no_new_privileges() -> None:
+    devices = DevicePlan(mode="none", security_opt=("seccomp=unconfined", "label=disable"),
+                         ipc_mode="host", shm_size="1g", cap_add=("SYS_PTRACE",))
+    sec = _plan("cpu", devices=devices).security
+    assert sec.security_opt == ("no-new-privileges:true", "label=disable")
+    # what a backend documents it needs does pass, visibly
+    assert sec.ipc_mode == "host" and sec.shm_size == "1g" and sec.cap_add == ("SYS_PTRACE",)
+
+
+@pytest.mark.parametrize("bad", [Hardening(network="host"), Hardening(seccomp="off"), Hardening(pids_limit=10)])
+def test_bad_hardening_values_are_refused(bad: Hardening) -> None:
+    with pytest.raises(UsageError):
+        _plan("cpu", hardening=bad)
+
+
+def test_hardening_options_come_through_the_options_layer() -> None:
+    def resolve(cli: dict[str, object], env: dict[str, str], table: dict[str, object] | None = None) -> ContainerOptions:
+        return resolve_container_options(cli, env, {"container": table or {}}, repo_dir=ROOT, backends=["rocm"])
+
+    default = resolve({}, {})
+    assert (default.network, default.seccomp, default.cap_add, default.pids_limit, default.shm_size) == (
+        "none", "default", (), 8192, None)
+    table = resolve({}, {}, {"network": "bridge", "cap-add": ["SYS_NICE"], "pids-limit": 512, "shm-size": "4g"})
+    assert (table.network, table.cap_add, table.pids_limit, table.shm_size) == ("bridge", ("SYS_NICE",), 512, "4g")
+    env = resolve({}, {"HARNESS_SECCOMP": "unconfined", "HARNESS_CAP_ADD": "cap_sys_nice SYS_PTRACE",
+                       "HARNESS_CONTAINER_NETWORK": "none"}, {"network": "bridge"})
+    assert env.seccomp == "unconfined" and env.cap_add == ("SYS_NICE", "SYS_PTRACE") and env.network == "none"
+    flags = resolve({"network": "bridge", "cap_add": ["NET_RAW"], "pids_limit": "300"}, {"HARNESS_CAP_ADD": "X_Y"})
+    assert flags.network == "bridge" and flags.cap_add == ("NET_RAW",) and flags.pids_limit == 300
+
+
+@pytest.mark.parametrize(("cli", "env", "says"), [
+    ({"network": "host"}, {}, "--network"),
+    ({}, {"HARNESS_SECCOMP": "off"}, "HARNESS_SECCOMP"),
+    ({"cap_add": ["ALL"]}, {}, "ALL is never added back"),
+    ({}, {"HARNESS_PIDS_LIMIT": "10"}, "too small"),
+    ({"shm_size": "lots"}, {}, "not a size"),
+    ({"user": "0:0"}, {}, "never runs as root"),
+])
+def test_bad_hardening_options_are_refused_naming_their_source(cli: dict[str, object], env: dict[str, str],
+                                                               says: str) -> None:
+    with pytest.raises(UsageError) as err:
+        resolve_container_options(cli, env, {}, repo_dir=ROOT, backends=["cpu"])
+    assert says in err.value.message
