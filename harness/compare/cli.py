@@ -116,6 +116,12 @@ def _add_gate_run(sub: argparse._SubParsersAction[argparse.ArgumentParser]) -> N
                    help="runs per side, interleaved base/head then head/base (default 2)")
     p.add_argument("--out", default="reports/gate", help="output directory (default reports/gate)")
     p.add_argument("--repo", default=".", help="git repository the refs belong to (default .)")
+    p.add_argument("--container", metavar="BACKEND",
+                   help="run each side inside BACKEND's image (built or pulled once, from this harness's "
+                        "containers/), each side's tree mounted read-only, confined as `harness container "
+                        "run` is; needs --devices (docs/ci-security.md)")
+    p.add_argument("--devices", metavar="ID",
+                   help="with --container: the one host device both sides run on")
     _add_criteria(p)
     p.add_argument("run_args", nargs=argparse.REMAINDER, metavar="-- RUN_ARGS",
                    help="arguments for `harness run`, after --")
@@ -309,8 +315,13 @@ def _cmd_gate_run(ns: argparse.Namespace, env: Mapping[str, str], stdout: TextIO
 
     run_args = _run_args(ns)
     out = Path(ns.out)
+    side_runner = None
+    if ns.container or ns.devices:
+        from harness.container.gate import container_side_runner
+
+        side_runner = container_side_runner(ns.container, ns.devices, out, env, read_project_config())
     sides = run_gate({"base": ns.base_ref, "head": ns.head_ref}, out, run_args, ns.repeats, env,
-                     repo=Path(ns.repo))
+                     repo=Path(ns.repo), side_runner=side_runner)
     comparison = compare_runs(sides["base"], sides["head"], _criteria(ns), allow_mismatch=False)
     _write_comparison(comparison, out.resolve(), stdout)
     return _gate_outcome(comparison, f"gate {ns.base_ref} -> {ns.head_ref}")

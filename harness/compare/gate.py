@@ -19,7 +19,7 @@ import shutil
 import subprocess
 import sys
 import tempfile
-from collections.abc import Iterator, Mapping, Sequence
+from collections.abc import Callable, Iterator, Mapping, Sequence
 from contextlib import contextmanager
 from dataclasses import dataclass, replace
 from pathlib import Path
@@ -33,6 +33,7 @@ from harness.run.provenance import git
 
 __all__ = [
     "GateSide",
+    "SideRunner",
     "interleaved_order",
     "merge_records",
     "merged_info",
@@ -195,6 +196,9 @@ def _run_side(side: GateSide, out_dir: Path, run_id: str, run_args: Sequence[str
         )
 
 
+SideRunner = Callable[[GateSide, Path, str, Sequence[str]], None]
+
+
 def run_gate(
     refs: Mapping[str, str],
     out: Path,
@@ -203,8 +207,13 @@ def run_gate(
     env: Mapping[str, str],
     repo: Path = Path("."),
     python: str = sys.executable,
+    side_runner: SideRunner | None = None,
 ) -> dict[str, Path]:
-    """Run both sides interleaved and write out/base and out/head; returns those two paths."""
+    """Run both sides interleaved and write out/base and out/head; returns those two paths.
+
+    ``side_runner(side, run_dir, run_id, run_args)`` runs one side once; the default runs
+    `python -m harness run` on this host (harness.container.gate has the one that runs it in
+    the backend's image)."""
     order = interleaved_order(repeats)
     if out.exists() and any(out.iterdir()):
         raise UsageError(f"Gate output directory {out} is not empty. Choose another --out or remove it.")
@@ -214,7 +223,11 @@ def run_gate(
     try:
         with side_trees(repo.resolve(), refs, workdir) as sides:
             for name, k in order:
-                _run_side(sides[name], out / "repeats" / f"{name}-{k}", f"gate-{name}-{k}", run_args, env, python)
+                target = out / "repeats" / f"{name}-{k}"
+                if side_runner is None:
+                    _run_side(sides[name], target, f"gate-{name}-{k}", run_args, env, python)
+                else:
+                    side_runner(sides[name], target, f"gate-{name}-{k}", run_args)
             pooled: dict[str, Path] = {}
             for name in SIDES:
                 repeat_dirs = [out / "repeats" / f"{name}-{k}" for k in range(1, repeats + 1)]

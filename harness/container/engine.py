@@ -109,8 +109,11 @@ class Engine:
         """Pull ``ref`` (by tag, or by digest: ``name@sha256:...``); the id of what was pulled."""
         import docker
 
-        if "@" in ref:
-            repository, tag = ref, None
+        if "@" in ref:  # name[:tag]@sha256:...: the digest decides; the API takes it as the tag
+            name, _, digest = ref.partition("@")
+            last = name.rsplit("/", 1)
+            repository = name if ":" not in last[-1] else name.rsplit(":", 1)[0]
+            tag: str | None = digest
         elif ":" in ref.rsplit("/", 1)[-1]:
             repository, _, tag = ref.rpartition(":")
         else:

@@ -348,6 +348,10 @@ def ensure_image(
                 log(f"image {ref}: pull failed ({exc.message})")
                 continue
             return ResolvedImage(ref=ref, digest=engine.image_digest(ref), action="pulled", image_id=image_id)
+        if recipe.base_image and not pinned_digest(recipe.base_image):
+            log(f"base image {recipe.base_image} is not pinned by digest; the tag covers the digest "
+                f"found for it here ({recipe.base_digest}). Pin it (BASE@sha256:...) for runs to be "
+                "comparable across machines (docs/containers.md, \"Pinned inputs\")")
         log(f"image {ref}: building from containers/{recipe.backend}/ on {recipe.base_image}"
             + (f" ({recipe.base_digest})" if recipe.base_digest else "")
             + (f" with {len(recipe.wheels)} local wheel(s)" if recipe.wheels else ""))

@@ -66,7 +66,7 @@ def _assert_guard_passed(log: list[str]) -> None:
     """The shared install step printed its verdict, or the engine reused that very step from an
     earlier build (images of one stand-in base share it: same base, same script)."""
     text = "\n".join(log)
-    steps = [i for i, line in enumerate(log) if "Step" in line and "RUN" in line and "sh /tmp/install-harness-deps.sh" in line]
+    steps = [i for i, line in enumerate(log) if "Step" in line and "RUN" in line and "sh /tmp/harness-common/install-harness-deps.sh" in line]
     cached = bool(steps) and any("Using cache" in line for line in log[steps[-1] + 1:steps[-1] + 3])
     assert "torch/triton kept:" in text or cached, text[-2000:]
 

@@ -7,6 +7,7 @@ import re
 import subprocess
 import sys
 import tomllib
+from dataclasses import replace
 from pathlib import Path
 
 import pytest
@@ -14,8 +15,10 @@ import pytest
 from harness.backends import BACKENDS, all_visibility_keys, get_backend
 from harness.container.host import probe_host
 from harness.container.image import (
+    base_identity,
     content_tag,
     declared_args,
+    ensure_image,
     image_ref,
     load_recipe,
     resolve_steps,
@@ -422,7 +425,7 @@ def _harness_requirements() -> list[str]:
 
 
 @pytest.mark.parametrize("name", [b.name for b in BACKENDS])
-def test_dockerfile_contract(name: str) -> None:
+def test_dockerfile_contract(name: str, tmp_path: Path) -> None:
     text = (ROOT / "containers" / name / "Dockerfile").read_text()
     assert "# syntax=" not in text  # BuildKit would try to pull a frontend image
     assert re.search(r"^ARG BASE_IMAGE=\S+", text, re.MULTILINE), "base image must be a build ARG"
@@ -431,22 +434,49 @@ def test_dockerfile_contract(name: str) -> None:
     assert users and users[-1] not in ("root", "0") and not users[-1].startswith(("root:", "0:")), \
         "images default to a non-root user"
     assert "--privileged" not in text
-    for line in re.findall(r"^COPY (.+)$", text, re.MULTILINE):  # shared steps count as the image's
-        for copied in (w for w in line.split() if w.startswith("common/")):
-            text += (ROOT / "containers" / copied).read_text()
+    recipe = load_recipe(ROOT / "containers", name, ContainerOptions(repo_dir=tmp_path, reports_dir=tmp_path))
+    context = {f.path: f.source.read_text() for f in recipe.files}
+    everything = "\n".join(context.values())
+    assert "--extra-index-url" not in everything, "one index only: no name resolved from two"
+    locks = {path: body for path, body in context.items() if path.endswith(".lock")}
+    installed = "\n".join(locks.values())
     for requirement in _harness_requirements():
-        assert f'"{requirement}' in text, f"{name} image lacks the harness dependency {requirement}"
-    installs_triton = re.search(r'"triton[=><]', text) is not None
+        assert re.search(rf"^{re.escape(requirement)}==\S+ .*\\\n\s+--hash=sha256:[0-9a-f]{{64}}", installed,
+                         re.MULTILINE), f"{name} image lacks a hash-locked {requirement}"
+    pip_installs = re.findall(r"pip install[^\n]*(?:\\\n[^\n]*)*", everything)
+    for command in pip_installs:
+        if "-r " in command:
+            assert "--require-hashes" in command and "--no-deps" in command, command
+    installs_triton = re.search(r"^triton==", installed, re.MULTILINE) is not None
     assert installs_triton == (name == "cpu"), "only the cpu image may install upstream triton"
+
+
+def test_locks_are_up_to_date_with_their_inputs() -> None:
+    """Every requirement of a .in file is pinned in its lock (`nox -s locks` regenerates them)."""
+    pairs = [(ROOT / "requirements" / "host.in", ROOT / "requirements" / "host.lock"),
+             (ROOT / "requirements" / "ci-tools.in", ROOT / "requirements" / "ci-tools.lock"),
+             (ROOT / "containers" / "common" / "harness-deps.in", ROOT / "containers" / "common" / "harness-deps.lock"),
+             (ROOT / "containers" / "common" / "numpy.in", ROOT / "containers" / "common" / "numpy.lock"),
+             (ROOT / "containers" / "cpu" / "requirements.in", ROOT / "containers" / "cpu" / "requirements.lock")]
+    for source, lock in pairs:
+        pinned = {m.group(1).lower() for m in re.finditer(r"^([A-Za-z0-9_.-]+)==", lock.read_text(), re.MULTILINE)}
+        for line in source.read_text().splitlines():
+            line = line.split("#", 1)[0].strip()
+            if line:
+                name = re.split(r"[<>=!~ ;\[]", line, maxsplit=1)[0].lower().replace("_", "-")
+                assert name in pinned, f"{name} of {source.name} is not in {lock.name}: run `nox -s locks`"
 
 
 @pytest.mark.parametrize("name", ["cuda", "rocm", "musa", "ascend"])
 def test_vendor_images_share_the_guarded_install_step(name: str, tmp_path: Path) -> None:
     recipe = load_recipe(ROOT / "containers", name, ContainerOptions(repo_dir=tmp_path, reports_dir=tmp_path))
     shared = {f.path: f for f in recipe.files if f.path.startswith("common/")}
-    assert "common/install-harness-deps.sh" in shared and "COPY common/install-harness-deps.sh" in recipe.dockerfile
+    assert {"common/install-harness-deps.sh", "common/harness-deps.lock", "common/numpy.lock"} <= set(shared)
+    assert "COPY common/ /tmp/harness-common/" in recipe.dockerfile
+    assert "sh /tmp/harness-common/install-harness-deps.sh" in recipe.dockerfile
     script = shared["common/install-harness-deps.sh"].source.read_text()
     assert 'exit 1' in script and "--no-deps" in script and "torch/triton kept" in script
+    assert '--require-hashes -r "$here/harness-deps.lock"' in script
 
 
 def test_a_change_to_a_shared_file_changes_every_image_tag(tmp_path: Path) -> None:
@@ -658,3 +688,113 @@ def test_bad_hardening_options_are_refused_naming_their_source(cli: dict[str, ob
     with pytest.raises(UsageError) as err:
         resolve_container_options(cli, env, {}, repo_dir=ROOT, backends=["cpu"])
     assert says in err.value.message
+
+
+# -- image trust: what runs is what this job built or pulled ------------------------------------------
+
+
+class FakeStore:
+    """An image store that records what was asked and can be told what it holds."""
+
+    def __init__(self, images: dict[str, str] | None = None, registry: dict[str, str] | None = None) -> None:
+        self.images = dict(images or {})  # ref -> id
+        self.registry = dict(registry or {})  # ref -> digest
+        self.calls: list[str] = []
+
+    def has_image(self, ref: str) -> bool:
+        return ref in self.images
+
+    def image_digest(self, ref: str) -> str:
+        return self.images[ref]
+
+    def image_id(self, ref: str) -> str:
+        return self.images[ref]
+
+    def registry_digest(self, ref: str) -> str:
+        from harness.errors import ContainerError
+
+        self.calls.append(f"ask {ref}")
+        if ref not in self.registry:
+            raise ContainerError("no registry")
+        return self.registry[ref]
+
+    def pull(self, ref: str) -> str:
+        from harness.errors import ContainerError
+
+        self.calls.append(f"pull {ref}")
+        if ref not in self.registry:
+            raise ContainerError("no registry")
+        self.images[ref] = "sha256:" + "b" * 64
+        return self.images[ref]
+
+    def build(self, ref, context, build_args, backend, log):  # type: ignore[no-untyped-def]
+        self.calls.append(f"build {ref}")
+        self.images[ref] = "sha256:" + "c" * 64  # the tag points here ...
+        return "sha256:" + "d" * 64  # ... but the build reported this image
+
+
+def _recipe(tmp_path: Path, base: str):  # type: ignore[no-untyped-def]
+    containers = _tree(tmp_path)
+    options = ContainerOptions(repo_dir=tmp_path, reports_dir=tmp_path, base_images=(("cpu", base),), policy="build")
+    return load_recipe(containers, "cpu", options), options
+
+
+def test_the_tag_covers_the_base_digest(tmp_path: Path) -> None:
+    recipe, _ = _recipe(tmp_path, "local/base:1")
+    a = content_tag(replace(recipe, base_digest="sha256:" + "1" * 64))
+    b = content_tag(replace(recipe, base_digest="sha256:" + "2" * 64))
+    assert a != b != content_tag(recipe)
+
+
+def test_base_identity_prefers_the_pinned_digest_then_the_local_image_then_the_registry(tmp_path: Path) -> None:
+    pinned = "reg.io/base:1@sha256:" + "e" * 64
+    recipe, _ = _recipe(tmp_path, pinned)
+    store = FakeStore()
+    assert base_identity(store, recipe, lambda _: None) == "sha256:" + "e" * 64 and store.calls == []
+    recipe, _ = _recipe(tmp_path / "b", "local/base:1")
+    local = FakeStore(images={"local/base:1": "local/base@sha256:" + "f" * 64})
+    assert base_identity(local, recipe, lambda _: None) == "sha256:" + "f" * 64
+    remote = FakeStore(registry={"local/base:1": "sha256:" + "9" * 64})
+    assert base_identity(remote, recipe, lambda _: None) == "sha256:" + "9" * 64
+    assert remote.calls == ["ask local/base:1"]  # asked, not downloaded
+    assert base_identity(FakeStore(), recipe, lambda _: None, fetch=False) is None
+
+
+def test_a_built_image_runs_by_the_id_the_build_reported_not_by_its_tag(tmp_path: Path) -> None:
+    recipe, options = _recipe(tmp_path, "local/base:1")
+    store = FakeStore(images={"local/base:1": "sha256:" + "0" * 64})
+    image = ensure_image(store, recipe, options, lambda _: None)
+    assert image.action == "built" and image.image_id == "sha256:" + "d" * 64
+    assert store.images[image.ref] != image.image_id  # the tag was moved meanwhile: not what runs
+    assert image.ref.startswith("triton-op-harness-cpu:")
+
+
+def test_a_base_that_cannot_be_found_anywhere_is_refused_with_what_to_do(tmp_path: Path) -> None:
+    from harness.errors import ContainerError
+
+    recipe, options = _recipe(tmp_path, "nowhere/base:1")
+    with pytest.raises(ContainerError) as err:
+        ensure_image(FakeStore(), recipe, options, lambda _: None)
+    assert "nowhere/base:1" in err.value.message and "--base-image" in err.value.message
+
+
+def test_engine_pulls_a_pinned_reference_by_its_digest() -> None:
+    pytest.importorskip("docker")
+    from harness.container.engine import Engine
+
+    class Images:
+        def __init__(self) -> None:
+            self.asked: list[tuple[str, str | None]] = []
+
+        def pull(self, repository: str, tag: str | None = None):  # type: ignore[no-untyped-def]
+            self.asked.append((repository, tag))
+            return type("Image", (), {"id": "sha256:" + "a" * 64})()
+
+    client = type("Client", (), {"images": Images()})()
+    engine = Engine(client=client, address="x")
+    digest = "sha256:" + "5" * 64
+    assert engine.pull(f"reg.io:5000/rocm/pytorch:7.2@{digest}") == "sha256:" + "a" * 64
+    assert engine.pull("reg.io:5000/rocm/pytorch:7.2") == "sha256:" + "a" * 64
+    assert engine.pull("python") == "sha256:" + "a" * 64
+    assert client.images.asked == [("reg.io:5000/rocm/pytorch", digest), ("reg.io:5000/rocm/pytorch", "7.2"),
+                                   ("python", "latest")]

@@ -1,0 +1,92 @@
+"""`harness gate-run --container BACKEND --devices ID`: each side of the gate in the backend's image.
+
+The perf gate of a pull request measures code nobody has run on the host (docs/ci-security.md):
+base and head each run as `harness run` inside the backend's image, confined as every
+container run is (no network, read-only root, no capabilities, non-root), on the one device
+given, with that side's tree mounted read-only at /repo and the gate's output directory as
+reports/. The image comes from this harness's own containers/ (for the PR gate: the default
+branch's), is built or pulled once, and both sides run that same image ID; a pull request that
+changes containers/ is therefore measured on the base's image.
+"""
+
+from __future__ import annotations
+
+import os
+import sys
+from collections.abc import Mapping, Sequence
+from dataclasses import replace
+from pathlib import Path
+from typing import Any, TextIO
+
+from harness.compare.gate import GateSide, SideRunner
+from harness.container.engine import Engine
+from harness.container.image import ensure_image
+from harness.container.launch import Connect, assemble, device_plan, lent_run_dir, prepare_run
+from harness.container.plan import plan_invocation
+from harness.errors import UsageError
+
+__all__ = ["container_side_runner"]
+
+
+def _aliases() -> dict[str, str]:
+    from harness.backends import BACKENDS
+
+    return {alias: b.name for b in BACKENDS for alias in (b.name, *b.aliases)}
+
+
+def container_side_runner(
+    backend: str | None,
+    devices: str | None,
+    out: Path,
+    env: Mapping[str, str],
+    config: Mapping[str, Any] | None = None,
+    connect: Connect = Engine.connect,
+    stdout: TextIO = sys.stdout,
+    stderr: TextIO = sys.stderr,
+) -> SideRunner:
+    """Settle everything once (backend, device, engine, image), then return the side runner.
+
+    Refused before anything is built: no backend, not exactly one device, an output
+    directory that is not empty.
+    """
+    ids = [d.strip() for d in (devices or "").split(",") if d.strip()]
+    if not backend or len(ids) != 1:
+        raise UsageError(
+            "gate-run in a container needs the backend and exactly one device, both sides on it: "
+            "--container BACKEND --devices ID (for example --container cuda --devices 0). "
+            f"Given: --container {backend or '(none)'} --devices {devices or '(none)'}."
+        )
+    if out.exists() and any(out.iterdir()):
+        raise UsageError(f"Gate output directory {out} is not empty. Choose another --out or remove it.")
+
+    def log(message: str) -> None:
+        print(f"gate: {message}", file=stderr, flush=True)
+
+    out = out.resolve()
+    prepared = prepare_run(backend, [], {"devices": ids, "reports": str(out)}, env, config)
+    engine = connect(env)
+    devices_plan = device_plan(prepared, engine.runtimes())
+    image = ensure_image(engine, prepared.recipe, prepared.options, log)
+    owner = prepared.options.user or (os.getuid(), os.getgid())
+    log(f"both sides run in {image.ref} (image {image.image_id[:19]}, {image.action}) on "
+        f"{prepared.backend.name} device {ids[0]}")
+
+    def run_side(side: GateSide, run_dir: Path, run_id: str, run_args: Sequence[str]) -> None:
+        relative = run_dir.resolve().relative_to(out).as_posix()
+        args = ["--out", f"reports/{relative}", "--run-id", run_id, *run_args]
+        invocation = plan_invocation(prepared.backend, args, run_id, _aliases())
+        side_run = replace(prepared, invocation=invocation,
+                           options=replace(prepared.options, code_dir=side.tree.resolve()))
+        plan = assemble(side_run, devices_plan, image.ref, image.digest, image.image_id)
+        print(f"gate: {side.name} ({side.ref}) -> {run_dir} in the {prepared.backend.name} container",
+              file=stdout, flush=True)
+        with lent_run_dir(plan, run_dir, owner):
+            code = engine.run(plan, stdout, prepared.backend.name)
+        if code not in (0, 1):  # 1 = some case failed: reported by the comparison, not fatal here
+            raise UsageError(
+                f"`harness run` for {side.name} ({side.ref}) in the {prepared.backend.name} container "
+                f"exited with code {code}; its message is above. Fix the run arguments given after "
+                "`--`, or that version of the code."
+            )
+
+    return run_side
