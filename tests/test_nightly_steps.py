@@ -28,7 +28,9 @@ from tests.harness_cli import run_harness
 ROOT = Path(__file__).resolve().parents[1]
 NIGHTLY = ROOT / ".github" / "workflows" / "nightly.yml"
 
-pytestmark = pytest.mark.slow
+# Needs an index to install requirements/host.lock from (PyPI, or the machine's pip mirror):
+# run with the integration tests (`nox -s tests -- -m integration`, which .ci/run does).
+pytestmark = [pytest.mark.slow, pytest.mark.integration]
 
 
 def _steps(job: str) -> tuple[dict[str, Any], dict[str, Any]]:

@@ -49,8 +49,11 @@ def container_side_runner(
     Refused before anything is built: no backend, not exactly one device, an output
     directory that is not empty.
     """
+    from harness.backends import get_backend
+
     ids = [d.strip() for d in (devices or "").split(",") if d.strip()]
-    if not backend or len(ids) != 1:
+    needs_device = backend is not None and get_backend(backend).passthrough.maps_devices
+    if not backend or (needs_device and len(ids) != 1):
         raise UsageError(
             "gate-run in a container needs the backend and exactly one device, both sides on it: "
             "--container BACKEND --devices ID (for example --container cuda --devices 0). "
@@ -63,13 +66,13 @@ def container_side_runner(
         print(f"gate: {message}", file=stderr, flush=True)
 
     out = out.resolve()
-    prepared = prepare_run(backend, [], {"devices": ids, "reports": str(out)}, env, config)
+    prepared = prepare_run(backend, [], {"devices": ids or None, "reports": str(out)}, env, config)
     engine = connect(env)
     devices_plan = device_plan(prepared, engine.runtimes())
     image = ensure_image(engine, prepared.recipe, prepared.options, log)
     owner = prepared.options.user or (os.getuid(), os.getgid())
     log(f"both sides run in {image.ref} (image {image.image_id[:19]}, {image.action}) on "
-        f"{prepared.backend.name} device {ids[0]}")
+        f"{prepared.backend.name}" + (f" device {ids[0]}" if ids else ""))
 
     def run_side(side: GateSide, run_dir: Path, run_id: str, run_args: Sequence[str]) -> None:
         relative = run_dir.resolve().relative_to(out).as_posix()

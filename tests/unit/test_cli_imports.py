@@ -35,6 +35,10 @@ COMMANDS: list[tuple[tuple[str, ...], int]] = [
     (("report", "/nonexistent-run"), 2),
     (("history", "add", "/nonexistent-run", "--db", "/nonexistent/h.sqlite"), 2),
     (("history", "check", "/nonexistent-run", "--db", "/nonexistent/h.sqlite"), 2),
+    (("run", "--shard", "0/3"), 2),
+    (("run", "--shard", "4/3"), 2),
+    (("run", "--shard", "abc"), 2),
+    (("merge", "/nonexistent-a", "/nonexistent-b", "--out", "merged"), 2),
 ]
 
 

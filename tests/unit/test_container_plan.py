@@ -798,3 +798,24 @@ def test_engine_pulls_a_pinned_reference_by_its_digest() -> None:
     assert engine.pull("python") == "sha256:" + "a" * 64
     assert client.images.asked == [("reg.io:5000/rocm/pytorch", digest), ("reg.io:5000/rocm/pytorch", "7.2"),
                                    ("python", "latest")]
+
+
+# -- gate-run --container: refusals before anything is built ---------------------------------------
+
+
+@pytest.mark.parametrize(("backend", "devices", "says"), [
+    ("cuda", None, "exactly one device"), ("rocm", "0,1", "exactly one device"), (None, "0", "needs the backend")])
+def test_gate_in_a_container_needs_a_backend_and_one_device(tmp_path: Path, backend: str | None,
+                                                            devices: str | None, says: str) -> None:
+    from harness.container.gate import container_side_runner
+
+    def no_engine(env: object) -> object:
+        raise AssertionError("refused too late: an engine was asked for")
+
+    with pytest.raises(UsageError) as err:
+        container_side_runner(backend, devices, tmp_path / "gate", {}, {}, connect=no_engine)  # type: ignore[arg-type]
+    assert says in err.value.message and "--container BACKEND --devices ID" in err.value.message
+    (tmp_path / "full").mkdir()
+    (tmp_path / "full" / "x").write_text("x")
+    with pytest.raises(UsageError, match="is not empty"):
+        container_side_runner("cpu", None, tmp_path / "full", {}, {}, connect=no_engine)  # type: ignore[arg-type]
