@@ -15,7 +15,7 @@ ROOT = Path(__file__).resolve().parents[1]
 XSD = ROOT / "tests" / "data" / "junit-10.xsd"
 ARGS = ("run", "--backend", "cpu", "--ops", "add", "softmax", "--dtypes", "fp32",
         "--progress", "plain")
-OUTPUTS = ("run.json", "records.jsonl", "summary.csv", "junit.xml", "report.md", "ops_status.csv")
+OUTPUTS = ("run.json", "records.jsonl", "summary.csv", "junit.xml", "report.md", "report.html", "ops_status.csv")
 
 
 def _cases(run: Path) -> list[tuple[str, str]]:

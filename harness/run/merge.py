@@ -3,8 +3,8 @@
 Each part was run on its own machine (`harness run --shard K/N`); its run.json says which part
 of which whole (``shard``: index, count, the whole run's ops and its plan digest). The merged
 directory is an ordinary run directory, rendered from the records exactly as `harness run`
-renders one: records.jsonl, summary.csv, junit.xml, report.md, ops_status.csv, the completion
-markers, the autotune records, and run.json (written last, so a half-merged directory is never
+renders one: records.jsonl, summary.csv, junit.xml, report.md, report.html, ops_status.csv, the
+completion markers, the autotune records, and run.json (written last, so a half-merged directory is never
 taken for a run). `compare`, `history` and `report` read it like any other run.
 
 Refused, before anything is written, naming the runs concerned: runs of different fingerprints
@@ -281,6 +281,11 @@ def merge_runs(dirs: Sequence[Path], out: Path, run_id: str | None = None,
     )
     atomic_write_text(out / "report.md", render_markdown(records, info, unreached))
     atomic_write_text(out / "ops_status.csv", render_status(outcomes))
+    from harness.run.report import write_html_report
+
+    problem = write_html_report(out, info, records, unreached)
+    if problem:
+        info["report_html"] = problem
     _copy_autotune(shards, out, run_id)
     write_json(RunFiles(out).run_info, info)
     if stdout is not None:
@@ -290,4 +295,6 @@ def merge_runs(dirs: Sequence[Path], out: Path, run_id: str | None = None,
         print(f"merged {len(shards)} part(s) of plan {shards[0].digest} into {out}: run {run_id}, "
               f"status {info['status']}, {len(records)} case(s) "
               + ", ".join(f"{k} {v}" for k, v in sorted(counts.items())), file=stdout)
+        if problem:
+            print(problem, file=stdout)
     return info
