@@ -85,7 +85,7 @@ def _add_run(sub: argparse._SubParsersAction[argparse.ArgumentParser]) -> None:
     p.add_argument("--resume", metavar="RUN_DIR", help="finish an interrupted run: redo only ops without a completion marker")
     p.add_argument("--shard", metavar="K/N",
                    help="run only the K-th of N parts of the selected ops (cost-weighted, the same parts on "
-                        "every machine); join the N runs with `harness merge` (docs/ci-security.md)")
+                        "every machine); join the N runs with `harness merge` (docs/compare.md)")
 
 
 def _add_plugin_args(p: argparse.ArgumentParser) -> None:
