@@ -417,9 +417,10 @@ def _history_site(store: HistoryStore, db: Path, ns: argparse.Namespace, stdout:
     if not db.exists():
         raise UsageError(f"History database {db} does not exist. Add runs first with "
                          "`harness history add RUN`, or point --db at the right file.")
-    if ns.commit_url and "{commit}" not in ns.commit_url:
-        raise UsageError(f"--commit-url {ns.commit_url!r} has no {{commit}} in it; for example "
-                         "https://github.com/OWNER/REPO/commit/{commit}.")
+    if ns.commit_url and ("{commit}" not in ns.commit_url
+                          or not ns.commit_url.startswith(("https://", "http://", "file://"))):
+        raise UsageError(f"--commit-url {ns.commit_url!r} must be an http(s) URL with {{commit}} in it; for "
+                         "example https://github.com/OWNER/REPO/commit/{commit}.")
     out = Path(ns.out)
     if out.exists() and not out.is_dir():
         raise UsageError(f"--out {out} is a file; give a folder for the site.")

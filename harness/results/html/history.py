@@ -162,8 +162,8 @@ def render_history_site(points: Sequence[Mapping[str, Any]], *, rules: HistoryRu
 
     ``commit_url``: a link for each point's commit, with ``{commit}`` where the hash goes
     (``https://github.com/OWNER/REPO/commit/{commit}``); without it commits are plain text."""
-    if commit_url is not None and not commit_url.startswith(("https://", "http://")):
-        raise ValueError(f"commit_url must be an http(s) URL with {{commit}} in it, got {commit_url!r}")
+    if commit_url is not None and not commit_url.startswith(("https://", "http://", "file://")):
+        raise ValueError(f"commit_url must be an http(s) (or file) URL with {{commit}} in it, got {commit_url!r}")
     normal = judged_points(points, rules, commit_url)
     ops = list(dict.fromkeys(p["op"] for p in sorted(normal, key=lambda p: p["op"])))
     taken: set[str] = set()
