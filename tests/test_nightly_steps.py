@@ -155,6 +155,9 @@ def test_the_publish_steps_run_as_written_on_real_shards(tmp_path: Path) -> None
     assert "Part(s) 1/2 missing" in record.stderr
     trend = (work / "merged/cpu/history/trend.csv").read_text()
     assert "-cpu-1001" in trend and "-cpu-1002" in trend  # the earlier night came back from the branch
+    dashboard = work / "site"  # the history dashboard the publish job uploads (and deploys to Pages)
+    assert (dashboard / "index.html").is_file() and (dashboard / "ops" / "add.html").is_file()
+    assert "/commit/" in (dashboard / "ops" / "add.html").read_text()  # each point links its commit
     other = tmp_path / "other"
     _git("clone", "--quiet", "--branch", "bench-data", str(remote), str(other), cwd=tmp_path)
     (other / "runs/rocm/x").mkdir(parents=True)
