@@ -283,7 +283,7 @@ def _bool(name: str) -> Callable[[Any], bool]:
 def _toggles(value: Any) -> tuple[str, ...]:
     """Plugin toggles, each +NAME or -NAME (names are checked by harness.run.plugins)."""
     out: list[str] = []
-    for item in _csv(value) if isinstance(value, str) else [p for v in value for p in _csv(str(v))]:
+    for item in _csv(value):  # a string or a list of strings; another type is refused by name
         for part in item.split():
             if len(part) < 2 or part[0] not in "+-" or not part[1:].replace("_", "").isalnum():
                 raise UsageError(
@@ -308,6 +308,8 @@ def _modules(value: Any) -> tuple[str, ...]:
 
 def _sweep(value: Any) -> str:
     """N (a count of sweep processes) or device ids separated by commas."""
+    if isinstance(value, bool):
+        raise ConfigError(f"must be a count (2) or device ids ('0,1'), got {value!r}.")
     text = ",".join(_csv(value)) if not isinstance(value, int) else str(value)
     if not text:
         raise UsageError("--sweep-devices needs a count (2) or device ids (0,1).")
@@ -353,7 +355,7 @@ _PARSERS: dict[str, Callable[[Any], Any]] = {
 
 # Run options whose flag is not --<name> (the environment and pyproject names are HARNESS_<NAME>
 # and <name>): for messages.
-_FLAGS = {"ops_modules": "--ops-module"}
+_FLAGS = {"ops_modules": "--ops-module", "extra_plugins": "--extra-plugin"}
 
 
 def _text(name: str) -> Callable[[Any], str]:
@@ -544,8 +546,9 @@ def forwarded_run_env(env: Mapping[str, str], repo_dir: Path | None = None, cwd:
 # -- HARNESS_* variables that are not the harness's -------------------------------------------
 
 # Set by the harness for its op processes (harness.contract) and by its own test suite; not options.
-_OTHER_ENV = ("HARNESS_PARENT_PID", "HARNESS_RUN_MARK", "HARNESS_OP_MARK",
-              "HARNESS_REQUIRE_DOCKER", "HARNESS_LOCAL_BASE")
+_OTHER_ENV = ("HARNESS_PARENT_PID", "HARNESS_RUN_MARK", "HARNESS_OP_MARK", "HARNESS_SWEEP_SHARD",
+              "HARNESS_REQUIRE_DOCKER", "HARNESS_LOCAL_BASE", "HARNESS_REQUIRE_BROWSER", "HARNESS_CHROMIUM",
+              "HARNESS_SCREENSHOT_DIR")
 # Flags with no environment form (they say what to do, not how).
 _FLAG_ONLY = {"HARNESS_RESUME": "--resume", "HARNESS_ALL": "--all"}
 _CONTAINER_ENV = ("HARNESS_REGISTRY", "HARNESS_IMAGE_POLICY", "HARNESS_BUILD_ARGS", "HARNESS_WHEELS")

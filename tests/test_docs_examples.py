@@ -27,12 +27,16 @@ ACCELERATORS = r"(cuda|nvidia|nv|musa|mthreads|moore|rocm|amd|hip|ascend|npu|hua
 
 # (pattern, why the example is not run here); the first match wins.
 SKIP: list[tuple[str, str]] = [
-    (r"^(python3? -m )?pip install|^git clone", "installs packages or clones over the network"),
+    (r"^(python3? -m )?pip install|^git clone|^apt-get ", "installs packages or clones over the network"),
+    (r"tests/browser", "the browser tests: `nox -s browser` (needs chromium and playwright)"),
     (r"^nox ", "a nox session (builds its environment with pip; CI runs `nox -s tests` itself)"),
     (r"^harness container ", "needs a docker engine (tests/integration/test_containers.py)"),
     (rf"^harness run .*--backend {ACCELERATORS}\b", "needs an accelerator"),
     (r"--provider flaggems|--suite ", "needs FlagGems (and a GPU for --suite)"),
-    (r"my_ops\.py|my_shapes\.yaml|nightly\.txt", "names the user's own files"),
+    (r"--sweep-devices", "tunes over two GPUs"),
+    (r"my_ops\.py|my_shapes\.yaml|nightly\.txt|--against DIR|CUDA_RUN|MUSA_RUN",
+     "names the user's own files or runs of other backends"),
+    (r"^harness history site", "needs a history database of nightly runs (tests/unit/test_html.py builds one)"),
     (r"\.\.\.|\w\|\w| \| ", "a synopsis of alternatives, not one command"),
     (r"^harness ab ", "four runs; tests/test_autotune_ab_cpu.py runs `harness ab` on the cpu backend"),
 ]
@@ -79,12 +83,13 @@ def _harness(command: str, cwd: Path) -> subprocess.CompletedProcess[str]:
 
 
 @pytest.fixture(scope="module")
-def first_run(tmp_path_factory: pytest.TempPathFactory) -> tuple[Path, subprocess.CompletedProcess[str]]:
+def first_run(tmp_path_factory: pytest.TempPathFactory) -> tuple[Path, subprocess.CompletedProcess[str], Path]:
     """The first runnable `harness run` example, run once; its run directory stands for the
     documents' placeholders."""
     work = tmp_path_factory.mktemp("docs")
     done = _harness(FIRST_RUN.command, work)
-    return work, done
+    runs = list((work / "reports").iterdir()) if (work / "reports").is_dir() else []
+    return work, done, runs[0] if len(runs) == 1 else work / "no-run"
 
 
 def test_every_example_is_run_or_skipped_for_a_reason() -> None:
@@ -96,17 +101,16 @@ def test_every_example_is_run_or_skipped_for_a_reason() -> None:
 
 @pytest.mark.parametrize("example", EXAMPLES, ids=[f"{e.doc}:{e.line}" for e in EXAMPLES])
 def test_documented_command_runs_on_the_cpu_backend(
-        example: Example, first_run: tuple[Path, subprocess.CompletedProcess[str]]) -> None:
+        example: Example, first_run: tuple[Path, subprocess.CompletedProcess[str], Path]) -> None:
     if example.skip_reason:
         pytest.skip(f"{example.command}: {example.skip_reason}")
     if not example.command.startswith("harness "):
         pytest.fail(f"{example.doc}:{example.line}: not a harness command and no reason to skip it")
-    work, done = first_run
+    work, done, run = first_run
     if example == FIRST_RUN:
         assert done.returncode == 0, done.stdout + done.stderr
         return
     assert done.returncode == 0, "the first run example failed; see its test"
-    (run,) = (work / "reports").iterdir()
     command = example.command
     for placeholder in PLACEHOLDERS:
         command = command.replace(placeholder, str(run))

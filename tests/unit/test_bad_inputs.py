@@ -208,6 +208,15 @@ ROWS: list[Row] = [
     bad("run --resume badopts", 2, "option(s) this harness does not know",
         files={"badopts/run.json": _run_json(options={"warp": 9})}),
     bad("run --resume badback", 2, "Unknown backend", files={"badback/run.json": _run_json(backend="tpu")}),
+    bad("run --plugins bogus", 2, "plugin toggle 'bogus' is not +NAME or -NAME"),
+    bad("run --plugins +nosuchplugin", 2, "nosuchplugin"),
+    bad("run --extra-plugin a/b.py", 2, "extra plugin 'a/b.py' is not a dotted module name"),
+    bad("run --extra-plugin no_such_plugin_xyz", 2, "no_such_plugin_xyz"),
+    bad("run --ir max", 2, "--ir: Unknown IR capture mode 'max'"),
+    bad("run --triton-cache shared", 2, "--triton-cache: Unknown Triton cache mode 'shared'"),
+    bad("run --keep-triton-cache=1", 2, "ignored explicit argument"),
+    bad("run --sweep-devices 0 --ops mm", 2, "the count must be at least 1"),
+    bad("run --sweep-devices '' --ops mm", 2, "--sweep-devices: names nothing"),
     bad("run --bogus", 2, "unrecognized arguments: --bogus"),
     # -- harness run: HARNESS_* (one per run option) --------------------------------------------
     bad("run", 2, "HARNESS_BACKEND: Unknown backend", env={"HARNESS_BACKEND": "tpu"}),
@@ -235,6 +244,14 @@ ROWS: list[Row] = [
     bad("run --ops add", 2, "HARNESS_IMAGE_DIGEST: is empty", env={"HARNESS_IMAGE_DIGEST": " "}),
     bad("run --backend cpu", 2, "/nonexistent-run", env={"HARNESS_REPLAY_FROM": "/nonexistent-run"}),
     bad("run", 2, "HARNESS_PRESTART: Unknown prestart mode", env={"HARNESS_PRESTART": "sometimes"}),
+    bad("run", 2, "HARNESS_PLUGINS: plugin toggle 'bogus'", env={"HARNESS_PLUGINS": "bogus"}),
+    bad("run", 2, "HARNESS_EXTRA_PLUGINS: extra plugin 'a/b'", env={"HARNESS_EXTRA_PLUGINS": "a/b"}),
+    bad("run", 2, "HARNESS_IR: Unknown IR capture mode 'max'", env={"HARNESS_IR": "max"}),
+    bad("run", 2, "HARNESS_TRITON_CACHE: Unknown Triton cache mode", env={"HARNESS_TRITON_CACHE": "shared"}),
+    bad("run", 2, "HARNESS_KEEP_TRITON_CACHE: keep-triton-cache must be true or false",
+        env={"HARNESS_KEEP_TRITON_CACHE": "maybe"}),
+    bad("run --ops mm", 2, "HARNESS_SWEEP_DEVICES: --sweep-devices 0: the count must be at least 1",
+        env={"HARNESS_SWEEP_DEVICES": "0"}),
     bad("run", 2, "Unknown backend", env={"HARNESS_BACKEND": "tpu", "HARNESS_OPS_MODULE": "x.py"}),  # + a warning
     # -- harness run: [tool.harness] (one per key, and wrong TOML types) ---------------------------
     bad("run", 2, "Unknown backend '5'", toml="backend = '5'"),
@@ -269,6 +286,13 @@ ROWS: list[Row] = [
     bad("run", 2, "[tool.harness] image-digest: must be a string", toml="image-digest = 1"),
     bad("run", 2, "[tool.harness] replay-from: must be a string", toml="replay-from = 1"),
     bad("run", 2, "[tool.harness] prestart: Unknown prestart mode", toml="prestart = true"),
+    bad("run", 2, "[tool.harness] plugins: must be a list of strings", toml="plugins = 5"),
+    bad("run", 2, "[tool.harness] extra-plugins: must be a list of strings", toml="extra-plugins = 5"),
+    bad("run", 2, "[tool.harness] ir: Unknown IR capture mode True", toml="ir = true"),
+    bad("run", 2, "[tool.harness] triton-cache: Unknown Triton cache mode 1", toml="triton-cache = 1"),
+    bad("run", 2, "[tool.harness] keep-triton-cache: keep-triton-cache must be true or false",
+        toml="keep-triton-cache = 'maybe'"),
+    bad("run", 2, "[tool.harness] sweep-devices: must be a count", toml="sweep-devices = true"),
     bad("run", 2, "[tool.harness] has unknown key(s): levle", toml="levle = 'core'"),
     bad("run", 2, "[tool.harness] has unknown key(s): resume", toml="resume = 'reports/x'"),
     bad("run", 2, "not valid TOML", toml="level = "),
@@ -286,14 +310,24 @@ ROWS: list[Row] = [
     bad("list ops --provider nope", 2, "invalid choice: 'nope'"),
     bad("plugins --backend tpu", 2, "Unknown backend 'tpu'"),
     bad("plugins --backend cuda --timer stopwatch", 2, "timer"),
+    bad("plugins --ir max", 2, "invalid choice: 'max'"),
+    bad("plugins --plugins bogus", 2, "plugin toggle 'bogus'"),
+    bad("plugins --extra-plugin a/b", 2, "extra plugin 'a/b' is not a dotted module name"),
     bad("doctor extra", 2, "unrecognized arguments: extra"),
     bad("--bogus", 2, "unrecognized arguments"),
     bad("nosuchcommand", 2, "invalid choice: 'nosuchcommand'"),
     # -- harness report -------------------------------------------------------------------------
     bad("report /nonexistent-run", 2, "no run.json there"),
-    bad("report run --format html", 2, "invalid choice: 'html'", files=RUN),
+    bad("report run --format pdf", 2, "invalid choice: 'pdf'", files=RUN),
     bad("report trunc", 2, "is not valid JSON", files={"trunc/run.json": "{"}),
     bad("report noplan", 2, "the run's plan cannot be read", files={"noplan/run.json": _run_json(plan=5)}),
+    bad("report run --out /proc/x.md", 2, "--out /proc/x.md: cannot write", files=RUN),
+    bad("report run --out .", 2, "--out .: . is a directory", files=RUN),
+    bad("report --across run", 2, "--across needs at least two run directories", files=RUN),
+    bad("report --across run /nonexistent-run", 2, "no run.json there", files=RUN),
+    bad("report --across run bad", 2, "line 2: not JSON", files={**RUN, **CORRUPT}),
+    bad("report run --across run run2", 2, "Give either RUN_DIR or --across", files={**RUN, **RUN2}),
+    bad("report", 2, "needs a run directory"),
     bad("report badops", 2, "cannot be read (it has no 'device')", files={"badops/run.json": _run_json(ops=[{"op": "add"}])}),
     # -- harness compare / gate ----------------------------------------------------------------
     bad("compare /nonexistent-a /nonexistent-b", 2, "no run.json there"),
@@ -373,6 +407,27 @@ ROWS: list[Row] = [
     bad("history export", 2, "HARNESS_HISTORY_DB", env={"HARNESS_HISTORY_DB": " "}),
     bad("history export", 2, "does not exist", toml="history-db = 'missing.sqlite'", absent=("missing.sqlite",)),
     bad("history export", 2, "history-db: the history database must be a string", toml="history-db = []"),
+    bad("history site --db missing.sqlite --out site", 2, "does not exist", absent=("missing.sqlite", "site")),
+    bad("history site --db h.sqlite", 2, "the following arguments are required: --out", files={"h.sqlite": ""}),
+    bad("history site --db h.sqlite --out /proc/site", 2, "--out /proc/site: cannot write", files={"h.sqlite": ""}),
+    bad("history site --db h.sqlite --out f", 2, "--out f: f is not a directory", files={"h.sqlite": "", "f": "x"}),
+    bad("history site --db h.sqlite --out site --commit-url http://x/", 2, "has no {commit} in it",
+        files={"h.sqlite": ""}, absent=("site",)),
+    bad("history site --db h.sqlite --out site --title", 2, "expected one argument", files={"h.sqlite": ""}),
+    # -- harness compile -----------------------------------------------------------------------
+    bad("compile --targets cuda:xx", 2, "--targets: 'cuda:xx' is not a target"),
+    bad("compile --targets ,", 2, "--targets needs at least one target"),
+    bad("compile --level galactic", 2, "invalid choice: 'galactic'"),
+    bad("compile --ops softmaxx", 2, "--ops: unknown op(s) softmaxx"),
+    bad("compile --dtypes int8", 2, "Unknown dtype 'int8'"),
+    bad("compile --ops-module missing.py", 2, "no such file"),
+    bad("compile --out /proc/x", 2, "--out /proc/x: cannot write"),
+    bad("compile --against /nonexistent-compile", 2, "--against /nonexistent-compile"),
+    bad("compile --threshold nan", 2, "--threshold nan: give a positive percentage"),
+    bad("compile --threshold -5", 2, "--threshold -5.0: give a positive percentage"),
+    bad("compile --jobs -1", 2, "--jobs -1: give a number of worker processes"),
+    bad("compile --jobs x", 2, "invalid int value"),
+    bad("compile --keep-triton-cache=1", 2, "ignored explicit argument"),
     # -- harness container ---------------------------------------------------------------------
     bad("container plan", 2, "the following arguments are required: --backend"),
     bad("container plan --backend tpu -- --ops add", 2, "Unknown backend 'tpu'"),
@@ -455,10 +510,11 @@ def test_bad_input_is_refused_cleanly(row: Row, tmp_path: Path, monkeypatch: pyt
     monkeypatch.chdir(cwd)
     import harness.compare.ab
     import harness.compare.gate
+    import harness.compile.cli
     import harness.run.execute
 
     for module, name in ((harness.run.execute, "run_batch"), (harness.compare.gate, "_run_side"),
-                         (harness.compare.ab, "_run_step")):
+                         (harness.compare.ab, "_run_step"), (harness.compile.cli, "_run_tasks")):
         monkeypatch.setattr(module, name, _not_refused)  # a row that is not refused must not run anything
     env = {"PATH": os.environ.get("PATH", "/usr/bin:/bin"), "HOME": str(tmp_path / "home"), **row.env}
     code, err = _call(shlex.split(row.args), env)
