@@ -42,6 +42,13 @@ SUITE_HELP = ("run FlagGems' own benchmark suite instead of the harness's cases:
               "harness's shapes; rows have provider flaggems-suite (docs/flaggems.md)")
 
 
+def _backend_names() -> str:
+    """Every backend and alias, from the backends' own data (`run --help` stays true)."""
+    from harness.backends import known_names
+
+    return known_names()
+
+
 def _add_run(sub: argparse._SubParsersAction[argparse.ArgumentParser]) -> None:
     p = sub.add_parser(
         "run",
@@ -51,7 +58,7 @@ def _add_run(sub: argparse._SubParsersAction[argparse.ArgumentParser]) -> None:
         epilog=_RUN_EPILOG,
         formatter_class=argparse.RawDescriptionHelpFormatter,
     )
-    p.add_argument("--backend", help="cuda, musa, rocm, ascend, cpu, or auto (default: auto; aliases: nvidia, nv, amd, hip, npu, huawei)")
+    p.add_argument("--backend", help=f"backend or alias: {_backend_names()} (default: auto)")
     p.add_argument("--ops", nargs="+", metavar="OP", help="op ids (default: every op); see `harness list ops`")
     p.add_argument("--dtypes", nargs="+", metavar="DTYPE", help="float16 bfloat16 float32 (aliases fp16 bf16 fp32; default: all three)")
     p.add_argument("--level", help="shape level: smoke, core, comprehensive, or auto (smoke on cpu, core on accelerators)")
@@ -361,13 +368,16 @@ def _cmd_report(ns: argparse.Namespace) -> int:
         raise UsageError("Give either RUN_DIR or --across RUN_DIR..., not both.")
     if not ns.across and not ns.run_dir:
         raise UsageError("harness report needs a run directory (or --across RUN_DIR RUN_DIR...).")
-    text = render_across([Path(d) for d in ns.across]) if ns.across else render_report(Path(ns.run_dir), ns.format)
+    if ns.out:
+        from harness.results.store import check_can_write_file
+
+        check_can_write_file(Path(ns.out), f"--out {ns.out}")  # before anything is rendered
+    text = (render_across([Path(d) for d in ns.across]) if ns.across
+            else render_report(Path(ns.run_dir), ns.format, warnings=sys.stderr))
     if ns.out:
         from harness.results.store import atomic_write_text
 
         out = Path(ns.out)
-        if out.is_dir():
-            raise UsageError(f"--out {out} is a directory; give a file name.")
         atomic_write_text(out, text)
         print(f"written: {out}")
     else:
@@ -391,9 +401,16 @@ def _dispatch(parser: argparse.ArgumentParser, ns: argparse.Namespace, environ: 
 
         return run_compile(ns, environ)
     if ns.command == "merge":
+        from harness.options import check_run_id
         from harness.run.merge import merge_runs
 
-        merge_runs([Path(r) for r in ns.runs], Path(ns.out), ns.run_id, sys.stdout)
+        run_id = None
+        if ns.run_id is not None:
+            try:
+                run_id = check_run_id(ns.run_id)
+            except UsageError as exc:
+                raise UsageError(f"--run-id: {exc.message}") from None
+        merge_runs([Path(r) for r in ns.runs], Path(ns.out), run_id, sys.stdout)
         return 0
     if ns.command == "container":
         from harness.container.cli import run as run_container
@@ -409,7 +426,14 @@ def _dispatch(parser: argparse.ArgumentParser, ns: argparse.Namespace, environ: 
 
 
 def main(argv: Sequence[str] | None = None, env: Mapping[str, str] | None = None) -> int:
-    parser = build_parser()
-    ns = parser.parse_args(join_toggles(sys.argv[1:] if argv is None else argv))
-    environ = dict(os.environ if env is None else env)
-    return exit_status(lambda: _dispatch(parser, ns, environ))
+    """`harness ARGS`; a closed stdout or stderr (`| head`) never fails the command (harness.streams)."""
+    from harness.options import unknown_env
+    from harness.streams import guarded_streams
+
+    with guarded_streams():
+        parser = build_parser()
+        ns = parser.parse_args(join_toggles(sys.argv[1:] if argv is None else argv))
+        environ = dict(os.environ if env is None else env)
+        for warning in unknown_env(environ):
+            print(f"harness: warning: {warning}", file=sys.stderr)
+        return exit_status(lambda: _dispatch(parser, ns, environ))

@@ -33,7 +33,9 @@ __all__ = [
     "EXIT_OK",
     "EXIT_USAGE",
     "GO",
+    "OP_MARK_ENV",
     "PARENT_PID_ENV",
+    "RUN_MARK_ENV",
     "POISONED_EXIT",
     "Case",
     "CaseProgress",
@@ -55,6 +57,10 @@ CANCELLED_EXIT = 3  # a pre-started (held) process that was told not to run
 GO = "go"  # the line a held op process waits for on stdin before it runs pytest
 # The parent's pid: an op process ends its own process group once this process is gone.
 PARENT_PID_ENV = "HARNESS_PARENT_PID"
+# The mark every op process and whatever it starts inherits (harness.run.leftovers): the run
+# directory (real path) and the op. Processes an op leaves behind are found by it and ended.
+RUN_MARK_ENV = "HARNESS_RUN_MARK"
+OP_MARK_ENV = "HARNESS_OP_MARK"
 
 CHILD_SPEC_VERSION = 1
 

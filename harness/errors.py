@@ -67,9 +67,18 @@ class ContextPoisoned(Exception):
 
 
 def exit_status(action: Callable[[], int], stderr: TextIO | None = None) -> int:
-    """Run a command's body: its exit code, or a HarnessError's message on stderr and its code."""
+    """Run a command's body: its exit code, or a HarnessError's message on stderr and its code.
+
+    An OSError that reaches here (a disk that filled up, a file system that refused a write the
+    checks could not foresee) is the machine's: one line naming the file and the cause, exit 3.
+    """
     try:
         return action()
     except HarnessError as exc:
         print(f"harness: error: {exc.message}", file=stderr or sys.stderr)
         return exc.exit_code
+    except OSError as exc:
+        where = f"{exc.filename}: " if exc.filename else ""
+        print(f"harness: error: {where}{exc.strerror or exc} (the system refused; free space or fix the "
+              "permissions, then run again)", file=stderr or sys.stderr)
+        return EnvironmentProblem.exit_code

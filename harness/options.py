@@ -11,6 +11,8 @@ validated here, so code below works with frozen, well-typed values:
 
 from __future__ import annotations
 
+import difflib
+import math
 import os
 import re
 import tomllib
@@ -24,6 +26,7 @@ from harness.errors import ConfigError, UsageError
 from harness.ops.base import DTYPES
 
 __all__ = [
+    "check_run_id",
     "CONTAINER_TABLE",
     "DEFAULT_HISTORY_DB",
     "ENV_PREFIX",
@@ -31,6 +34,8 @@ __all__ = [
     "IMAGE_NAME",
     "IMAGE_POLICIES",
     "ContainerOptions",
+    "known_env_names",
+    "unknown_env",
     "RunOptions",
     "forwarded_run_env",
     "parse_user",
@@ -129,22 +134,36 @@ class RunOptions:
             raise UsageError(f"{source}: its options cannot be read ({exc}).") from None
 
 
-def _csv(value: str | Sequence[str]) -> tuple[str, ...]:
-    items = value.split(",") if isinstance(value, str) else list(value)
-    out: list[str] = []
-    for item in items:
-        for part in str(item).split(","):
-            if part.strip():
-                out.append(part.strip())
-    return tuple(out)
+def _csv(value: Any) -> tuple[str, ...]:
+    """A list: a comma-separated string, or a list of strings (each may hold commas); at least
+    one item. Another type (a pyproject ``ops = 5``) is refused."""
+    if isinstance(value, str):
+        items: list[str] = value.split(",")
+    elif isinstance(value, list | tuple) and all(isinstance(item, str) for item in value):
+        items = [part for item in value for part in item.split(",")]
+    else:
+        raise ConfigError(f"must be a list of strings or a comma-separated string, got {value!r}.")
+    out = tuple(part.strip() for part in items if part.strip())
+    if not out:
+        raise UsageError(f"names nothing ({value!r}); give at least one value, or leave the option out.")
+    return out
+
+
+def _finite(value: Any) -> float:
+    if isinstance(value, bool) or not isinstance(value, int | float | str):
+        raise ValueError
+    number = float(value)
+    if not math.isfinite(number):
+        raise ValueError
+    return number
 
 
 def _positive_float(name: str) -> Callable[[Any], float]:
     def parse(value: Any) -> float:
         try:
-            number = float(value)
-        except (TypeError, ValueError):
-            raise UsageError(f"{name} must be a number, got {value!r}.") from None
+            number = _finite(value)
+        except (TypeError, ValueError, OverflowError):
+            raise UsageError(f"{name} must be a finite number, got {value!r}.") from None
         if number <= 0:
             raise UsageError(f"{name} must be positive, got {value!r}.")
         return number
@@ -153,19 +172,22 @@ def _positive_float(name: str) -> Callable[[Any], float]:
 
 
 def _int(name: str) -> Callable[[Any], int]:
+    """A whole number: an int, or a string of digits (never a float, a bool or '1.5')."""
+
     def parse(value: Any) -> int:
-        try:
+        if isinstance(value, int) and not isinstance(value, bool):
+            return value
+        if isinstance(value, str) and re.fullmatch(r"\s*[+-]?\d+\s*", value):
             return int(value)
-        except (TypeError, ValueError):
-            raise UsageError(f"{name} must be an integer, got {value!r}.") from None
+        raise UsageError(f"{name} must be a whole number, got {value!r}.")
 
     return parse
 
 
 def _choice(name: str, choices: Sequence[str]) -> Callable[[Any], str]:
     def parse(value: Any) -> str:
-        text = str(value).strip().lower()
-        if text not in choices:
+        text = value.strip().lower() if isinstance(value, str) else None
+        if text is None or text not in choices:
             raise UsageError(f"Unknown {name} {value!r}. Choices: {', '.join(choices)}.")
         return text
 
@@ -183,13 +205,71 @@ def _dtypes(value: Any) -> tuple[str, ...]:
             )
         if name not in result:
             result.append(name)
-    if not result:
-        raise UsageError("--dtypes needs at least one dtype.")
     return tuple(result)
 
 
 def _str(value: Any) -> str:
-    return str(value)
+    """A string that says something (a path, an id); another type or an empty string is refused."""
+    if not isinstance(value, str):
+        raise ConfigError(f"must be a string, got {value!r}.")
+    if not value.strip():
+        raise UsageError("is empty; give a value, or leave the option out.")
+    return value
+
+
+def _lower(value: Any) -> str:
+    return _str(value).strip().lower()
+
+
+def _backend(value: Any) -> str:
+    """A backend name or alias (or auto), checked here so the message names where it came from."""
+    from harness.backends import get_backend
+
+    name = _lower(value)
+    if name != "auto":
+        get_backend(name)
+    return name
+
+
+def _timer(value: Any) -> str:
+    from harness.run.plugins import TIMER_CHOICES
+
+    return _choice("timer", TIMER_CHOICES)(value)
+
+
+def _provider(value: Any) -> str:
+    from harness.providers import check_provider
+
+    return check_provider(_lower(value))
+
+
+_RUN_ID = re.compile(r"[A-Za-z0-9][A-Za-z0-9._-]{0,199}")
+
+
+def check_run_id(value: Any) -> str:
+    """One directory name under the reports directory: nothing that climbs out of it."""
+    text = _str(value)
+    if not _RUN_ID.fullmatch(text):
+        raise UsageError(
+            f"run id {text!r} must be one directory name (letters, digits, '.', '_', '-'; at most 200, "
+            "not starting with '.' or '-'): it names REPORTS_DIR/RUN_ID/. To write elsewhere, give --out DIR."
+        )
+    return text
+
+
+_DEVICE_ID = re.compile(r"[A-Za-z0-9][A-Za-z0-9:._/-]*")
+
+
+def _devices(value: Any) -> tuple[str, ...]:
+    ids = _csv(value)
+    for item in ids:
+        if not _DEVICE_ID.fullmatch(item):
+            raise UsageError(f"device id {item!r} is not a device id (an index such as 0, or a vendor id such "
+                             "as GPU-1a2b...); give several as separate arguments or comma-separated.")
+    repeated = sorted({d for d in ids if ids.count(d) > 1})
+    if repeated:
+        raise UsageError(f"names device(s) {', '.join(repeated)} more than once; name each device once.")
+    return ids
 
 
 def _bool(name: str) -> Callable[[Any], bool]:
@@ -209,7 +289,7 @@ def _bool(name: str) -> Callable[[Any], bool]:
 def _toggles(value: Any) -> tuple[str, ...]:
     """Plugin toggles, each +NAME or -NAME (names are checked by harness.run.plugins)."""
     out: list[str] = []
-    for item in _csv(value) if isinstance(value, str) else [p for v in value for p in _csv(str(v))]:
+    for item in _csv(value):  # a string or a list of strings; another type is refused by name
         for part in item.split():
             if len(part) < 2 or part[0] not in "+-" or not part[1:].replace("_", "").isalnum():
                 raise UsageError(
@@ -234,6 +314,8 @@ def _modules(value: Any) -> tuple[str, ...]:
 
 def _sweep(value: Any) -> str:
     """N (a count of sweep processes) or device ids separated by commas."""
+    if isinstance(value, bool):
+        raise ConfigError(f"must be a count (2) or device ids ('0,1'), got {value!r}.")
     text = ",".join(_csv(value)) if not isinstance(value, int) else str(value)
     if not text:
         raise UsageError("--sweep-devices needs a count (2) or device ids (0,1).")
@@ -256,30 +338,30 @@ def _shard(value: Any) -> tuple[int, int]:
     k, n = int(index), int(count)
     if n < 1 or not 1 <= k <= n:
         raise UsageError(
-            f"shard {text}: K must be between 1 and N (N at least 1); the parts of --shard K/3 are "
-            "1/3, 2/3 and 3/3."
+            f"shard {text}: K must be between 1 and N (N at least 1); the parts of --shard K/{max(n, 2)} "
+            f"are 1/{max(n, 2)} to {max(n, 2)}/{max(n, 2)}."
         )
     return k, n
 
 
 _PARSERS: dict[str, Callable[[Any], Any]] = {
-    "backend": lambda v: str(v).strip().lower(),
+    "backend": _backend,
     "ops": _csv,
     "dtypes": _dtypes,
     "level": _choice("level", LEVEL_CHOICES),
     "shapes_file": _str,
     "ops_modules": _csv,
-    "provider": lambda v: str(v).strip().lower(),
-    "timer": lambda v: str(v).strip().lower(),
+    "provider": _provider,
+    "timer": _timer,
     "cache": _choice("cache mode", CACHE_CHOICES),
     "seed": _int("seed"),
     "warmup_ms": _positive_float("warmup (ms)"),
     "rep_ms": _positive_float("rep (ms)"),
-    "devices": _csv,
+    "devices": _devices,
     "op_timeout": _positive_float("op timeout (s)"),
     "reports_dir": _str,
     "out": _str,
-    "run_id": _str,
+    "run_id": check_run_id,
     "suite": _str,
     "ops_file": _str,
     "dismiss": _str,
@@ -296,6 +378,11 @@ _PARSERS: dict[str, Callable[[Any], Any]] = {
     "sweep_devices": _sweep,
     "shard": _shard,
 }
+
+
+# Run options whose flag is not --<name> (the environment and pyproject names are HARNESS_<NAME>
+# and <name>): for messages.
+_FLAGS = {"ops_modules": "--ops-module", "extra_plugins": "--extra-plugin"}
 
 
 def _text(name: str) -> Callable[[Any], str]:
@@ -323,12 +410,15 @@ def read_pyproject(path: Path) -> dict[str, Any]:
     if not path.is_file():
         return {}
     try:
-        data = tomllib.loads(path.read_text())
-    except tomllib.TOMLDecodeError as exc:
-        raise ConfigError(f"{path}: not valid TOML ({exc}). Fix the file.") from exc
-    table = data.get("tool", {}).get("harness", {})
+        data = tomllib.loads(path.read_bytes().decode("utf-8"))
+    except OSError as exc:
+        raise ConfigError(f"{path}: cannot read it ({exc.strerror}).") from None
+    except (tomllib.TOMLDecodeError, UnicodeDecodeError) as exc:
+        raise ConfigError(f"{path}: not valid TOML ({exc}). Fix the file.") from None
+    tool = data.get("tool", {})
+    table = tool.get("harness", {}) if isinstance(tool, dict) else {}
     if not isinstance(table, dict):
-        raise ConfigError(f"{path}: [tool.harness] must be a table.")
+        raise ConfigError(f"{path}: [tool.harness] must be a table, got {table!r}.")
     return table
 
 
@@ -364,13 +454,21 @@ def _container_table(config: Mapping[str, Any]) -> Mapping[str, Any]:
 
 
 def _check_keys(config: Mapping[str, Any]) -> None:
-    """Every command checks the whole [tool.harness] table, so a misspelt key never passes silently."""
+    """Every command checks the whole [tool.harness] table, so a misspelt key or a value of the
+    wrong type never passes silently, whichever command reads it."""
     known = [_dashed(k) for k in _PARSERS] + list(_OTHER_KEYS)
     unknown = [k for k in config if _dashed(k) not in known]
     if unknown:
         raise ConfigError(
             f"[tool.harness] has unknown key(s): {', '.join(unknown)}. Known keys: {', '.join(known)}."
         )
+    for name, parse in _PARSERS.items():
+        value = _config_value(config, name)
+        if value is not None:
+            _parse(parse, value, f"[tool.harness] {_dashed(name)}")
+    db = _config_value(config, "history-db")
+    if db is not None:
+        _parse(_text("the history database"), db, "[tool.harness] history-db")
     _container_table(config)
 
 
@@ -418,21 +516,96 @@ def resolve_run_options(
     layers = _Layers(cli, env, table, "[tool.harness]")
     values: dict[str, Any] = {}
     for name, parse in _PARSERS.items():
-        raw, source = layers.pick(name, f"--{_dashed(name)}", ENV_PREFIX + name.upper(), name)
+        raw, source = layers.pick(name, _FLAGS.get(name, f"--{_dashed(name)}"), ENV_PREFIX + name.upper(), name)
         if raw is not None:
             values[name] = _parse(parse, raw, source)
     return RunOptions(**values)
 
 
-def forwarded_run_env(env: Mapping[str, str]) -> dict[str, str]:
+# Run options that name files: forwarded into a container relative to the checkout (mounted there
+# as the working directory), so they name the same files inside.
+_PATH_OPTIONS = ("shapes_file", "ops_modules", "ops_file", "dismiss", "replay_from", "suite")
+
+
+def _is_path(item: str) -> bool:
+    return "/" in item or item.endswith((".py", ".yaml", ".yml", ".txt", ".json")) or Path(item).exists()
+
+
+def _inside_checkout(key: str, value: str, repo_dir: Path, cwd: Path) -> str:
+    """``value`` (one path, or ops_modules' comma-separated list) as paths relative to the checkout;
+    a path outside it means nothing inside the container and is refused."""
+    items = value.split(",") if key == ENV_PREFIX + "OPS_MODULES" else [value]
+    kept = []
+    for item in (i.strip() for i in items):
+        if not item or (key == ENV_PREFIX + "OPS_MODULES" and not _is_path(item)):
+            kept.append(item)  # a dotted module name: imported inside as outside
+            continue
+        where = (cwd / item).resolve()
+        if not where.is_relative_to(repo_dir.resolve()):
+            raise UsageError(
+                f"{key}={value}: {item} is outside the checkout {repo_dir}, and a container sees only the "
+                "checkout (and reports/). Put the file in the checkout, or unset the variable."
+            )
+        kept.append(str(where.relative_to(repo_dir.resolve())))
+    return ",".join(kept)
+
+
+def forwarded_run_env(env: Mapping[str, str], repo_dir: Path | None = None, cwd: Path | None = None
+                      ) -> dict[str, str]:
     """The HARNESS_* run options of the host that mean the same inside a container.
 
-    `HARNESS_LEVEL=core nox -s bench-cpu` then behaves like the host run. Paths,
-    devices and the backend are not forwarded (see ``_NOT_FORWARDED``); the
-    pyproject layer needs no forwarding: the container reads the mounted checkout's.
+    `HARNESS_LEVEL=core nox -s bench-cpu` then behaves like the host run. Output paths,
+    devices and the backend are not forwarded (see ``_NOT_FORWARDED``). Options that name files
+    (:data:`_PATH_OPTIONS`) are, rewritten relative to the checkout (``repo_dir``, mounted as the
+    container's working directory; host paths relative to ``cwd``); one outside the checkout is
+    refused. The pyproject layer needs no forwarding: the container reads the mounted checkout's.
     """
     keys = [ENV_PREFIX + f.name.upper() for f in fields(RunOptions) if f.name not in _NOT_FORWARDED]
-    return {key: env[key] for key in keys if env.get(key, "") != ""}
+    forwarded = {key: env[key] for key in keys if env.get(key, "") != ""}
+    if repo_dir is not None:
+        for name in _PATH_OPTIONS:
+            key = ENV_PREFIX + name.upper()
+            if key in forwarded:
+                forwarded[key] = _inside_checkout(key, forwarded[key], repo_dir, cwd or Path.cwd())
+    return forwarded
+
+
+# -- HARNESS_* variables that are not the harness's -------------------------------------------
+
+# Set by the harness for its op processes (harness.contract) and by its own test suite; not options.
+_OTHER_ENV = ("HARNESS_PARENT_PID", "HARNESS_RUN_MARK", "HARNESS_OP_MARK", "HARNESS_SWEEP_SHARD",
+              "HARNESS_REQUIRE_DOCKER", "HARNESS_LOCAL_BASE", "HARNESS_REQUIRE_BROWSER", "HARNESS_CHROMIUM",
+              "HARNESS_SCREENSHOT_DIR")
+# Flags with no environment form (they say what to do, not how).
+_FLAG_ONLY = {"HARNESS_RESUME": "--resume", "HARNESS_ALL": "--all"}
+_CONTAINER_ENV = ("HARNESS_REGISTRY", "HARNESS_IMAGE_POLICY", "HARNESS_BUILD_ARGS", "HARNESS_WHEELS",
+                  "HARNESS_CONTAINER_NETWORK", "HARNESS_SECCOMP", "HARNESS_CAP_ADD", "HARNESS_PIDS_LIMIT",
+                  "HARNESS_SHM_SIZE")
+
+
+def known_env_names() -> tuple[str, ...]:
+    """Every HARNESS_* variable the harness reads (or sets), for the check of the environment."""
+    from harness.backends import BACKENDS
+
+    return (tuple(ENV_PREFIX + name.upper() for name in _PARSERS) + (HISTORY_DB_ENV,) + _CONTAINER_ENV
+            + tuple(f"HARNESS_BASE_IMAGE_{b.name.upper()}" for b in BACKENDS) + _OTHER_ENV)
+
+
+def unknown_env(env: Mapping[str, str]) -> list[str]:
+    """One warning per HARNESS_* variable the harness does not read (a misspelt option must not
+    pass silently); each names the variable, what happens (nothing) and the likely fix."""
+    known = known_env_names()
+    warnings = []
+    for key in sorted(k for k in env if k.startswith(ENV_PREFIX) and k not in known):
+        if key in _FLAG_ONLY:
+            fix = f"{_FLAG_ONLY[key]} has no environment form: give it on the command line"
+        else:
+            names = {k.removeprefix(ENV_PREFIX): k for k in known}
+            close = difflib.get_close_matches(key.removeprefix(ENV_PREFIX), list(names), n=1, cutoff=0.75)
+            fix = (f"did you mean {names[close[0]]}?" if close
+                   else "the options and their variables: docs/options.md")
+        warnings.append(f"{key} is not a harness variable and is ignored; {fix}")
+    return warnings
 
 
 # -- harness history ------------------------------------------------------------------------
@@ -701,7 +874,7 @@ def resolve_container_options(
         devices=_container_devices(cli),
         device_root=str(cli.get("device_root") or "/"),
         user=parse_user(cli["user"]) if cli.get("user") else None,
-        forwarded_env=tuple(sorted(forwarded_run_env(env).items())),
+        forwarded_env=tuple(sorted(forwarded_run_env(env, repo_dir).items())),
         code_dir=Path(cli["code"]).resolve() if cli.get("code") else None,
         **_hardening(layers),
     )

@@ -144,6 +144,14 @@ def _run_listing(command: Sequence[str]) -> str | None:
     return done.stdout if done.returncode == 0 else None
 
 
+def _listed(backend: Backend, run_listing: Callable[[Sequence[str]], str | None]) -> tuple[str, ...]:
+    """The device indices the backend's listing CLI reports; () when it has none or says nothing."""
+    if backend.listing is None:
+        return ()
+    output = run_listing(backend.listing.command)
+    return parse_listing(backend.listing, output) if output else ()
+
+
 def enumerate_devices(
     backend: Backend,
     explicit: Sequence[str] | None,
@@ -154,13 +162,28 @@ def enumerate_devices(
     """Physical device ids to use: explicit list > inherited visibility > listing CLI > torch count.
 
     An explicit list is taken as indices into the inherited visibility when
-    there is one (``--devices 0,1`` under CUDA_VISIBLE_DEVICES=5,6 means 5 and 6).
+    there is one (``--devices 0,1`` under CUDA_VISIBLE_DEVICES=5,6 means 5 and 6); without one,
+    it is checked against the devices the backend's listing CLI reports, where it reports any.
+    The cpu backend has one device, ``cpu``: other ids are refused, never ignored.
     """
     if not backend.capabilities.accelerator:
+        if explicit and any(d != "cpu" for d in explicit):
+            raise UsageError(
+                f"--devices {' '.join(explicit)}: the {backend.name} backend has one device, 'cpu' (the "
+                "process's CPU cores). Drop --devices, or give --devices cpu."
+            )
         return ("cpu",)
     inherited = read_visibility(backend, env)
     if explicit:
         if inherited is None:
+            listed = _listed(backend, run_listing)
+            absent = [d for d in explicit if listed and d.isdigit() and d not in listed]
+            if absent:
+                raise UsageError(
+                    f"--devices {' '.join(explicit)}: no {backend.name} device {', '.join(absent)} on this machine "
+                    f"({backend.listing.command[0] if backend.listing else 'the listing'} lists "
+                    f"{', '.join(listed)}). Choose among those, or leave --devices out to use them all."
+                )
             return tuple(explicit)
         picked = []
         for item in explicit:
@@ -175,12 +198,9 @@ def enumerate_devices(
         return tuple(picked)
     if inherited is not None:
         return inherited
-    if backend.listing is not None:
-        output = run_listing(backend.listing.command)
-        if output:
-            found = parse_listing(backend.listing, output)
-            if found:
-                return found
+    found = _listed(backend, run_listing)
+    if found:
+        return found
     if torch_count is not None:
         count = torch_count()
         if count > 0:

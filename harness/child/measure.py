@@ -9,7 +9,7 @@ from __future__ import annotations
 import datetime as _dt
 import time
 from collections.abc import Callable
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from typing import Any
 
 from harness.backends.base import Peaks, roofline
@@ -18,7 +18,12 @@ from harness.contract import Case
 from harness.ops.base import OpSpec
 from harness.results.schema import Correctness, Fallback, Measurement, Timing
 
-__all__ = ["CaseContext", "check_close", "measure_case"]
+__all__ = ["CaseContext", "OpContractError", "check_close", "measure_case"]
+
+
+class OpContractError(TypeError):
+    """An op broke the contract of docs/ops.md (make_inputs returned no tuple, the candidate or
+    the baseline returned no tensor): the case errors with this message, which names the op."""
 
 
 @dataclass(frozen=True)
@@ -68,9 +73,10 @@ def check_close(candidate: Any, reference: Any, atol: float, rtol: float) -> Cor
     nonfinite = int((~torch.isfinite(c) & torch.isfinite(r)).sum().item())
     diff = (c - r).abs()
     finite = torch.isfinite(diff)
-    max_abs = float(diff[finite].max().item()) if finite.any() else 0.0
+    any_finite = bool(finite.any())  # none: no error to report (every element NaN or infinite)
+    max_abs = float(diff[finite].max().item()) if any_finite else None
     rel = diff / r.abs().clamp_min(1e-12)
-    max_rel = float(rel[finite].max().item()) if finite.any() else 0.0
+    max_rel = float(rel[finite].max().item()) if any_finite else None
     bad = ~(diff <= atol + rtol * r.abs())
     both_nan = torch.isnan(c) & torch.isnan(r)
     mismatched = int((bad & ~both_nan).sum().item())
@@ -85,6 +91,32 @@ def check_close(candidate: Any, reference: Any, atol: float, rtol: float) -> Cor
         numel=int(r.numel()),
         nonfinite=nonfinite,
     )
+
+
+def _tensor(value: Any, op: str, what: str) -> Any:
+    import torch
+
+    if not isinstance(value, torch.Tensor):
+        raise OpContractError(f"op {op!r}: {what} returned {type(value).__name__}, not a tensor (docs/ops.md: "
+                              "baseline and candidate return one tensor)")
+    return value
+
+
+def _mismatch(c: Correctness, atol: float, rtol: float, wrong_dtype: str) -> str:
+    """What failed the check, in words; error maxima only where they mean something."""
+    if c.shape_mismatch:
+        return f"output shape differs: {c.shape_mismatch}"
+    parts = [wrong_dtype] if wrong_dtype else []
+    if c.nan or c.nonfinite:
+        parts.append(f"NaN in the output ({c.nonfinite} of {c.numel} elements non-finite where the reference is "
+                     "finite)" if c.nan else f"{c.nonfinite} of {c.numel} elements non-finite where the reference is finite")
+        if c.max_abs is not None and c.max_rel is not None:
+            parts.append(f"the finite elements: max abs err {c.max_abs:.3g}, max rel err {c.max_rel:.3g}")
+    elif c.mismatched:
+        errors = (f"; max abs err {c.max_abs:.3g}, max rel err {c.max_rel:.3g}"
+                  if c.max_abs is not None and c.max_rel is not None else "")
+        parts.append(f"{c.mismatched} of {c.numel} elements outside atol={atol:g} rtol={rtol:g}{errors}")
+    return "; ".join(parts) or "mismatch"
 
 
 def measure_case(
@@ -104,11 +136,22 @@ def measure_case(
     gen = torch.Generator(device=ctx.torch_device)
     gen.manual_seed(seed)
     dtype = _torch_dtype(case.dtype)
-    args = op.make_inputs(case.shape, dtype, gen, ctx.torch_device)
-    out = candidate(*args)
-    reference = op.baseline(*[_upcast(a) for a in args])
+    made = op.make_inputs(case.shape, dtype, gen, ctx.torch_device)
+    if not isinstance(made, tuple | list):
+        raise OpContractError(f"op {op.id!r}: make_inputs returned {type(made).__name__}, not a tuple of "
+                              "the positional arguments for baseline and candidate (docs/ops.md)")
+    args = tuple(made)
+    out = _tensor(candidate(*args), op.id, "the candidate")
+    reference = _tensor(op.baseline(*[_upcast(a) for a in args]), op.id, "the baseline (on float64 inputs)")
+    expected = _tensor(op.baseline(*args), op.id, "the baseline")
     tol = op.tolerance(case.dtype)
     correctness = check_close(out, reference, tol.atol, tol.rtol)
+    wrong_dtype = "" if out.dtype == expected.dtype else (
+        f"output dtype differs: candidate {str(out.dtype).removeprefix('torch.')}, baseline "
+        f"{str(expected.dtype).removeprefix('torch.')}")
+    if wrong_dtype:
+        correctness = replace(correctness, passed=False)
+    del expected
     common: dict[str, Any] = dict(
         run_id=ctx.run_id,
         op=case.op,
@@ -124,19 +167,9 @@ def measure_case(
         started_at=started,
     )
     if not correctness.passed:
-        if correctness.shape_mismatch:
-            what = f"output shape differs: {correctness.shape_mismatch}"
-        elif correctness.nan:
-            what = "NaN in the output"
-        elif correctness.nonfinite:
-            what = f"{correctness.nonfinite} non-finite value(s) where the reference is finite"
-        else:
-            what = (f"{correctness.mismatched} of {correctness.numel} elements outside "
-                    f"atol={tol.atol:g} rtol={tol.rtol:g}")
-        errors = (f"; max abs err {correctness.max_abs:.3g}, max rel err {correctness.max_rel:.3g}"
-                  if correctness.max_abs is not None and correctness.max_rel is not None else "")
-        message = f"{case.case_id}: candidate does not match the reference ({what}){errors}"
+        message = f"{case.case_id}: candidate does not match the reference ({_mismatch(correctness, tol.atol, tol.rtol, wrong_dtype)})"
         return Measurement(status="fail", correctness=correctness, message=message,
+                           notes=("dtype_mismatch",) if wrong_dtype else (),
                            duration_s=time.perf_counter() - t0, **common)
     del reference, out
     fallback: Fallback | None = None

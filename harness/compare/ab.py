@@ -126,14 +126,26 @@ def plan_steps(repeats: int, order: str, repeats_dir: Path, replay: bool) -> tup
     )
 
 
-def check_run_args(run_args: Sequence[str]) -> None:
+def check_run_args(run_args: Sequence[str], command: str = "harness ab") -> None:
     for arg in run_args:
         for flag in RESERVED_RUN_ARGS:
             if arg == flag or arg.startswith(flag + "="):
                 raise UsageError(
-                    f"`harness ab` sets {flag} for every run itself; remove {arg!r} from the "
-                    "arguments after `--` (give the output directory as `harness ab --out DIR`)."
+                    f"`{command}` sets {flag} for every run itself; remove {arg!r} from the "
+                    f"arguments after `--` (give the output directory as `{command} --out DIR`)."
                 )
+
+
+def check_side(side: AbSide) -> None:
+    """A side's switch, checked before anything runs: variable names and library directories."""
+    for name in side.unset_env:
+        if not _ENV_NAME.fullmatch(name):
+            raise UsageError(f"--{side.name}-unset {name!r} is not an environment variable name (letters, "
+                             "digits and '_', not starting with a digit).")
+    for directory in side.pythonpath:
+        if not Path(directory).is_dir():
+            raise UsageError(f"--{side.name}-pythonpath {directory}: no such directory. Give a directory that "
+                             "holds the library's package.")
 
 
 def side_env(side: AbSide, parent_env: Mapping[str, str], harness_path: str) -> dict[str, str]:
@@ -233,6 +245,8 @@ def run_ab(
 ) -> AbResult:
     """Run both sides interleaved into out/repeats/, pool them into out/a and out/b."""
     check_run_args(run_args)
+    for side in sides.values():
+        check_side(side)
     pythons = {name: _check_python(side) for name, side in sides.items()}
     if out.exists() and any(out.iterdir()):
         raise UsageError(f"A/B output directory {out} is not empty. Choose another --out or remove it.")

@@ -44,8 +44,8 @@ def _percent(text: str) -> float:
         value = float(text.strip().rstrip("%"))
     except ValueError:
         raise argparse.ArgumentTypeError(f"expected a percentage such as 5, got {text!r}") from None
-    if not (0 < value < 1000):
-        raise argparse.ArgumentTypeError(f"expected a percentage above 0, got {text!r}")
+    if not (0 < value < 1000):  # also refuses nan
+        raise argparse.ArgumentTypeError(f"expected a percentage above 0 and below 1000, got {text!r}")
     return value / 100.0
 
 
@@ -299,9 +299,20 @@ def _gate_outcome(comparison: Comparison, what: str) -> int:
     return 0
 
 
+def _checked_out(ns: argparse.Namespace) -> Path | None:
+    """--out DIR, refused before anything is computed when nothing can be written there."""
+    if not ns.out:
+        return None
+    from harness.results.store import check_can_write_dir
+
+    check_can_write_dir(Path(ns.out), f"--out {ns.out}")
+    return Path(ns.out)
+
+
 def _cmd_compare(ns: argparse.Namespace, stdout: TextIO) -> int:
     from harness.compare.compare import compare_runs
 
+    _checked_out(ns)
     comparison = compare_runs(Path(ns.base), Path(ns.head), _criteria(ns), ns.allow_mismatch)
     _write_comparison(comparison, Path(ns.out) if ns.out else None, stdout)
     if ns.command == "gate":
@@ -310,11 +321,13 @@ def _cmd_compare(ns: argparse.Namespace, stdout: TextIO) -> int:
 
 
 def _cmd_gate_run(ns: argparse.Namespace, env: Mapping[str, str], stdout: TextIO) -> int:
+    from harness.compare.ab import check_run_args
     from harness.compare.compare import compare_runs
     from harness.compare.gate import run_gate
 
     run_args = _run_args(ns)
-    out = Path(ns.out)
+    check_run_args(run_args, "harness gate-run")
+    out = _checked_out(ns) or Path(ns.out)
     side_runner = None
     if ns.container or ns.devices:
         from harness.container.gate import container_side_runner
@@ -347,7 +360,7 @@ def _cmd_ab(ns: argparse.Namespace, env: Mapping[str, str], stdout: TextIO) -> i
         for side in ("a", "b")
     }
     run_args = _run_args(ns)
-    out = Path(ns.out)
+    out = _checked_out(ns) or Path(ns.out)
     result = run_ab(sides, run_args, out, env, repeats=ns.repeats, order=ns.order, replay=not ns.no_replay)
     comparison = compare_runs(result.pooled["a"], result.pooled["b"], _criteria(ns), allow_mismatch=False)
     context = context_lines(sides, result.steps, ns.order, run_args, result.replay_misses)
@@ -370,6 +383,16 @@ def _cmd_history(ns: argparse.Namespace, env: Mapping[str, str], stdout: TextIO)
 
     db = resolve_history_db({"db": ns.db or None}, env, read_project_config())
     store = HistoryStore(db)
+    if ns.history_command != "add" and not db.exists():  # only add creates the database
+        raise UsageError(f"History database {db} does not exist. Add runs first with "
+                         "`harness history add RUN`, or point --db at the right file.")
+    out = getattr(ns, "out", None)
+    if out and ns.history_command == "export":
+        from harness.results.store import check_can_write_file
+
+        check_can_write_file(Path(out), f"--out {out}")
+    elif out:
+        _checked_out(ns)
     if ns.history_command == "add":
         run = load_run(Path(ns.run))
         rows, replaced = store.add(run)
@@ -388,9 +411,6 @@ def _cmd_history(ns: argparse.Namespace, env: Mapping[str, str], stdout: TextIO)
         return 0
     from harness.compare.render import render_history_junit, render_history_markdown
 
-    if not db.exists():
-        raise UsageError(f"History database {db} does not exist. Add runs first with "
-                         "`harness history add RUN`, or point --db at the right file.")
     try:
         rules = HistoryRules(window=ns.window, threshold=ns.threshold, large=ns.large, persist=ns.persist)
     except ValueError as exc:

@@ -152,6 +152,24 @@ def pool_side(repeat_dirs: Sequence[Path], target: Path, run_id: str, ref: str,
     return target
 
 
+def _commit(repo: Path, name: str, ref: str) -> str:
+    """The commit a git ref names in ``repo``; a UsageError naming the option when it names none."""
+    try:
+        return git(repo, "rev-parse", "--verify", "--quiet", f"{ref}^{{commit}}")
+    except UsageError:
+        raise UsageError(
+            f"--{name}-ref {ref!r} is neither a directory nor a commit known in {repo}. "
+            "Fetch it first (in CI: actions/checkout with fetch-depth: 0), or give a path."
+        ) from None
+
+
+def check_refs(repo: Path, refs: Mapping[str, str]) -> None:
+    """Refuse a ref that is neither a directory nor a commit, before anything is created."""
+    for name, ref in refs.items():
+        if not Path(ref).is_dir():
+            _commit(repo, name, ref)
+
+
 @contextmanager
 def side_trees(repo: Path, refs: Mapping[str, str], workdir: Path) -> Iterator[dict[str, GateSide]]:
     """Each side's tree: a directory as given, or a detached worktree of a git ref, removed after."""
@@ -162,13 +180,7 @@ def side_trees(repo: Path, refs: Mapping[str, str], workdir: Path) -> Iterator[d
             if Path(ref).is_dir():
                 sides[name] = GateSide(name, ref, Path(ref).resolve())
                 continue
-            try:
-                sha = git(repo, "rev-parse", "--verify", "--quiet", f"{ref}^{{commit}}")
-            except UsageError:
-                raise UsageError(
-                    f"--{name}-ref {ref!r} is neither a directory nor a commit known in {repo}. "
-                    "Fetch it first (in CI: actions/checkout with fetch-depth: 0), or give a path."
-                ) from None
+            sha = _commit(repo, name, ref)
             tree = workdir / f"src-{name}"
             git(repo, "worktree", "add", "--detach", str(tree), sha)
             made.append(tree)
@@ -217,6 +229,7 @@ def run_gate(
     order = interleaved_order(repeats)
     if out.exists() and any(out.iterdir()):
         raise UsageError(f"Gate output directory {out} is not empty. Choose another --out or remove it.")
+    check_refs(repo.resolve(), refs)  # before anything is created
     out = out.resolve()
     out.mkdir(parents=True, exist_ok=True)
     workdir = Path(tempfile.mkdtemp(prefix="harness-gate-"))

@@ -8,6 +8,7 @@ from __future__ import annotations
 
 import argparse
 import datetime as _dt
+import math
 import os
 import shutil
 import subprocess
@@ -21,7 +22,7 @@ from harness.compile.gate import Thresholds, judge, render_findings, summary_tab
 from harness.compile.targets import DEFAULT_TARGETS, Target, parse_targets
 from harness.contract import EXIT_FAILED, EXIT_OK, op_file_stem
 from harness.errors import UsageError
-from harness.results.store import atomic_write_text, read_json, write_json
+from harness.results.store import atomic_write_text, check_can_write_dir, read_json, write_json
 
 __all__ = ["add_parser", "plan_tasks", "run"]
 
@@ -120,6 +121,11 @@ def run(ns: argparse.Namespace, env: Mapping[str, str]) -> int:
     from harness.options import _dtypes
 
     targets = parse_targets(ns.targets)
+    if not math.isfinite(ns.threshold) or ns.threshold <= 0:
+        raise UsageError(f"--threshold {ns.threshold}: give a positive percentage, for example 10.")
+    if ns.jobs < 0:
+        raise UsageError(f"--jobs {ns.jobs}: give a number of worker processes, or 0 for the default "
+                         "(the CPU count, at most 4).")
     baseline = _check_against(ns.against)
     known = catalog(tuple(ns.ops_modules or ()))
     ops = list(dict.fromkeys(ns.ops or [op for op, info in known.items() if info.source == "builtin"]))
@@ -131,6 +137,7 @@ def run(ns: argparse.Namespace, env: Mapping[str, str]) -> int:
     out = Path(ns.out or f"reports/compile-{stamp}").absolute()
     if (out / RESULT).exists():
         raise UsageError(f"--out {out} already holds a compile ({RESULT}); give a new folder.")
+    check_can_write_dir(out, f"--out {ns.out or out}")  # before any worker starts
     tasks = plan_tasks(ops, targets, ns.level, dtypes, tuple(ns.ops_modules or ()), out)
     jobs = ns.jobs if ns.jobs > 0 else max(1, min(4, os.cpu_count() or 1))
     cache = out / "triton-cache"

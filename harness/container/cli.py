@@ -124,7 +124,10 @@ def run(ns: argparse.Namespace, env: Mapping[str, str]) -> int:
 
 def main(argv: Sequence[str] | None = None, env: Mapping[str, str] | None = None) -> int:
     """`python -m harness.container ...`: the `harness container` command on its own."""
-    parser = argparse.ArgumentParser(prog="harness")
-    add_parser(parser.add_subparsers(dest="command"))
-    ns = parser.parse_args(["container", *(sys.argv[1:] if argv is None else argv)])
-    return exit_status(lambda: run(ns, dict(os.environ if env is None else env)))
+    from harness.streams import guarded_streams
+
+    with guarded_streams():  # a closed stdout (`| head`) does not fail the command
+        parser = argparse.ArgumentParser(prog="harness")
+        add_parser(parser.add_subparsers(dest="command"))
+        ns = parser.parse_args(["container", *(sys.argv[1:] if argv is None else argv)])
+        return exit_status(lambda: run(ns, dict(os.environ if env is None else env)))

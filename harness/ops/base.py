@@ -9,6 +9,8 @@ See docs/ops.md for the contract.
 
 from __future__ import annotations
 
+import math
+import re
 from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass, field, fields
 from typing import Any
@@ -18,9 +20,11 @@ __all__ = [
     "DEFAULT_TOLERANCES",
     "InputMaker",
     "OpInfo",
+    "OP_ID",
     "OpSpec",
     "Shape",
     "Tolerance",
+    "op_problems",
 ]
 
 Shape = tuple[int, ...]
@@ -102,3 +106,51 @@ class OpSpec(OpInfo):
 
     def tolerance(self, dtype: str) -> Tolerance:
         return self.tolerances.get(dtype, DEFAULT_TOLERANCES[dtype])
+
+
+# An op id names files (logs/<op>.log, done/<op>.json) and is written comma-separated in --ops and
+# before a ':' source prefix: letters, digits, '_', '.', '-', so two ids never share a file.
+OP_ID = re.compile(r"[A-Za-z0-9_][A-Za-z0-9_.-]{0,99}")
+
+
+def _dtype_problem(dtypes: Any) -> str | None:
+    if isinstance(dtypes, str) or not isinstance(dtypes, tuple | list):
+        return f"dtypes must be a tuple of dtype names such as ('float16', 'float32'), got {dtypes!r}"
+    if not dtypes:
+        return "dtypes is empty: name at least one of " + ", ".join(DTYPES)
+    unknown = [d for d in dtypes if d not in DTYPES]
+    if unknown:
+        return (f"dtypes {tuple(dtypes)!r}: {', '.join(map(repr, unknown))} is not a dtype the harness measures "
+                f"({', '.join(DTYPES)})")
+    return None
+
+
+def op_problems(op: OpInfo) -> list[str]:
+    """What is wrong with an op's fields (an OpSpec's callables included); [] when it is usable.
+    User modules' ops are checked with this when they are loaded (harness.ops.registry)."""
+    problems: list[str] = []
+    if not isinstance(op.id, str) or not OP_ID.fullmatch(op.id):
+        problems.append(f"id {op.id!r} must be 1-100 letters, digits, '_', '.' or '-' (not starting with "
+                        "'.' or '-'): it names the op's files and is listed comma-separated in --ops")
+    dtype_problem = _dtype_problem(op.dtypes)
+    if dtype_problem:
+        problems.append(dtype_problem)
+    rank = op.shape_rank
+    if rank is not None and (isinstance(rank, bool) or not isinstance(rank, int) or rank < 1):
+        problems.append(f"shape_rank must be None or a positive integer, got {rank!r}")
+    cost = op.case_cost
+    if isinstance(cost, bool) or not isinstance(cost, int | float) or not math.isfinite(cost) or cost <= 0:
+        problems.append(f"case_cost must be a positive number, got {cost!r}")
+    for name in ("aten", "description", "source"):
+        value = getattr(op, name)
+        if value is not None and not isinstance(value, str):
+            problems.append(f"{name} must be a string, got {value!r}")
+    if isinstance(op, OpSpec):
+        for name in ("baseline", "candidate", "make_inputs", "bytes_moved", "flops"):
+            if not callable(getattr(op, name)):
+                problems.append(f"{name} must be callable, got {getattr(op, name)!r}")
+        tolerances = op.tolerances
+        if not isinstance(tolerances, Mapping) or not all(
+                isinstance(k, str) and isinstance(v, Tolerance) for k, v in tolerances.items()):
+            problems.append(f"tolerances must map dtype names to Tolerance(atol, rtol), got {tolerances!r}")
+    return problems

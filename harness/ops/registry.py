@@ -12,14 +12,14 @@ from __future__ import annotations
 import importlib
 import importlib.util
 import sys
-from collections.abc import Sequence
+from collections.abc import Mapping, Sequence
 from dataclasses import fields
 from pathlib import Path
 from types import ModuleType
 from typing import Any
 
 from harness.errors import UsageError
-from harness.ops.base import OpInfo, OpSpec
+from harness.ops.base import OpInfo, OpSpec, op_problems
 
 __all__ = ["BUILTIN", "builtin_spec", "catalog", "load_op", "load_ops", "load_user_ops"]
 
@@ -78,11 +78,10 @@ def _import_user_module(ref: str) -> ModuleType:
         sys.modules[name] = module
         try:
             spec.loader.exec_module(module)
-        except Exception as exc:  # a user's module: report whatever it raised
-            raise UsageError(
-                f"--ops-module {ref!r} failed to import: {type(exc).__name__}: {exc}. "
-                "Fix the module (run `python FILE` to see the full traceback)."
-            ) from exc
+        except (Exception, SystemExit) as exc:  # a user's module: report whatever it raised
+            sys.modules.pop(name, None)
+            raise UsageError(f"--ops-module {ref!r} failed to import: {_raised(exc)}. "
+                             "Fix the module (run `python FILE` to see the full traceback).") from None
         return module
     try:
         return importlib.import_module(ref)
@@ -91,6 +90,17 @@ def _import_user_module(ref: str) -> ModuleType:
             f"--ops-module {ref!r}: cannot import it ({exc}). Give a file path or a module "
             "importable from the current environment."
         ) from exc
+    except (Exception, SystemExit) as exc:
+        raise UsageError(f"--ops-module {ref!r} failed to import: {_raised(exc)}. "
+                         f"Fix the module (run `python -c 'import {ref}'` to see the full traceback).") from None
+
+
+def _raised(exc: BaseException) -> str:
+    """What a user's code raised, on one line; a sys.exit() is named as such (it is not an error
+    of its own, but an op module must not end the harness)."""
+    if isinstance(exc, SystemExit):
+        return f"it called sys.exit({exc.code!r}) while being imported"
+    return f"{type(exc).__name__}: {exc}"
 
 
 def load_user_ops(ref: str) -> list[OpSpec]:
@@ -100,7 +110,11 @@ def load_user_ops(ref: str) -> list[OpSpec]:
         return list(load_declared(ref).ops)
     module = _import_user_module(ref)
     if hasattr(module, "harness_ops"):
-        found = module.harness_ops()
+        try:
+            found = module.harness_ops()
+        except (Exception, SystemExit) as exc:
+            raise UsageError(f"--ops-module {ref!r}: harness_ops() raised {_raised(exc)}. Fix the "
+                             "function; it must return a list of harness.ops.base.OpSpec (docs/ops.md).") from None
     elif hasattr(module, "HARNESS_OPS"):
         found = module.HARNESS_OPS
     else:
@@ -108,13 +122,23 @@ def load_user_ops(ref: str) -> list[OpSpec]:
             f"--ops-module {ref!r} defines neither HARNESS_OPS nor harness_ops(). "
             "Expose a list of harness.ops.base.OpSpec under one of these names (docs/ops.md)."
         )
-    ops = list(found)
+    try:
+        if isinstance(found, str | bytes | OpSpec | Mapping):
+            raise TypeError
+        ops = list(found)
+    except (Exception, SystemExit):
+        raise UsageError(f"--ops-module {ref!r}: HARNESS_OPS / harness_ops() gave {type(found).__name__}, "
+                         "not a list of harness.ops.base.OpSpec (docs/ops.md).") from None
     for item in ops:
         if not isinstance(item, OpSpec):
             raise UsageError(
                 f"--ops-module {ref!r}: {item!r} is not a harness.ops.base.OpSpec. "
                 "Build each op with OpSpec(...) (docs/ops.md)."
             )
+        problems = op_problems(item)
+        if problems:
+            raise UsageError(f"--ops-module {ref!r}: op {item.id!r}: {'; '.join(problems)}. Fix the OpSpec "
+                             "(docs/ops.md).")
     return [
         op if op.source != "builtin" else _with_source(op, ref) for op in ops
     ]

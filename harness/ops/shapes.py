@@ -56,11 +56,16 @@ def parse_shapes(data: Any, source: str, known_ops: Collection[str] | None) -> d
 
 def _read_yaml(path: Path, source: str) -> Any:
     try:
-        text = path.read_text()
+        text = path.read_text(encoding="utf-8")
     except OSError as exc:
         raise UsageError(f"{source}: cannot read it ({exc.strerror}). Check the path.") from exc
+    except UnicodeDecodeError as exc:
+        raise ConfigError(f"{source}: not valid YAML: not UTF-8 text (byte {exc.start}). Give a YAML "
+                          "file such as 'softmax: [[1024, 1024]]'.") from None
     try:
         return yaml.safe_load(text)
+    except RecursionError:
+        raise ConfigError(f"{source}: not valid YAML: nested too deeply. Fix the file.") from None
     except yaml.YAMLError as exc:
         where = ""
         mark = getattr(exc, "problem_mark", None)

@@ -11,6 +11,7 @@ from junit_xml import TestCase, TestSuite
 
 from harness.results.schema import Measurement, shape_str
 from harness.results.store import csv_text
+from harness.results.text import xml_text
 
 __all__ = ["DISPATCH_BOUND_RATIO", "SUMMARY_COLUMNS", "Unreached", "dispatch_bound", "commit_label", "render_csv", "render_junit", "render_markdown", "serialise_junit"]
 
@@ -37,6 +38,7 @@ SUMMARY_COLUMNS = (
     "notes",
     "baseline_wall_ms",
     "candidate_wall_ms",
+    "message",  # why a case failed, errored or was skipped (one line); last, so readers by position read on
 )
 
 # A row whose wall time (a call as a user makes it) is this many times its device time is
@@ -60,6 +62,14 @@ class Unreached:
     case_id: str
     status: str  # "error" or "skip"
     message: str
+    provider: str = ""
+    dtype: str = ""
+    shape: str = ""  # as in the reports: 1024x1024
+
+
+def one_line(text: str) -> str:
+    """A message on one line (CSV cells, table cells): its lines joined with ' / '."""
+    return " / ".join(part.strip() for part in text.splitlines() if part.strip())
 
 
 
@@ -102,6 +112,7 @@ def _row(r: Measurement) -> dict[str, str]:
         "notes": "; ".join(r.notes),
         "baseline_wall_ms": _fmt(r.baseline_wall.summary.median if r.baseline_wall else None),
         "candidate_wall_ms": _fmt(r.candidate_wall.summary.median if r.candidate_wall else None),
+        "message": one_line(r.message),
     }
 
 
@@ -188,6 +199,7 @@ def serialise_junit(suites: Sequence[TestSuite]) -> str:
     total_time = 0.0
     for suite in suites:
         element = suite.build_xml_doc()
+        _xml_clean(element)
         element.attrib.pop("disabled", None)
         for case in element.iter("testcase"):
             case.attrib.pop("status", None)
@@ -211,17 +223,43 @@ def serialise_junit(suites: Sequence[TestSuite]) -> str:
     return '<?xml version="1.0" encoding="utf-8"?>\n' + ET.tostring(root, encoding="unicode") + "\n"
 
 
-def render_markdown(records: Sequence[Measurement], run_info: Mapping[str, Any], unreached: Sequence[Unreached] = ()) -> str:
-    ident = run_info.get("identity", {})
+def _xml_clean(element: ET.Element) -> None:
+    """Every attribute value and text of ``element``'s tree as XML 1.0 can hold it (an op's
+    message may carry ANSI colour codes, NUL bytes or lone surrogates): escaped, never dropped."""
+    for node in element.iter():
+        for key, value in node.attrib.items():
+            node.set(key, xml_text(value))
+        if node.text:
+            node.text = xml_text(node.text)
+        if node.tail:
+            node.tail = xml_text(node.tail)
+
+
+def _cell(text: str) -> str:
+    """A Markdown table cell: one line, no column separator, no control characters."""
+    return xml_text(one_line(text)).replace("|", "/")
+
+
+def render_markdown(records: Sequence[Measurement], run_info: Mapping[str, Any], unreached: Sequence[Unreached] = (),
+                    record_problems: Sequence[str] = ()) -> str:
+    """report.md; ``record_problems`` are the lines of records.jsonl that are not records
+    (harness.results.store.LineProblem.describe), listed so the totals never hide them."""
+
+    def fact(*keys: str) -> str:
+        """A run.json fact for the header, "?" when the run does not say (a damaged run.json too)."""
+        value: Any = run_info
+        for key in keys:
+            value = value.get(key, "?") if isinstance(value, Mapping) else "?"
+        return xml_text(one_line(str(value)))
+
     lines = [
-        f"# Run {run_info.get('run_id', '?')}",
+        f"# Run {fact('run_id')}",
         "",
-        f"- backend: **{run_info.get('backend', '?')}**, device: {ident.get('device_name', '?')}"
-        f" ({ident.get('device_arch', '?')}), driver {ident.get('driver', '?')}",
-        f"- torch {ident.get('torch', '?')}, triton {ident.get('triton', '?')}, harness "
-        f"{run_info.get('harness_version', '?')} ({commit_label(run_info)})",
-        f"- level {run_info.get('level', '?')}, timer {run_info.get('timer', '?')}, cache "
-        f"{run_info.get('options', {}).get('cache', '?')}, status {run_info.get('status', '?')}",
+        f"- backend: **{fact('backend')}**, device: {fact('identity', 'device_name')}"
+        f" ({fact('identity', 'device_arch')}), driver {fact('identity', 'driver')}",
+        f"- torch {fact('identity', 'torch')}, triton {fact('identity', 'triton')}, harness "
+        f"{fact('harness_version')} ({commit_label(run_info)})",
+        f"- level {fact('level')}, timer {fact('timer')}, cache {fact('options', 'cache')}, status {fact('status')}",
         "",
         "| op | provider | dtype | shape | timer | status | torch ms | candidate ms | speedup | GB/s | TFLOP/s "
         "| wall ms torch / cand | notes |",
@@ -237,18 +275,26 @@ def render_markdown(records: Sequence[Measurement], run_info: Mapping[str, Any],
             note = f"dispatch-bound (wall {bound:.1f}x device); {note}".strip("; ")
         wall = f"{row['baseline_wall_ms']} / {row['candidate_wall_ms']}" if r.candidate_wall else ""
         if r.status in ("fail", "error") and r.message:
-            note = (r.message.splitlines()[0][:120] + ("; " + note if note else ""))
+            first = next((part for part in r.message.splitlines() if part.strip()), "")
+            note = (first[:120] + ("; " + note if note else ""))
         lines.append(
-            f"| {r.op} | {r.provider} | {r.dtype} | {row['shape']} | {r.timer} | {r.status.upper()} | "
-            f"{row['baseline_median_ms']} | {row['candidate_median_ms']} | {row['speedup']} | "
-            f"{row['gbps']} | {row['tflops']} | {wall} | {note.replace('|', '/')} |"
+            f"| {_cell(r.op)} | {_cell(r.provider)} | {_cell(r.dtype)} | {row['shape']} | {r.timer} | "
+            f"{r.status.upper()} | {row['baseline_median_ms']} | {row['candidate_median_ms']} | {row['speedup']} | "
+            f"{row['gbps']} | {row['tflops']} | {wall} | {_cell(note)} |"
         )
     for u in unreached:
-        lines.append(f"| {u.op} | | | {u.case_id} | | NOT RUN | | | | | | | {u.message.replace('|', '/')} |")
+        status = "SKIP (not run)" if u.status == "skip" else "NOT RUN"
+        lines.append(f"| {_cell(u.op)} | {_cell(u.provider)} | {_cell(u.dtype)} | {_cell(u.shape)} | | {status} "
+                     f"| | | | | | | {_cell(u.message)} |")
     counts: dict[str, int] = {}
     for r in records:
         counts[r.status] = counts.get(r.status, 0) + 1
-    if unreached:
-        counts["not run"] = len(unreached)
+    for u in unreached:
+        label = "skip (not run)" if u.status == "skip" else "not run"
+        counts[label] = counts.get(label, 0) + 1
     lines += ["", "Totals: " + ", ".join(f"{k} {v}" for k, v in sorted(counts.items())), ""]
+    if record_problems:
+        lines += ["records.jsonl has lines that are not records (not in the table or the totals):", ""]
+        lines += [f"- {_cell(p)}" for p in record_problems]
+        lines.append("")
     return "\n".join(lines)

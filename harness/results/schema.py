@@ -21,6 +21,7 @@ __all__ = [
     "Correctness",
     "Fallback",
     "Measurement",
+    "RecordError",
     "Summary",
     "Timing",
     "case_id",
@@ -180,28 +181,109 @@ class Measurement:
         return data
 
 
-def _timing(data: Mapping[str, Any] | None) -> Timing | None:
+class RecordError(UsageError, ValueError):
+    """A mapping that is not a readable record; the message says what is wrong with it."""
+
+
+def _number(value: Any, what: str, optional: bool = False, integer: bool = False) -> None:
+    if value is None and optional:
+        return
+    kinds = (int,) if integer else (int, float)
+    if isinstance(value, bool) or not isinstance(value, kinds):
+        raise ValueError(f"{what} is {value!r}, not {'an integer' if integer else 'a number'}")
+
+
+def _timing(data: Any, side: str) -> Timing | None:
     if data is None:
         return None
-    return Timing(samples_ms=tuple(data["samples_ms"]), summary=Summary(**data["summary"]))
+    if not isinstance(data, Mapping) or not isinstance(data.get("summary"), Mapping):
+        raise ValueError(f"{side} is {data!r}, not a timing (samples_ms and summary)")
+    samples = data["samples_ms"]
+    if not isinstance(samples, list | tuple):
+        raise ValueError(f"{side}.samples_ms is not a list")
+    for value in samples:
+        _number(value, f"{side}.samples_ms item")
+    for key, value in data["summary"].items():
+        _number(value, f"{side}.summary.{key}", integer=key == "n")
+    return Timing(samples_ms=tuple(samples), summary=Summary(**data["summary"]))
 
 
-def record_from_dict(data: Mapping[str, Any]) -> Measurement:
-    """Load a record written by any schema version up to the current one."""
-    version = data.get("schema_version")
-    if not isinstance(version, int) or version < 1 or version > SCHEMA_VERSION:
-        raise UsageError(
-            f"record of schema version {version!r} cannot be read by this harness "
-            f"(reads 1..{SCHEMA_VERSION}). Upgrade the harness to read newer records."
+def _correctness(data: Any) -> Correctness | None:
+    if not data:
+        return None
+    if not isinstance(data, Mapping):
+        raise ValueError(f"correctness is {data!r}, not an object")
+    for key in ("max_abs", "max_rel", "atol", "rtol"):
+        _number(data.get(key, 0), f"correctness.{key}", optional=key.startswith("max"))
+    for key in ("mismatched", "numel", "nonfinite"):
+        _number(data.get(key, 0), f"correctness.{key}", integer=True)
+    if not isinstance(data.get("passed"), bool) or not isinstance(data.get("nan", False), bool):
+        raise ValueError("correctness.passed and correctness.nan must be true or false")
+    if not isinstance(data.get("shape_mismatch", ""), str):
+        raise ValueError("correctness.shape_mismatch must be a string")
+    return Correctness(**data)
+
+
+def _fallback(data: Any) -> Fallback | None:
+    if not data:
+        return None
+    if not isinstance(data, Mapping) or not all(isinstance(v, str) for v in data.values()):
+        raise ValueError(f"fallback is {data!r}, not an object of strings")
+    return Fallback(**data)
+
+
+_TEXT_FIELDS = ("run_id", "op", "provider", "dtype", "backend", "device", "timer", "status", "device_name",
+                "cache", "autotune", "message", "started_at")
+
+
+def _check_types(d: Mapping[str, Any]) -> None:
+    for key in _TEXT_FIELDS:
+        if key in d and not isinstance(d[key], str):
+            raise ValueError(f"{key} is {d[key]!r}, not a string")
+    shape = d.get("shape")
+    if not isinstance(shape, list | tuple) or not all(isinstance(x, int) and not isinstance(x, bool) for x in shape):
+        raise ValueError(f"shape is {shape!r}, not a list of integers")
+    for key in ("speedup", "gbps", "tflops"):
+        _number(d.get(key), key, optional=True)
+    _number(d.get("duration_s", 0.0), "duration_s")
+    _number(d.get("seed", 0), "seed", integer=True)
+    notes = d.get("notes", [])
+    if not isinstance(notes, list | tuple) or not all(isinstance(n, str) for n in notes):
+        raise ValueError(f"notes is {notes!r}, not a list of strings")
+    if not isinstance(d.get("extra", {}), Mapping):
+        raise ValueError("extra must be an object")
+    if d.get("ir") is not None and not isinstance(d["ir"], Mapping):
+        raise ValueError("ir must be an object or null")
+
+
+def record_from_dict(data: Any) -> Measurement:
+    """Load a record written by any schema version up to the current one; anything else raises
+    :class:`RecordError` saying what it is (not a record, a newer schema, a damaged record)."""
+    if not isinstance(data, Mapping):
+        raise RecordError(f"not a record: a JSON {type(data).__name__}, not an object")
+    if "schema_version" not in data:
+        raise RecordError("not a harness record: it has no schema_version")
+    version = data["schema_version"]
+    if not isinstance(version, int) or isinstance(version, bool) or version < 1:
+        raise RecordError(f"not a harness record: schema_version {version!r} is not a record version")
+    if version > SCHEMA_VERSION:
+        raise RecordError(
+            f"record of schema version {version} is newer than this harness reads "
+            f"(1..{SCHEMA_VERSION}). Upgrade the harness to read newer records."
         )
-    d = dict(data)
-    d.pop("case_id", None)
-    d["shape"] = tuple(d["shape"])
-    d["notes"] = tuple(d.get("notes", ()))
-    d["correctness"] = Correctness(**d["correctness"]) if d.get("correctness") else None
-    d["fallback"] = Fallback(**d["fallback"]) if d.get("fallback") else None
-    d["baseline"] = _timing(d.get("baseline"))
-    d["candidate"] = _timing(d.get("candidate"))
-    d["baseline_wall"] = _timing(d.get("baseline_wall"))
-    d["candidate_wall"] = _timing(d.get("candidate_wall"))
-    return Measurement(**d)
+    try:
+        d = dict(data)
+        d.pop("case_id", None)
+        _check_types(d)
+        d["shape"] = tuple(d["shape"])
+        d["notes"] = tuple(d.get("notes", ()))
+        d["correctness"] = _correctness(d.get("correctness"))
+        d["fallback"] = _fallback(d.get("fallback"))
+        d["baseline"] = _timing(d.get("baseline"), "baseline")
+        d["candidate"] = _timing(d.get("candidate"), "candidate")
+        d["baseline_wall"] = _timing(d.get("baseline_wall"), "baseline_wall")
+        d["candidate_wall"] = _timing(d.get("candidate_wall"), "candidate_wall")
+        return Measurement(**d)
+    except (KeyError, TypeError, ValueError) as exc:
+        what = f"missing {exc}" if isinstance(exc, KeyError) else str(exc)
+        raise RecordError(f"a damaged record (schema {version}): {what[:200]}") from None

@@ -1,4 +1,17 @@
-"""Files of a run directory: crash-safe appends and atomic replacement."""
+"""Files of a run directory: crash-safe appends, atomic replacement, and the checked reader of
+records.jsonl.
+
+Every text written here encodes whatever an op's messages held (harness.results.text): a lone
+surrogate is written as its escape, never an encoding error that loses the file.
+
+Reading records.jsonl (:func:`read_records_file`, :func:`read_records`): a line is a record, a
+**torn** line (what a writer killed in the middle of its one ``write`` leaves: a record cut
+short; later appends start on a fresh line, so one may sit between good records), or a
+**corrupt** one (anything else: not JSON, JSON that is not a record, a record of a newer
+schema). Torn lines are reported and tolerated; a corrupt line is never skipped silently:
+``read_records`` raises :class:`RecordsCorrupt` naming each one (``on_corrupt="skip"`` keeps
+the readable records, for a run in progress), and :class:`RecordsFile` lists them.
+"""
 
 from __future__ import annotations
 
@@ -6,24 +19,43 @@ import csv
 import io
 import json
 import os
+import re
 import tempfile
 import threading
-import warnings
 from collections.abc import Iterable, Mapping, Sequence
+from dataclasses import dataclass
 from pathlib import Path
-from typing import Any
+from typing import Any, Literal
 
-from harness.results.schema import Measurement, record_from_dict
+from harness.errors import UsageError
+from harness.results.schema import Measurement, RecordError, record_from_dict
+from harness.results.text import json_safe, xml_text
 
-__all__ = ["append_record", "atomic_write_text", "csv_text", "file_mode", "read_json", "read_records", "write_json"]
+__all__ = [
+    "LineProblem",
+    "RecordsCorrupt",
+    "RecordsFile",
+    "append_record",
+    "atomic_write_text",
+    "check_can_write_dir",
+    "check_can_write_file",
+    "csv_text",
+    "file_mode",
+    "read_json",
+    "read_records",
+    "read_records_file",
+    "write_json",
+]
 
 
 def csv_text(columns: Sequence[str], rows: Iterable[Mapping[str, Any]]) -> str:
-    """A CSV file's text: a header of ``columns``, then one line per row (LF line ends)."""
+    """A CSV file's text: a header of ``columns``, then one line per row (LF line ends). Control
+    characters other than tab and line ends (a NUL stops Python's csv reader) and lone surrogates
+    in a cell are written as escapes (harness.results.text)."""
     buf = io.StringIO()
     writer = csv.DictWriter(buf, fieldnames=list(columns), lineterminator="\n")
     writer.writeheader()
-    writer.writerows(rows)
+    writer.writerows({k: xml_text(v) if isinstance(v, str) else v for k, v in row.items()} for row in rows)
     return buf.getvalue()
 
 
@@ -56,7 +88,8 @@ def atomic_write_text(path: Path, text: str) -> None:
     fd, tmp = tempfile.mkstemp(prefix=f".{path.name}.", dir=path.parent)
     try:
         os.fchmod(fd, file_mode())
-        with os.fdopen(fd, "w", encoding="utf-8", newline="") as fh:
+        # backslashreplace: a lone surrogate (a non-UTF-8 name in a message) is written as its escape
+        with os.fdopen(fd, "w", encoding="utf-8", errors="backslashreplace", newline="") as fh:
             fh.write(text)
             fh.flush()
             os.fsync(fh.fileno())
@@ -69,8 +102,35 @@ def atomic_write_text(path: Path, text: str) -> None:
         raise
 
 
+def check_can_write_dir(path: Path, source: str) -> None:
+    """Refuse (UsageError naming ``source``, the option that gave ``path``) a directory that cannot
+    be created or written, before anything is computed or written. The nearest existing directory
+    is tried for real (a directory made there and removed again): permissions alone do not say
+    that /proc, a read-only mount or a path through a file refuse one."""
+    probe = path
+    while not os.path.lexists(probe) and probe != probe.parent:
+        probe = probe.parent
+    if not probe.is_dir():
+        raise UsageError(f"{source}: {probe} is not a directory, so {path} cannot be created there. "
+                         "Choose another directory.")
+    try:
+        os.rmdir(tempfile.mkdtemp(prefix=".harness-probe-", dir=probe))
+    except OSError as exc:
+        raise UsageError(f"{source}: cannot write {path} ({probe} refuses a new entry: {exc.strerror}). "
+                         "Choose another directory, or fix the permissions.") from None
+
+
+def check_can_write_file(path: Path, source: str) -> None:
+    """As :func:`check_can_write_dir`, for a file to be written (its directory must take it)."""
+    if path.is_dir():
+        raise UsageError(f"{source}: {path} is a directory; give a file name.")
+    check_can_write_dir(path.parent, source)
+
+
 def write_json(path: Path, data: Any) -> None:
-    atomic_write_text(path, json.dumps(data, indent=2, sort_keys=True) + "\n")
+    """``data`` as JSON that any parser reads: strings encodable, NaN and infinities as null."""
+    atomic_write_text(path, json.dumps(json_safe(data, finite=True), indent=2, sort_keys=True,
+                                       allow_nan=False) + "\n")
 
 
 def read_json(path: Path) -> Any:
@@ -85,7 +145,7 @@ def append_record(path: Path, record: Measurement) -> None:
     earlier writer was killed mid-line, this line starts on a fresh one, so the
     torn fragment never swallows a good record.
     """
-    line = json.dumps(record.to_dict(), sort_keys=True, allow_nan=False) + "\n"
+    line = json.dumps(json_safe(record.to_dict()), sort_keys=True, allow_nan=False) + "\n"
     fd = os.open(path, os.O_RDWR | os.O_CREAT | os.O_APPEND, 0o666)
     try:
         size = os.fstat(fd).st_size
@@ -97,28 +157,116 @@ def append_record(path: Path, record: Measurement) -> None:
         os.close(fd)
 
 
-def read_records(path: Path) -> list[Measurement]:
-    """All complete records in a records.jsonl.
+@dataclass(frozen=True)
+class LineProblem:
+    """A line of records.jsonl that is not a record."""
 
-    A torn line (a writer killed mid-write) is skipped wherever it is: later
-    appends start on a fresh line, so a fragment can sit between good records.
-    Anything else that is not a record (valid JSON of the wrong shape) is an error.
-    """
-    if not path.exists():
-        return []
+    line: int  # 1-based
+    kind: Literal["torn", "corrupt"]
+    reason: str
+
+    def describe(self) -> str:
+        return f"line {self.line}: {self.reason}"
+
+
+class RecordsCorrupt(UsageError):
+    """records.jsonl holds lines that are neither records nor torn writes (exit 2)."""
+
+
+@dataclass(frozen=True)
+class RecordsFile:
+    """Everything read from one records.jsonl: the records and the lines that are not records."""
+
+    path: Path
+    records: tuple[Measurement, ...] = ()
+    problems: tuple[LineProblem, ...] = ()
+
+    @property
+    def corrupt(self) -> tuple[LineProblem, ...]:
+        return tuple(p for p in self.problems if p.kind == "corrupt")
+
+    @property
+    def torn(self) -> tuple[LineProblem, ...]:
+        return tuple(p for p in self.problems if p.kind == "torn")
+
+    def corrupt_message(self) -> str:
+        """One line: which lines are corrupt, why, and what to do."""
+        shown = "; ".join(p.describe() for p in self.corrupt[:5])
+        more = f" (and {len(self.corrupt) - 5} more)" if len(self.corrupt) > 5 else ""
+        return (f"{self.path}: {len(self.corrupt)} line(s) are not records this harness can read: "
+                f"{shown}{more}. The run's results are not whole: restore the file (it was edited or "
+                "damaged), read it with the harness that wrote it, or run again; `harness report RUN_DIR` "
+                "lists every line.")
+
+    def check(self) -> None:
+        """Raise :class:`RecordsCorrupt` when a line is corrupt (torn lines are tolerated)."""
+        if self.corrupt:
+            raise RecordsCorrupt(self.corrupt_message())
+
+
+_LITERALS = ("true", "false", "null", "NaN", "Infinity", "-Infinity")
+_NUMBER_TAIL = re.compile(r"[-+0-9.eE]*")
+
+
+def _cut_short(line: str, error: json.JSONDecodeError) -> bool:
+    """Whether an unparseable line is a record cut short (a prefix of one), not damage."""
+    if not line.startswith("{") or error.msg == "Extra data":
+        return False
+    if error.pos >= len(line) or error.msg.startswith("Unterminated string"):
+        return True
+    rest = line[error.pos:]
+    return any(lit.startswith(rest) for lit in _LITERALS) or _NUMBER_TAIL.fullmatch(rest) is not None
+
+
+def _shorten(text: str, width: int = 60) -> str:
+    return repr(text if len(text) <= width else text[:width] + "...")
+
+
+def _read_line(number: int, line: str) -> Measurement | LineProblem:
+    try:
+        data = json.loads(line)
+    except json.JSONDecodeError as exc:
+        if _cut_short(line, exc):
+            return LineProblem(number, "torn", "a record cut short (a writer killed mid-line)")
+        return LineProblem(number, "corrupt", f"not JSON ({exc.msg} at column {exc.colno}): {_shorten(line)}")
+    except RecursionError:
+        return LineProblem(number, "corrupt", f"not JSON (nested too deeply): {_shorten(line)}")
+    try:
+        return record_from_dict(data)
+    except RecordError as exc:
+        return LineProblem(number, "corrupt", str(exc))
+
+
+def read_records_file(path: Path) -> RecordsFile:
+    """Read a records.jsonl, sorting its lines into records, torn lines and corrupt lines; a
+    missing file has no records. Raises only when the file cannot be read at all."""
+    try:
+        raw = path.read_bytes()
+    except FileNotFoundError:
+        return RecordsFile(path)
+    except OSError as exc:
+        raise UsageError(f"{path}: cannot read it ({exc.strerror}).") from None
+    text = raw.decode("utf-8", errors="surrogateescape")
+    lines = text.split("\n")  # the last item is what follows the last line end ("" when it ends in one)
     records: list[Measurement] = []
-    torn = 0
-    lines = path.read_text(encoding="utf-8").split("\n")
+    problems: list[LineProblem] = []
     for number, line in enumerate(lines, start=1):
-        if not line.strip():
+        line = line.strip()
+        if not line:
             continue
-        try:
-            data = json.loads(line)
-        except json.JSONDecodeError:
-            # The last line may be a write in progress or a crash's leftover: skipped quietly.
-            torn += number != len(lines)
-            continue
-        records.append(record_from_dict(data))
-    if torn:
-        warnings.warn(f"{path}: skipped {torn} torn line(s) left by an interrupted writer", stacklevel=2)
-    return records
+        item = _read_line(number, line)
+        if isinstance(item, Measurement):
+            records.append(item)
+        else:
+            problems.append(item)
+    return RecordsFile(path, tuple(records), tuple(problems))
+
+
+def read_records(path: Path, on_corrupt: Literal["raise", "skip"] = "raise") -> list[Measurement]:
+    """The records of a records.jsonl (torn lines tolerated). A corrupt line raises
+    :class:`RecordsCorrupt` naming it, unless ``on_corrupt="skip"`` (a run in progress reads what
+    it can; its end reports the lines, see harness.run.execute)."""
+    found = read_records_file(path)
+    if on_corrupt == "raise":
+        found.check()
+    return list(found.records)

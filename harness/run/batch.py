@@ -42,9 +42,11 @@ from harness.run.decide import (
     render_status,
     should_retry,
 )
+from harness.run.leftovers import describe, end_marked, find_marked, op_marks
 from harness.run.plan import OpPlan, RunPlan
 from harness.run.rundir import repair_records_tail, write_marker
 from harness.run.spawn import (
+    EXIT_LINGER_S,
     Launch,
     StopToken,
     cancel,
@@ -207,13 +209,14 @@ def compile_seconds(records: Sequence[Measurement]) -> float | None:
 def _spawn(ctx: BatchContext, op_plan: OpPlan, attempt: int, skip: Collection[str], hold: bool) -> _Held:
     launch = ctx.runner.launch(ctx, op_plan, attempt, skip)
     env = child_env(ctx.plan.backend, op_plan.device, ctx.parent_env, cache_env(ctx.cache_dir))
+    env.update(op_marks(ctx.run_dir, op_plan.op))  # inherited by all it starts (harness.run.leftovers)
     child = start(launch, env, ctx.files.log(op_plan.op), hold)
     return _Held(child, launch.exit_path, frozenset(skip))
 
 
 def prestart_op(ctx: BatchContext, op_plan: OpPlan) -> None:
     """Start ``op_plan``'s first attempt now, held, so its imports overlap the op running before it."""
-    skip = _op_records(read_records(ctx.records_path), op_plan).recorded
+    skip = _op_records(read_records(ctx.records_path, on_corrupt="skip"), op_plan).recorded
     if not [c for c in op_plan.cases() if c.case_id not in skip]:
         return
     held = _spawn(ctx, op_plan, 1, skip, hold=True)
@@ -242,24 +245,45 @@ def _attempt(ctx: BatchContext, op_plan: OpPlan, attempt: int, skip: Collection[
         release(held.child)
     else:
         held = _spawn(ctx, op_plan, attempt, skip, hold=False)
-    child = held.child
-    state = wait_exit(child.pid, time.monotonic() + ctx.plan.options.op_timeout, ctx.stop)
-    if state == "timeout":
-        end_group(child, signal.SIGTERM, ctx.stop)
-        return AttemptExit(child.returncode, timed_out=True)
+    child, exit_path = held.child, held.exit_path
+    state = wait_exit(child.pid, time.monotonic() + ctx.plan.options.op_timeout, ctx.stop,
+                      finished=exit_path.exists, linger_s=EXIT_LINGER_S)
     if state == "stopped":
         # SIGINT first: Python finishes the record write in progress and pytest unwinds.
         end_group(child, signal.SIGINT, ctx.stop)
+        left = _end_leftovers(ctx, op_plan.op)
+        if left:
+            ctx.events.note(f"{op_plan.op}: ended process(es) it left running: {left}")
         return None
-    reap_group(child)
-    return AttemptExit(child.returncode, pytest_exit=read_exit(held.exit_path))
+    if state in ("timeout", "lingered"):
+        end_group(child, signal.SIGTERM, ctx.stop)
+    else:
+        reap_group(child)
+    # A process that finished pytest (its exit status is written) and then hung is not a TIMEOUT:
+    # its records decide, and the note says it hung.
+    return AttemptExit(child.returncode, timed_out=state == "timeout", pytest_exit=read_exit(exit_path),
+                       lingered_s=EXIT_LINGER_S if state == "lingered" else None,
+                       leftovers=_end_leftovers(ctx, op_plan.op))
+
+
+def _end_leftovers(ctx: BatchContext, op: str) -> str:
+    """End the processes ``op`` left running outside its process group (new sessions); which."""
+    return describe(end_marked(find_marked(ctx.run_dir, op), ctx.run_dir))
+
+
+def _with_log(verdict: Verdict, files: RunFiles, op: str) -> Verdict:
+    """A crash, timeout or error says where its output is (the records do not hold it)."""
+    if verdict.status not in ("CRASH", "TIMEOUT", "ERROR"):
+        return verdict
+    log = files.log(op).relative_to(files.root)
+    return replace(verdict, note=f"{verdict.note} (log: {log})" if verdict.note else f"log: {log}")
 
 
 def run_op(ctx: BatchContext, op_plan: OpPlan, on_attempt: Callable[[int], None]) -> OpOutcome:
     """Attempts until the op ends or should not be retried; INTERRUPTED when a stop cut in."""
     begin = time.monotonic()
     planned = [c.case_id for c in op_plan.cases()]
-    facts = _op_records(read_records(ctx.records_path), op_plan)
+    facts = _op_records(read_records(ctx.records_path, on_corrupt="skip"), op_plan)
     notes: list[str] = []
     earlier: set[FailureKey] = set()
     attempts = 0
@@ -291,12 +315,13 @@ def run_op(ctx: BatchContext, op_plan: OpPlan, on_attempt: Callable[[int], None]
         on_attempt(attempts)
         end = _attempt(ctx, op_plan, attempts, facts.recorded)
         found = ctx.runner.collect(ctx, op_plan, end)
-        facts = _op_records(read_records(ctx.records_path), op_plan)
+        facts = _op_records(read_records(ctx.records_path, on_corrupt="skip"), op_plan)
         if end is None:
             return OpOutcome(op_plan.op, op_plan.device, INTERRUPTED, attempts, time.monotonic() - begin,
                              len(facts.recorded),
                              (*notes, *found, f"interrupted during attempt {attempts}; resume with --resume"))
-        verdict = classify_exit(end, facts.statuses, facts.poisoned, ctx.plan.options.op_timeout)
+        verdict = _with_log(classify_exit(end, facts.statuses, facts.poisoned, ctx.plan.options.op_timeout),
+                            ctx.files, op_plan.op)
         missing = [c for c in planned if c not in facts.recorded]
         retry = should_retry(verdict, attempts, missing, earlier)
         if retry or attempts > 1:
@@ -308,6 +333,9 @@ def run_op(ctx: BatchContext, op_plan: OpPlan, on_attempt: Callable[[int], None]
         elif verdict.note:
             notes.append(verdict.note)
         notes.extend(n for n in found if n not in notes)
+        if end.leftovers:
+            notes.append(f"attempt {attempts} left processes running outside its process group; "
+                         f"ended them: {end.leftovers}")
         if not retry:
             break
         earlier.add(failure_key(verdict, missing))
@@ -409,6 +437,7 @@ def run_batch(
     first attempt starts, so its imports overlap that op's run.
     """
     stop = stop or StopToken()
+    run_dir = run_dir.absolute()  # every path an op process gets is absolute: an op may chdir
     records = RunFiles(run_dir).records
     dropped = repair_records_tail(records)
     if dropped:
@@ -441,6 +470,9 @@ def run_batch(
             if not board.outcomes[o.op].done:
                 board.outcomes[o.op] = replace(board.outcomes[o.op], status="ERROR",
                                                notes=("never ended: its device worker stopped early",))
+    stray = end_marked(find_marked(run_dir), run_dir)  # anything of this run still alive
+    if stray:
+        events.note(f"ended process(es) left running by this run's ops: {describe(stray)}")
     board.flush()
     outcomes = tuple(board.outcomes[o.op] for o in plan.ops)
     interrupted = (stop.reason or "stopped") if stop.requested and not all(o.done for o in outcomes) else ""

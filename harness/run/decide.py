@@ -9,8 +9,9 @@ earlier failure.
 from __future__ import annotations
 
 import signal
-from collections.abc import Collection, Sequence
+from collections.abc import Collection, Mapping, Sequence
 from dataclasses import dataclass
+from typing import Any
 
 from harness.contract import POISONED_EXIT
 from harness.results.store import csv_text
@@ -73,7 +74,32 @@ class OpOutcome:
     def failed(self) -> bool:
         return self.status in FAILED_STATUSES
 
+    def to_json(self) -> dict[str, Any]:
+        """The row as run.json and the completion marker keep it: numbers as numbers."""
+        return {"op": self.op, "device": self.device, "status": self.status, "attempts": self.attempts,
+                "elapsed_s": round(self.elapsed_s, 2), "rows": self.rows, "notes": list(self.notes),
+                "compile_s": None if self.compile_s is None else round(self.compile_s, 2)}
+
+    @classmethod
+    def from_json(cls, data: Any) -> OpOutcome:
+        """An outcome from :meth:`to_json` (or an older row of strings); ValueError when damaged."""
+        if not isinstance(data, Mapping):
+            raise ValueError(f"{data!r} is not an op's row")
+        try:
+            notes = data.get("notes", ())
+            compile_s = data.get("compile_s")
+            return cls(op=str(data["op"]), device=str(data["device"]), status=str(data["status"]),
+                       attempts=int(data.get("attempts", 0)), elapsed_s=float(data.get("elapsed_s", 0.0)),
+                       rows=int(data.get("rows", 0)),
+                       notes=tuple(notes.split("; ") if isinstance(notes, str) and notes else
+                                   [str(n) for n in notes] if isinstance(notes, list) else ()),
+                       compile_s=None if compile_s in (None, "") else float(compile_s))
+        except (KeyError, TypeError, ValueError) as exc:
+            what = f"it has no {exc}" if isinstance(exc, KeyError) else str(exc)
+            raise ValueError(f"an op's row {dict(data)!r} cannot be read ({what})") from None
+
     def row(self) -> dict[str, str]:
+        """The row of ops_status.csv."""
         return {
             "op": self.op,
             "device": self.device,
@@ -95,6 +121,11 @@ class AttemptExit:
     # pytest's own exit status, reported by the child wrapper once pytest returned; None when the
     # process ended before that (a signal, os._exit, a poisoned context, a fatal native error).
     pytest_exit: int | None = None
+    # pytest had finished but the process did not exit (a hang at interpreter exit): its group was
+    # ended after ``lingered_s`` seconds.
+    lingered_s: float | None = None
+    # processes the op left running outside its process group, ended by the parent (described)
+    leftovers: str = ""
 
 
 @dataclass(frozen=True)
@@ -111,8 +142,8 @@ def classify_exit(
 ) -> Verdict:
     """The op's status after an attempt: from how the process ended and the statuses of every
     record the op has (this attempt's and earlier ones')."""
-    if end.timed_out:
-        limit = f" {timeout_s:g}s" if timeout_s is not None else ""
+    limit = f" {timeout_s:g}s" if timeout_s is not None else ""
+    if end.timed_out and end.pytest_exit is None:
         return Verdict("TIMEOUT", f"no exit within --op-timeout{limit}; process group ended (SIGTERM, then SIGKILL)")
     if end.pytest_exit is None:
         if end.returncode < 0:
@@ -121,7 +152,10 @@ def classify_exit(
             return Verdict("CRASH", "device context poisoned; op process stopped")
         return Verdict("CRASH", f"exited with code {end.returncode} before pytest finished (os._exit or a native fatal error)")
     after = ""
-    if end.returncode != end.pytest_exit:
+    if end.timed_out or end.lingered_s is not None:
+        waited = f"--op-timeout{limit}" if end.timed_out else f"{end.lingered_s:g}s"
+        after = f"; then hung after pytest finished: process group ended after {waited}"
+    elif end.returncode != end.pytest_exit:
         after = (f"; then {'killed by ' + signal_name(-end.returncode) if end.returncode < 0 else f'exit code {end.returncode}'}"
                  " at interpreter exit")
     code = end.pytest_exit

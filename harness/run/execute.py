@@ -31,7 +31,8 @@ from harness.providers import check_provider
 from harness.providers.declarative import declared_shapes
 from harness.results.render import Unreached, render_csv, render_junit, render_markdown
 from harness.results.runinfo import RUN_SCHEMA_VERSION, fingerprint
-from harness.results.store import atomic_write_text, read_json, read_records
+from harness.results.schema import shape_str
+from harness.results.store import RecordsFile, atomic_write_text, read_json, read_records_file
 from harness.run.batch import CaseRunner, OpRunner, run_batch
 from harness.run.caches import remove_run_cache
 from harness.run.decide import INTERRUPTED, PENDING, OpOutcome, render_status
@@ -49,12 +50,22 @@ from harness.run.plan import (
 from harness.run.plugins import check_extra_plugins
 from harness.run.progress import make_progress
 from harness.run.provenance import commit_state
-from harness.run.rundir import check_out_dir, read_markers, read_run_info, run_lock, write_run_info
+from harness.run.rundir import (
+    check_out_dir,
+    read_markers,
+    read_run_info,
+    refuse_live_ops,
+    run_dir_for,
+    run_lock,
+    write_marker,
+    write_run_info,
+)
 from harness.run.select import select_run_ops
 from harness.run.spawn import StopToken, stop_on_signals
 from harness.run.sweep import SweepStep, resolve_sweep_devices
 
-__all__ = ["Prepared", "execute", "finalize", "prepare", "prepare_resume", "unreached_cases"]
+__all__ = ["OUTPUT_FILES", "Prepared", "execute", "finalize", "prepare", "prepare_resume", "render_outputs",
+           "stored_outcomes", "unreached_cases"]
 
 
 def _now() -> str:
@@ -86,10 +97,11 @@ def prepare(options: RunOptions, env: Mapping[str, str]) -> Prepared:
     level_shapes = {**declared_shapes(options.ops_modules), **load_level(level)}
     user_shapes = load_shapes_file(options.shapes_file, ops.keys()) if options.shapes_file else None
     run_id = options.run_id or make_run_id(backend.name)
-    run_dir = Path(options.out) if options.out else Path(options.reports_dir) / run_id
-    check_out_dir(run_dir)
+    run_dir, source = run_dir_for(options, run_id)
+    check_out_dir(run_dir, source)
     require_devices(backend)
     devices = enumerate_devices(backend, options.devices or None, env)
+    options = replace(options, ops_modules=_absolute_modules(options.ops_modules))  # for the op processes
     plan = plan_run(options, backend, selection.to_run, level, level_shapes, user_shapes, devices, run_id)
     runnable = {o.op: o for o in plan.ops}
     planned = tuple(
@@ -128,6 +140,13 @@ def _prepare_shard(plan: RunPlan, planned: tuple[OpPlan, ...], run_dir: Path,
                     shard=shard.to_dict())
 
 
+def _absolute_modules(refs: Sequence[str]) -> tuple[str, ...]:
+    """--ops-module files as absolute paths: the op processes (and a resume from another working
+    directory) import them wherever they run; dotted module names stay as given."""
+    return tuple(str(Path(r).absolute()) if r.endswith((".py", ".yaml", ".yml")) and Path(r).is_file() else r
+                 for r in refs)
+
+
 def _checked_replay(options: RunOptions, backend: str) -> RunOptions:
     """Refuse an unusable --replay-from before anything runs; children get its absolute path."""
     if not options.replay_from:
@@ -151,32 +170,69 @@ def _dismissed_plan(
 
 
 def prepare_resume(run_dir: Path, env: Mapping[str, str]) -> Prepared:
-    """Rebuild the plan stored in an earlier run directory."""
-    info = read_run_info(RunFiles(run_dir).run_info)
-    options = RunOptions.from_stored(info["options"], f"{run_dir}/run.json")
+    """Rebuild the plan stored in an earlier run directory; a run.json that cannot give it (damaged,
+    edited) is refused by name."""
+    path = RunFiles(run_dir).run_info
+    info = read_run_info(path)
+    options = RunOptions.from_stored(info.get("options"), f"{run_dir}/run.json")
     if "suite" in info:
         from harness.suite.runner import prepare_suite_resume
 
-        return prepare_suite_resume(run_dir.absolute(), info, options)
-    backend = resolve_backend(info["backend"])
+        return _stored(path, lambda: prepare_suite_resume(run_dir.absolute(), info, options))
+    backend = resolve_backend(str(info.get("backend")))
     options = _checked_replay(options, backend.name)
-    plan = RunPlan(
-        run_id=info["run_id"], backend=backend, level=info["level"],
-        plugins=plan_for(backend, options), devices=tuple(info["devices"]),
-        ops=stored_ops(info), options=options,
-    )
-    return Prepared(plan=plan, run_dir=run_dir.absolute(), resumed=True, dismissed=dict(info.get("dismissed", {})),
-                    sweep=sweep_step(options, backend, plan.devices, env),
-                    shard=info.get("shard"))
+
+    def build() -> Prepared:
+        dismissed = info.get("dismissed", {})
+        plan = RunPlan(
+            run_id=str(info["run_id"]), backend=backend, level=str(info["level"]),
+            plugins=plan_for(backend, options), devices=tuple(str(d) for d in info["devices"]),
+            ops=stored_ops(info), options=options,
+        )
+        if not isinstance(dismissed, dict):
+            raise TypeError("dismissed is not a table")
+        return Prepared(plan=plan, run_dir=run_dir.absolute(), resumed=True, dismissed=dict(dismissed),
+                        sweep=sweep_step(options, backend, plan.devices, env), shard=info.get("shard"))
+
+    return _stored(path, build)
+
+
+def _stored(path: Path, build: Any) -> Prepared:
+    """``build()``, with a run.json whose plan cannot be read refused by name."""
+    try:
+        prepared: Prepared = build()
+    except (KeyError, TypeError, ValueError, AttributeError) as exc:
+        what = f"it lacks {exc}" if isinstance(exc, KeyError) else str(exc)
+        raise UsageError(f"{path}: the run's plan cannot be read ({what}); the file is damaged. Restore "
+                         "it, or start a new run.") from None
+    return prepared
+
+
+def _stored_dtypes(o: Mapping[str, Any]) -> tuple[str, ...] | None:
+    value = o.get("supported_dtypes")
+    return None if value is None else tuple(str(d) for d in value)
 
 
 def stored_ops(info: Mapping[str, Any]) -> tuple[OpPlan, ...]:
-    """The op plans a run.json holds."""
+    """The op plans a run.json holds (KeyError, TypeError or ValueError when it is damaged)."""
     return tuple(
-        OpPlan(op=o["op"], device=o["device"], dtypes=tuple(o["dtypes"]),
-               shapes=tuple(tuple(s) for s in o["shapes"]), provider=o["provider"], autotuned=o.get("autotuned"))
+        OpPlan(op=str(o["op"]), device=str(o["device"]), dtypes=tuple(str(d) for d in o["dtypes"]),
+               shapes=tuple(tuple(int(x) for x in s) for s in o["shapes"]), provider=str(o["provider"]),
+               autotuned=o.get("autotuned"), supported_dtypes=_stored_dtypes(o))
         for o in info["plan"]
     )
+
+
+def stored_outcomes(info: Mapping[str, Any], run_dir: Path) -> list[OpOutcome]:
+    """The op rows run.json keeps (what its outputs were rendered from); a run.json without them
+    (the harness died before its end) gives the completion markers'."""
+    rows = info.get("ops")
+    if isinstance(rows, list):
+        try:
+            return [OpOutcome.from_json(row) for row in rows]
+        except ValueError as exc:
+            raise UsageError(f"{run_dir}/run.json: {exc}; the file is damaged.") from None
+    return list(read_markers(run_dir).values())
 
 
 def _run_info(
@@ -203,7 +259,8 @@ def _run_info(
         "options": plan.options.to_dict(),
         "plan": [
             {"op": o.op, "device": o.device, "dtypes": list(o.dtypes),
-             "shapes": [list(s) for s in o.shapes], "provider": o.provider, "autotuned": o.autotuned}
+             "shapes": [list(s) for s in o.shapes], "provider": o.provider, "autotuned": o.autotuned,
+             **({"supported_dtypes": list(o.supported_dtypes)} if o.supported_dtypes is not None else {})}
             for o in plan.ops
         ],
         "dismissed": dict(prepared.dismissed),
@@ -226,7 +283,7 @@ def _identity(run_dir: Path) -> tuple[dict[str, Any], dict[str, Any]]:
 
 
 def _unreached_message(outcome: OpOutcome | None, first: bool) -> tuple[str, str]:
-    """(JUnit status, message) for a planned case that has no record."""
+    """(JUnit status, message) for a planned case that has no record (and its op supports its dtype)."""
     if outcome is None or outcome.status in (PENDING, INTERRUPTED):
         return "error", "not run: the run was interrupted first; finish it with `harness run --resume RUN_DIR`"
     why = "; ".join(outcome.notes) or outcome.status
@@ -245,37 +302,64 @@ def unreached_cases(ops: Sequence[OpPlan], records: list[Any], outcomes: Mapping
     missing: list[Unreached] = []
     for op_plan in ops:
         outcome = outcomes.get(op_plan.op)
-        cases = [c.case_id for c in op_plan.cases()] or [op_plan.op]  # a dismissed op may have no shapes
-        for index, case_id in enumerate(c for c in cases if c not in seen):
-            status, message = _unreached_message(outcome, first=index == 0)
-            missing.append(Unreached(op=op_plan.op, case_id=case_id, status=status, message=message))
+        cases = [c for c in op_plan.cases() if c.case_id not in seen]
+        if not op_plan.cases() and op_plan.op not in seen:  # a dismissed op may have no shapes
+            status, message = _unreached_message(outcome, first=True)
+            missing.append(Unreached(op=op_plan.op, case_id=op_plan.op, status=status, message=message))
+        supported = op_plan.supported_dtypes
+        reached = 0
+        for case in cases:
+            where = dict(provider=case.provider, dtype=case.dtype, shape=shape_str(case.shape))
+            if supported is not None and case.dtype not in supported and not (outcome and outcome.status == "SKIP"):
+                # the op would have skipped it: not run is no error (the op's own wording)
+                message = f"op {op_plan.op!r} does not support dtype {case.dtype} (supports {', '.join(supported)})"
+                missing.append(Unreached(op=op_plan.op, case_id=case.case_id, status="skip", message=message, **where))
+                continue
+            status, message = _unreached_message(outcome, first=reached == 0)
+            reached += 1
+            missing.append(Unreached(op=op_plan.op, case_id=case.case_id, status=status, message=message, **where))
     return missing
+
+
+OUTPUT_FILES = {"csv": "summary.csv", "junit": "junit.xml", "md": "report.md", "status": "ops_status.csv"}
+
+
+def render_outputs(ops: Sequence[OpPlan], info: Mapping[str, Any], found: RecordsFile,
+                   outcomes: Sequence[OpOutcome]) -> dict[str, str]:
+    """Every rendered output of a run (file name -> text), from its plan, run.json facts, records
+    and op rows: what finalize writes and `harness report` prints, from one function."""
+    records = list(found.records)
+    unreached = unreached_cases(ops, records, {o.op: o for o in outcomes})
+    notes = {o.op: f"{o.status} {'; '.join(o.notes)}".strip() for o in outcomes}
+    return {
+        OUTPUT_FILES["csv"]: render_csv(records),
+        OUTPUT_FILES["junit"]: render_junit(records, unreached, op_notes=notes),
+        OUTPUT_FILES["md"]: render_markdown(records, info, unreached, [p.describe() for p in found.problems]),
+        OUTPUT_FILES["status"]: render_status(outcomes),
+    }
 
 
 def finalize(prepared: Prepared, outcomes: list[OpOutcome], status: str, started: str) -> dict[str, Any]:
     """Render every output from the records; each file replaced atomically."""
     plan, run_dir = prepared.plan, prepared.run_dir
-    records = read_records(RunFiles(run_dir).records)
+    found = read_records_file(RunFiles(run_dir).records)
     identity, per_device = _identity(run_dir)
     info = _run_info(prepared, status, started, identity)
     info["identity_per_device"] = per_device
     append_state(run_dir, plan.backend, "<run end>", plan.devices)
     info["device_state"] = summarize_states(run_dir)
-    by_op = {o.op: o for o in outcomes}
-    info["ops"] = [o.row() for o in outcomes]
-    unreached = unreached_cases(plan.ops, records, by_op)
-    atomic_write_text(run_dir / "summary.csv", render_csv(records))
-    atomic_write_text(
-        run_dir / "junit.xml",
-        render_junit(records, unreached, op_notes={o.op: f"{o.status} {'; '.join(o.notes)}".strip() for o in outcomes}),
-    )
-    atomic_write_text(run_dir / "report.md", render_markdown(records, info, unreached))
-    atomic_write_text(run_dir / "ops_status.csv", render_status(outcomes))
+    info["ops"] = [{**o.to_json(), "notes": "; ".join(o.notes)} for o in outcomes]  # numbers as numbers
+    if found.problems:  # never dropped silently: listed here and in report.md
+        info["records_problems"] = [{"line": p.line, "kind": p.kind, "reason": p.reason} for p in found.problems]
+    for name, text in render_outputs(plan.ops, info, found, outcomes).items():
+        atomic_write_text(run_dir / name, text)
     write_meta(run_dir, _autotune_meta(plan, identity))
     if status != "running":
         from harness.run.report import write_html_report
 
-        problem = write_html_report(run_dir, info, records, unreached)
+        records = list(found.records)
+        problem = write_html_report(run_dir, info, records, unreached_cases(plan.ops, records,
+                                                                            {o.op: o for o in outcomes}))
         if problem:
             info["report_html"] = problem
     write_run_info(run_dir, info)
@@ -305,6 +389,8 @@ def execute(prepared: Prepared, env: Mapping[str, str], out: TextIO) -> int:
     run_dir = prepared.run_dir
     run_dir.mkdir(parents=True, exist_ok=True)
     with run_lock(run_dir, fresh=not prepared.resumed):
+        if prepared.resumed:
+            refuse_live_ops(run_dir)  # an op process that outlived a killed harness
         return _execute_locked(prepared, env, out)
 
 
@@ -325,13 +411,15 @@ def _execute_locked(prepared: Prepared, env: Mapping[str, str], out: TextIO) -> 
     started = _now()
     already: dict[str, OpOutcome] = {}
     append_state(run_dir, plan.backend, "<run start>", plan.devices)
+    RunFiles(run_dir).records.touch()  # always there, even when no case gets a record
     if prepared.resumed:
         started = read_run_info(RunFiles(run_dir).run_info).get("started_at", started)
         already = read_markers(run_dir)
     for op_plan in plan.ops:
-        if op_plan.op in dismissed:
+        if op_plan.op in dismissed and op_plan.op not in already:
             already[op_plan.op] = OpOutcome(op_plan.op, op_plan.device, "SKIP",
                                             notes=(f"dismissed: {dismissed[op_plan.op]}",))
+            write_marker(run_dir, already[op_plan.op])  # every ended op has one, dismissed ones too
     write_run_info(run_dir, _run_info(prepared, "running", started, {}))
     to_run = [o for o in plan.ops if o.op not in already]
     print(_start_line(prepared, already, to_run), file=out, flush=True)
@@ -360,7 +448,8 @@ def _execute_locked(prepared: Prepared, env: Mapping[str, str], out: TextIO) -> 
             return EXIT_INTERRUPTED
         bad = [x for x in outcomes if x.failed]
         info = finalize(prepared, outcomes, "complete-with-failures" if bad else "complete", started)
-    records = read_records(RunFiles(run_dir).records)
+    found = read_records_file(RunFiles(run_dir).records)
+    records = found.records
     counts: dict[str, int] = {}
     for r in records:
         counts[r.status] = counts.get(r.status, 0) + 1
@@ -377,4 +466,6 @@ def _execute_locked(prepared: Prepared, env: Mapping[str, str], out: TextIO) -> 
         print(info["report_html"], file=out)
         written = written.replace(" report.html,", "")
     print(f"device: {info['identity'].get('device_name', '?')}; reports: {run_dir}/ ({written})", file=out)
-    return EXIT_FAILED if bad else EXIT_OK
+    if found.corrupt:  # something other than the op processes wrote into records.jsonl
+        print(f"error: {found.corrupt_message()}", file=out)
+    return EXIT_FAILED if bad or found.corrupt else EXIT_OK

@@ -41,6 +41,9 @@ class OpPlan:
     provider: str
     case_cost: float = 1.0  # relative wall time of one case (OpSpec.case_cost), for sharding only
     autotuned: bool | None = None  # OpInfo.autotuned: which ops a sweep tunes first
+    # the dtypes the op supports (OpSpec.dtypes): a case of another dtype is a skip, also when the
+    # op's process never reached it; None: not known (then every unreached case is an error)
+    supported_dtypes: tuple[str, ...] | None = None
 
     def cases(self) -> list[Case]:
         return [Case(self.op, self.provider, d, s) for s in self.shapes for d in self.dtypes]
@@ -155,6 +158,7 @@ def plan_run(
                 provider=options.provider,
                 case_cost=op.case_cost,
                 autotuned=op.autotuned,
+                supported_dtypes=tuple(op.dtypes),
             )
         )
     return RunPlan(

@@ -8,20 +8,26 @@ write its report.html.
 
 from __future__ import annotations
 
+import sys
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Any
+from typing import Any, TextIO
 
 from harness.backends.base import Peaks
 from harness.contract import RunFiles
 from harness.errors import UsageError
-from harness.results.render import Unreached, render_csv, render_junit, render_markdown
+from harness.results.render import Unreached
 from harness.results.runinfo import read_run_info
 from harness.results.schema import Measurement
-from harness.results.store import atomic_write_text, read_records
-from harness.run.execute import stored_ops, unreached_cases
-from harness.run.rundir import read_markers
+from harness.results.store import RecordsFile, atomic_write_text, read_records_file
+from harness.run.execute import (
+    OUTPUT_FILES,
+    render_outputs,
+    stored_ops,
+    stored_outcomes,
+    unreached_cases,
+)
 
 __all__ = ["FORMATS", "RunView", "load_run", "render_across", "render_report", "write_html_report"]
 
@@ -37,11 +43,23 @@ class RunView:
     unreached: list[Unreached]
 
 
+def _ops(info: Mapping[str, Any], files: RunFiles) -> Any:
+    try:
+        return stored_ops(info)
+    except (KeyError, TypeError, ValueError, AttributeError) as exc:
+        raise UsageError(f"{files.run_info}: the run's plan cannot be read ({exc}); the file is damaged.") from None
+
+
 def load_run(run_dir: Path) -> RunView:
+    """A run for a page joining runs: a records.jsonl with corrupt lines is refused (the page would
+    not show them), naming each one."""
     files = RunFiles(run_dir)
     info = read_run_info(files.run_info)
-    records = read_records(files.records)
-    return RunView(info, records, unreached_cases(stored_ops(info), records, read_markers(run_dir)))
+    found: RecordsFile = read_records_file(files.records)
+    found.check()
+    records = list(found.records)
+    outcomes = {o.op: o for o in stored_outcomes(info, run_dir)}
+    return RunView(info, records, unreached_cases(_ops(info, files), records, outcomes))
 
 
 def backend_peaks(backend: str) -> Peaks | None:
@@ -73,17 +91,23 @@ def write_html_report(run_dir: Path, info: Mapping[str, Any], records: Sequence[
     return None
 
 
-def render_report(run_dir: Path, fmt: str = "md") -> str:
+def render_report(run_dir: Path, fmt: str = "md", warnings: TextIO | None = None) -> str:
+    """The run's summary.csv, junit.xml, report.md or report.html as the run wrote them, rendered
+    again from run.json and records.jsonl. Lines of records.jsonl that are not records are listed
+    in the Markdown and, one line each, on ``warnings`` (stderr)."""
     if fmt not in FORMATS:
         raise UsageError(f"Unknown report format {fmt!r}. Formats: {', '.join(FORMATS)}.")
-    view = load_run(run_dir)
-    if fmt == "csv":
-        return render_csv(view.records)
-    if fmt == "junit":
-        return render_junit(view.records, view.unreached)
+    files = RunFiles(run_dir)
+    info = read_run_info(files.run_info)
+    found = read_records_file(files.records)
+    ops = _ops(info, files)
+    for problem in found.problems:
+        print(f"harness: warning: {files.records} {problem.describe()}", file=warnings or sys.stderr)
+    outcomes = stored_outcomes(info, run_dir)
     if fmt == "html":
-        return html_report(view.info, view.records, view.unreached)
-    return render_markdown(view.records, view.info, view.unreached)
+        records = list(found.records)
+        return html_report(info, records, unreached_cases(ops, records, {o.op: o for o in outcomes}))
+    return render_outputs(ops, info, found, outcomes)[OUTPUT_FILES[fmt]]
 
 
 def render_across(run_dirs: Sequence[Path]) -> str:

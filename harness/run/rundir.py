@@ -8,6 +8,7 @@ reader from :mod:`harness.results.runinfo`.
 from __future__ import annotations
 
 import fcntl
+import json
 import os
 from collections.abc import Iterator
 from contextlib import contextmanager
@@ -16,38 +17,89 @@ from typing import Any
 
 from harness.contract import RunFiles
 from harness.errors import UsageError
+from harness.options import RunOptions
 from harness.results.runinfo import read_run_info
-from harness.results.store import read_json, write_json
+from harness.results.schema import Measurement, record_from_dict
+from harness.results.store import check_can_write_dir, read_json, write_json
 from harness.run.decide import OP_STATUSES, OpOutcome
+from harness.run.leftovers import describe, find_marked
 
 __all__ = [
     "check_out_dir",
     "read_markers",
     "read_run_info",
+    "refuse_live_ops",
     "repair_records_tail",
+    "run_dir_for",
     "run_lock",
     "write_marker",
     "write_run_info",
 ]
 
 
-def check_out_dir(path: Path) -> None:
-    """Fail before anything is written if the run directory cannot be used."""
-    if path.exists() and (path / "run.json").exists():
+def _in_use(run_dir: Path) -> bool:
+    """Whether a harness process holds the run directory's lock now (without taking it)."""
+    try:
+        fd = os.open(RunFiles(run_dir).lock, os.O_RDONLY | os.O_CLOEXEC)
+    except OSError:
+        return False
+    try:
+        fcntl.flock(fd, fcntl.LOCK_SH | fcntl.LOCK_NB)
+    except BlockingIOError:
+        return True
+    except OSError:
+        return False
+    finally:
+        os.close(fd)  # closing drops a lock taken here
+    return False
+
+
+def _held_run(path: Path, source: str, check_lock: bool) -> str:
+    """Why ``path``, which holds a run.json, cannot take a new run: what it holds and what to do."""
+    if check_lock and _in_use(path):
+        return (f"{source}: {path} is in use by a harness process that is running now. Wait for it to "
+                "finish (or stop it), or choose another --out or --run-id.")
+    try:
+        status = read_run_info(RunFiles(path).run_info).get("status")
+    except UsageError:
+        return (f"{source}: {path} already holds a run, and its run.json is damaged. Choose another "
+                "--out or --run-id.")
+    if status in ("running", "interrupted"):
+        return (f"{source}: {path} already holds an unfinished run (status {status}). Finish it with "
+                f"`harness run --resume {path}`, or choose another --out or --run-id.")
+    return (f"{source}: {path} already holds a finished run (status {status}). Choose another --out or "
+            "--run-id.")
+
+
+def check_out_dir(path: Path, source: str = "", check_lock: bool = True) -> None:
+    """Fail before anything is written if a new run cannot use ``path``; ``source`` names the
+    option that chose it (``--out DIR``, ``--reports-dir DIR``) for the message; where ``path``
+    would be created is tried for real (harness.results.store.check_can_write_dir)."""
+    source = source or f"run directory {path}"
+    if (path / "run.json").exists():
+        raise UsageError(_held_run(path, source, check_lock))
+    check_can_write_dir(path, source)
+
+
+def run_dir_for(options: RunOptions, run_id: str) -> tuple[Path, str]:
+    """The run directory a new run writes and the option that chose it (for messages)."""
+    if options.out:
+        return Path(options.out), f"--out {options.out}"
+    return Path(options.reports_dir) / run_id, f"--reports-dir {options.reports_dir}"
+
+
+def refuse_live_ops(run_dir: Path) -> None:
+    """Refuse to work on a run while a process of its ops is still alive (one that survived a
+    harness killed with SIGKILL): two op processes would time on one device and append to one
+    records file."""
+    live = find_marked(run_dir)
+    if live:
+        ops = ", ".join(sorted({p.op for p in live}))
         raise UsageError(
-            f"Output directory {path} already holds a run. Use --resume {path} to finish it, "
-            "or choose another --out."
+            f"{run_dir}: op process(es) of this run are still running: {describe(live)} (op {ops}), "
+            "left by a harness process that was killed. End them first (kill "
+            f"{' '.join(str(p.pid) for p in live)}), then resume again."
         )
-    probe = path
-    while not probe.exists():
-        probe = probe.parent
-    if not os.access(probe, os.W_OK):
-        raise UsageError(
-            f"Output directory {path} is not writable ({probe} does not allow writing). "
-            "Choose another --out or fix the permissions."
-        )
-    if probe.is_file():
-        raise UsageError(f"Output path {probe} is a file, not a directory. Choose another --out.")
 
 
 def write_run_info(run_dir: Path, info: dict[str, Any]) -> None:
@@ -59,25 +111,23 @@ def write_run_info(run_dir: Path, info: dict[str, Any]) -> None:
 
 def write_marker(run_dir: Path, outcome: OpOutcome) -> None:
     """The completion marker: an op that has one is not run again by --resume."""
-    write_json(RunFiles(run_dir).marker(outcome.op), {**outcome.row(), "notes": list(outcome.notes)})
+    write_json(RunFiles(run_dir).marker(outcome.op), outcome.to_json())
 
 
 def read_markers(run_dir: Path) -> dict[str, OpOutcome]:
+    """The completion markers (a marker of an older harness, with numbers as strings, reads too);
+    a damaged one is refused by name."""
     found: dict[str, OpOutcome] = {}
     for path in sorted((run_dir / "done").glob("*.json")):
-        data = read_json(path)
-        if data.get("status") not in OP_STATUSES:
-            continue
-        found[data["op"]] = OpOutcome(
-            op=data["op"],
-            device=data["device"],
-            status=data["status"],
-            attempts=int(data["attempts"]),
-            elapsed_s=float(data["elapsed_s"]),
-            rows=int(data["rows"]),
-            notes=tuple(data["notes"]),
-            compile_s=float(data["compile_s"]) if data.get("compile_s") not in (None, "") else None,
-        )
+        try:
+            data = read_json(path)
+            if not isinstance(data, dict) or data.get("status") not in OP_STATUSES:
+                continue
+            outcome = OpOutcome.from_json(data)
+        except (ValueError, OSError) as exc:
+            raise UsageError(f"{path}: not a readable completion marker ({exc}). Delete it to run that "
+                             "op again on --resume.") from None
+        found[outcome.op] = outcome
     return found
 
 
@@ -86,8 +136,9 @@ def read_markers(run_dir: Path) -> dict[str, OpOutcome]:
 
 def repair_records_tail(path: Path) -> int:
     """Cut a torn last line (a process killed in the middle of writing a record) so the next
-    append starts on a line of its own. Call only while no op process is running. Returns the
-    number of bytes dropped."""
+    append starts on a line of its own; a last line that is a whole record and only lacks its line
+    end gets one (readers count it as a record). Call only while no op process is running.
+    Returns the number of bytes dropped."""
     if not path.exists():
         return 0
     size = path.stat().st_size
@@ -100,10 +151,21 @@ def repair_records_tail(path: Path) -> int:
         fh.seek(0)
         data = fh.read()
         keep = data.rfind(b"\n") + 1
-        fh.truncate(keep)
+        if isinstance(_record_or_none(data[keep:]), Measurement):
+            fh.write(b"\n")
+            keep = size
+        else:
+            fh.truncate(keep)
         fh.flush()
         os.fsync(fh.fileno())
     return size - keep
+
+
+def _record_or_none(line: bytes) -> Measurement | None:
+    try:
+        return record_from_dict(json.loads(line.decode("utf-8", "replace")))
+    except (ValueError, RecursionError):
+        return None
 
 
 # -- one harness process per run directory ---------------------------------------------------
@@ -153,7 +215,7 @@ def run_lock(run_dir: Path, fresh: bool = False) -> Iterator[None]:
         ) from None
     try:
         if fresh:
-            check_out_dir(run_dir)
+            check_out_dir(run_dir, check_lock=False)  # this process holds the lock
         yield
     finally:
         try:

@@ -87,6 +87,9 @@ def _read_text(path: str, flag: str) -> str:
         return Path(path).read_text(encoding="utf-8")
     except OSError as exc:
         raise UsageError(f"{flag} {path}: cannot read it ({exc.strerror}). Check the path.") from exc
+    except UnicodeDecodeError as exc:
+        raise UsageError(f"{flag} {path}: cannot read it: not UTF-8 text (byte {exc.start}). Give a text "
+                         "file.") from None
 
 
 def read_ops_file(path: str) -> list[_Ref]:

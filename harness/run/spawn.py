@@ -29,6 +29,7 @@ from harness.providers.vendors import gems_vendor_env
 from harness.run.decide import signal_name
 
 __all__ = [
+    "EXIT_LINGER_S",
     "KILL_GRACE_S",
     "Launch",
     "StopToken",
@@ -43,6 +44,9 @@ __all__ = [
 ]
 
 KILL_GRACE_S = 5.0  # between the polite signal and SIGKILL
+# How long an op process may take to exit once pytest has finished (its exit status is written)
+# before its group is ended: a hang at interpreter exit must not turn a finished op into a TIMEOUT.
+EXIT_LINGER_S = 60.0
 _POLL_S = 0.05
 
 
@@ -99,15 +103,23 @@ def _exited(pid: int) -> bool:
         return True
 
 
-def wait_exit(pid: int, deadline: float | None, stop: StopToken | None, forced: bool = False) -> str:
-    """'exited', 'timeout' (the monotonic deadline passed) or 'stopped' (a stop was requested;
-    with forced=True, only a forced one counts)."""
+def wait_exit(pid: int, deadline: float | None, stop: StopToken | None, forced: bool = False,
+              finished: Callable[[], bool] | None = None, linger_s: float = EXIT_LINGER_S) -> str:
+    """'exited', 'timeout' (the monotonic deadline passed), 'stopped' (a stop was requested;
+    with forced=True, only a forced one counts) or 'lingered' (``finished()`` became true, the
+    op's work is done, and the process was still there ``linger_s`` later)."""
+    done_at: float | None = None
     while True:
         if _exited(pid):
             return "exited"
         if stop is not None and (stop.forced if forced else stop.requested):
             return "stopped"
-        if deadline is not None and time.monotonic() >= deadline:
+        now = time.monotonic()
+        if finished is not None and done_at is None and finished():
+            done_at = now
+        if done_at is not None and now - done_at >= linger_s:
+            return "lingered"
+        if deadline is not None and now >= deadline:
             return "timeout"
         time.sleep(_POLL_S)
 

@@ -43,6 +43,7 @@ from harness.errors import UsageError
 from harness.results.store import read_json, write_json
 from harness.run.caches import cache_env
 from harness.run.decide import AttemptExit, classify_exit
+from harness.run.leftovers import op_marks
 from harness.run.spawn import Launch, child_env, end_group, read_exit, reap_group, start, wait_exit
 
 if TYPE_CHECKING:
@@ -212,6 +213,7 @@ class SweepStep:
             launch = self.launcher(ctx, op_plan, shard.index, shard.device, shard.cases)
             env = child_env(plan.backend, shard.device, ctx.parent_env, cache_env(ctx.cache_dir))
             env[SHARD_ENV] = str(shard.index)
+            env.update(op_marks(ctx.run_dir, op_plan.op))  # what a shard leaves behind is found (run.leftovers)
             if ctx.cache_dir is not None:  # FlagGems' LibTuner database: one per shard, no lock waits
                 env["FLAGGEMS_DB_URL"] = f"sqlite:///{ctx.cache_dir / 'flaggems' / f'sweep-{shard.index}.db'}"
                 (ctx.cache_dir / "flaggems").mkdir(parents=True, exist_ok=True)

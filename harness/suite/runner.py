@@ -319,7 +319,7 @@ class SuiteRunner:
         files = _OpFiles(ctx.run_dir / "suite" / op_file_stem(op_plan.op))
         started = str(ChildSpec.load(files.spec).extra.get("started_at", "")) if files.spec.exists() else ""
         conversion = _convert(ctx.plan, op_plan, files, ctx.run_dir, started)
-        known = {r.case_id for r in read_records(ctx.records_path)}
+        known = {r.case_id for r in read_records(ctx.records_path, on_corrupt="skip")}
         for record in conversion.records:
             if record.case_id not in known:
                 append_record(ctx.records_path, record)

@@ -20,6 +20,7 @@ from pathlib import Path
 
 import pytest
 
+from harness.run.decide import STATUS_COLUMNS
 from tests.procs import alive, wait_for
 
 ROOT = Path(__file__).resolve().parents[2]
@@ -91,7 +92,7 @@ def _assert_files_whole(run: Path) -> None:
     for name in ("run.json",):
         json.loads((run / name).read_text())
     header = (run / "ops_status.csv").read_text().splitlines()[0]
-    assert header == "op,device,status,attempts,elapsed_s,rows,notes"
+    assert header == ",".join(STATUS_COLUMNS)
 
 
 def _held_children(run: Path) -> list[int]:

@@ -82,7 +82,22 @@ def test_enumeration_order_listing_then_torch() -> None:
     listing = "GPU 0: NVIDIA H200 (UUID: a)\nGPU 1: NVIDIA H200 (UUID: b)\n"
     assert enumerate_devices(cuda, None, {}, run_listing=lambda c: listing) == ("0", "1")
     assert enumerate_devices(cuda, None, {}, run_listing=lambda c: None, torch_count=lambda: 3) == ("0", "1", "2")
-    assert enumerate_devices(cuda, ["4", "7"], {}, run_listing=lambda c: listing) == ("4", "7")
+    assert enumerate_devices(cuda, ["1", "0"], {}, run_listing=lambda c: listing) == ("1", "0")
+    assert enumerate_devices(cuda, ["4", "7"], {}, run_listing=lambda c: None) == ("4", "7")  # nothing to check against
+
+
+def test_explicit_devices_are_checked_not_ignored() -> None:
+    """--devices names devices the machine has: on an accelerator without a visibility variable,
+    against the listing CLI; on the cpu backend, only 'cpu' (issue 17: 7, 'foo bar' were ignored)."""
+    cuda = get_backend("cuda")
+    listing = "GPU 0: NVIDIA H200 (UUID: a)\nGPU 1: NVIDIA H200 (UUID: b)\n"
+    with pytest.raises(UsageError, match=r"no cuda device 7 on this machine \(nvidia-smi lists 0, 1\)"):
+        enumerate_devices(cuda, ["0", "7"], {}, run_listing=lambda c: listing)
+    cpu = get_backend("cpu")
+    assert enumerate_devices(cpu, ["cpu"], {}) == ("cpu",)
+    for bad in (["7"], ["foo bar"], ["0", "cpu"]):
+        with pytest.raises(UsageError, match="has one device, 'cpu'"):
+            enumerate_devices(cpu, bad, {})
 
 
 def test_listing_parsers_per_vendor() -> None:

@@ -59,7 +59,7 @@ def test_bad_values_name_their_source(cli: dict, env: dict, needle: str) -> None
 
 
 def test_bad_pyproject_value_names_the_key() -> None:
-    with pytest.raises(UsageError, match=r"\[tool.harness\] rep-ms: rep \(ms\) must be a number"):
+    with pytest.raises(UsageError, match=r"\[tool.harness\] rep-ms: rep \(ms\) must be a finite number"):
         resolve_run_options({}, {}, {"rep_ms": "fast"})
 
 
