@@ -65,7 +65,7 @@ def test_a_replayed_run_uses_the_recorded_configs_and_marks_a_missing_key(tmp_pa
 def test_ab_runs_the_sides_interleaved_with_side_a_configs_and_compares(tmp_path: Path) -> None:
     shapes = tmp_path / "shapes.yaml"
     shapes.write_text("add: [[4, 64]]\ntuned_copy: [[100]]\n")
-    done = harness("ab", "--a-env", "AUTOTUNED_OPS_FAVOUR=32", "--b-env", "AUTOTUNED_OPS_FAVOUR=16",
+    done = harness("ab", "--allow-cpu", "--a-env", "AUTOTUNED_OPS_FAVOUR=32", "--b-env", "AUTOTUNED_OPS_FAVOUR=16",
                    "--out", "ab", "--", "--backend", "cpu", "--ops-module", str(TUNED_OPS),
                    "--ops", "add", "tuned_copy", "--dtypes", "fp32", "--shapes-file", str(shapes),
                    cwd=tmp_path)

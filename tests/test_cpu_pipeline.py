@@ -199,5 +199,5 @@ def test_every_run_has_a_report_html_and_runs_join_into_one_page_and_a_history_s
                    "--commit-url", "https://example.invalid/commit/{commit}", cwd=tmp_path)
     assert site.returncode == 0, site.stderr
     assert (tmp_path / "site" / "index.html").is_file() and (tmp_path / "site" / "ops" / "add.html").is_file()
-    compared = harness("compare", *map(str, runs), "--out", str(tmp_path / "cmp"), cwd=tmp_path)
+    compared = harness("compare", *map(str, runs), "--allow-cpu", "--out", str(tmp_path / "cmp"), cwd=tmp_path)
     assert compared.returncode == 0 and (tmp_path / "cmp" / "compare.html").is_file()

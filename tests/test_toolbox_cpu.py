@@ -8,6 +8,7 @@ from pathlib import Path
 
 import pytest
 
+from harness.results.schema import SCHEMA_VERSION
 from tests.harness_cli import run_harness
 
 ROOT = Path(__file__).resolve().parents[1]
@@ -28,7 +29,7 @@ def test_toggles_an_extra_plugin_and_the_wall_column(tmp_path: Path) -> None:
     assert info["options"]["plugins"] == ["-autotune", "+wall"]
     assert not (run / "autotune" / "add.json").exists()
     rows = [json.loads(line) for line in (run / "records.jsonl").read_text().splitlines()]
-    assert rows and all(r["schema_version"] == 3 and r["candidate_wall"]["summary"]["median"] > 0 for r in rows)
+    assert rows and all(r["schema_version"] == SCHEMA_VERSION and r["candidate_wall"]["summary"]["median"] > 0 for r in rows)
     summary = list(csv.DictReader((run / "summary.csv").open()))
     assert all(float(r["candidate_wall_ms"]) > 0 and float(r["baseline_wall_ms"]) > 0 for r in summary)
     assert "wall ms torch / cand" in (run / "report.md").read_text()

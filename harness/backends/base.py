@@ -150,9 +150,18 @@ class Backend:
     graph_class: str | None = None  # attribute of the torch namespace that captures device graphs
     # CLI printing one CSV line per device: index, SM clock MHz, memory clock MHz, temperature C, power W
     state_query: tuple[str, ...] | None = None
+    state_nvml: bool = False  # the same readings through NVML (the pynvml module), where it imports
     gems_vendor: str | None = None
     peaks: Peaks | None = None
     hardware_verified: str = "no"  # what has run on real hardware, said plainly
+    # Whether this backend's timings measure the code (compare and gate judge them). False for a
+    # backend whose timings only show the pipeline runs: compare and gate refuse to judge its
+    # runs unless --allow-cpu, and report.md says so.
+    timings_comparable: bool = True
+    # Intra-op threads of the op process (OMP_NUM_THREADS and MKL_NUM_THREADS in its
+    # environment); None leaves the libraries' defaults. One thread keeps wall-clock timings
+    # from stalling on a busy host (benchmarks/cpu_threads.py).
+    op_threads: int | None = None
 
     def visibility_key(self) -> str | None:
         return self.visibility_keys[0] if self.visibility_keys else None

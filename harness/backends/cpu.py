@@ -1,7 +1,10 @@
 """The CPU backend: Triton kernels run in the Triton interpreter, baselines on torch CPU.
 
 Its timings mean little; its point is that the whole pipeline, correctness
-checks included, runs in CI and on a laptop.
+checks included, runs in CI and on a laptop. So its timings are marked as not for comparison
+(compare and gate refuse them unless --allow-cpu), and its op process runs torch on one
+intra-op thread: with one thread per core, a busy 2-core host stretched a 6 us softmax to
+milliseconds (benchmarks/cpu_threads.py, docs/compare.md "The cpu backend").
 """
 
 from __future__ import annotations
@@ -24,4 +27,6 @@ BACKEND = Backend(
         triton_interpreter=True,
     ),
     hardware_verified="yes (any x86-64 host; CI)",
+    timings_comparable=False,
+    op_threads=1,
 )

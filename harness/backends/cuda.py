@@ -48,6 +48,7 @@ BACKEND = Backend(
         # (host IPC is for CUDA IPC / NCCL between containers). No capability is documented.
     ),
     graph_class="CUDAGraph",
+    state_nvml=True,
     state_query=("nvidia-smi", "--query-gpu=index,clocks.sm,clocks.mem,temperature.gpu,power.draw", "--format=csv,noheader,nounits"),
     driver_query=DeviceListing(command=("nvidia-smi", "--query-gpu=driver_version", "--format=csv,noheader"), index_pattern=r"^\s*(\S+)"),
     gems_vendor="nvidia",

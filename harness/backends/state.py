@@ -1,17 +1,33 @@
 """Device clocks, temperature and power: read where the backend has a query CLI, and a check
-for clock drops during a run (thermal or power throttling makes later ops look slower)."""
+for clock drops during a run (thermal or power throttling makes later ops look slower).
+
+:func:`device_reader` gives the op process a reader of its one device, called at the start and
+end of each case's timing: NVML through the ``pynvml`` module where the backend names it and
+the module imports (about a millisecond), else the backend's query CLI (nvidia-smi: tens of
+milliseconds), else nothing (the cpu backend)."""
 
 from __future__ import annotations
 
+import importlib
 import json
 import subprocess
-from collections.abc import Mapping, Sequence
+from collections.abc import Callable, Mapping, Sequence
 from pathlib import Path
 from typing import Any
 
 from harness.backends.base import Backend
 
-__all__ = ["CLOCK_DROP_FRACTION", "append_state", "clock_drop", "parse_state", "read_state", "summarize_states"]
+__all__ = [
+    "CLOCK_DROP_FRACTION",
+    "append_state",
+    "clock_drop",
+    "device_reader",
+    "parse_state",
+    "read_state",
+    "summarize_states",
+]
+
+State = dict[str, float | None]
 
 CLOCK_DROP_FRACTION = 0.10  # an SM clock more than 10% under the run's highest is flagged
 _FIELDS = ("index", "sm_clock_mhz", "mem_clock_mhz", "temperature_c", "power_w")
@@ -43,6 +59,58 @@ def read_state(backend: Backend) -> dict[str, dict[str, float | None]]:
     except (OSError, subprocess.TimeoutExpired):
         return {}
     return parse_state(done.stdout) if done.returncode == 0 else {}
+
+
+def _nvml_reader(module: object, device: str) -> Callable[[], State] | None:
+    nvml: Any = module
+    try:
+        nvml.nvmlInit()
+        handle = nvml.nvmlDeviceGetHandleByIndex(int(device))
+    except Exception:  # no driver library, another index scheme: the CLI may still answer
+        return None
+
+    def value(read: Callable[[], float], scale: float = 1.0) -> float | None:
+        try:
+            return float(read()) * scale
+        except Exception:
+            return None
+
+    def read() -> State:
+        return {
+            "sm_clock_mhz": value(lambda: nvml.nvmlDeviceGetClockInfo(handle, nvml.NVML_CLOCK_SM)),
+            "mem_clock_mhz": value(lambda: nvml.nvmlDeviceGetClockInfo(handle, nvml.NVML_CLOCK_MEM)),
+            "temperature_c": value(lambda: nvml.nvmlDeviceGetTemperature(handle, nvml.NVML_TEMPERATURE_GPU)),
+            "power_w": value(lambda: nvml.nvmlDeviceGetPowerUsage(handle), 1e-3),  # milliwatts
+        }
+
+    return read
+
+
+def device_reader(
+    backend: Backend,
+    device: str,
+    import_module: Callable[[str], object] = importlib.import_module,
+    query: Callable[[Backend], dict[str, State]] = read_state,
+) -> Callable[[], State] | None:
+    """A reader of one device's clocks, temperature and power (None where nothing can be read).
+
+    ``device`` is the index the parent pinned (the query CLI's and NVML's numbering)."""
+    if backend.state_nvml:
+        try:
+            module = import_module("pynvml")
+        except ImportError:
+            module = None
+        if module is not None:
+            reader = _nvml_reader(module, device)
+            if reader is not None:
+                return reader
+    if backend.state_query is None:
+        return None
+
+    def read() -> State:
+        return dict(query(backend).get(device) or {})
+
+    return read
 
 
 def clock_drop(samples: Sequence[Mapping[str, Any]]) -> dict[str, Any] | None:

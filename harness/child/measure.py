@@ -1,14 +1,17 @@
 """One case, measured: inputs, correctness against an upcast reference, then timing.
 
 Runs in the op's process (called from the pytest suite). Correctness
-comes first: a mismatch or a NaN fails the case and nothing is timed.
+comes first: a mismatch or a NaN fails the case and nothing is timed. The device's clocks
+(and temperature and power, where the backend exposes them) are read just before the
+candidate's timing and just after the baseline's, so a row timed while the clocks moved can be
+told apart.
 """
 
 from __future__ import annotations
 
 import datetime as _dt
 import time
-from collections.abc import Callable
+from collections.abc import Callable, Mapping
 from dataclasses import dataclass, replace
 from typing import Any
 
@@ -38,6 +41,24 @@ class CaseContext:
     timer_name: str
     cache: str
     peaks: Peaks | None = None  # the backend's datasheet ceilings, for roofline percentages
+    # Reads the device's clocks, temperature and power (harness.backends.state.device_reader);
+    # None where the backend exposes nothing.
+    read_state: Callable[[], Mapping[str, float | None]] | None = None
+
+
+def _state(ctx: CaseContext) -> dict[str, float | None]:
+    if ctx.read_state is None:
+        return {}
+    try:
+        return dict(ctx.read_state())
+    except Exception:  # a reading is a diagnostic: never the reason a case fails
+        return {}
+
+
+def _begin_row(timer: Timer | None) -> None:
+    begin = getattr(timer, "begin_row", None)  # timers that choose per row (graph: small kernels)
+    if begin is not None:
+        begin()
 
 
 def _torch_dtype(name: str) -> Any:
@@ -173,14 +194,17 @@ def measure_case(
                            duration_s=time.perf_counter() - t0, **common)
     del reference, out
     fallback: Fallback | None = None
+    state_start = _state(ctx)
     try:
         # Candidate first: a refused capture switches the whole row, so both sides share a timer.
+        _begin_row(timer)
         cand_s = timer.measure(lambda: candidate(*args))
         base_s = timer.measure(lambda: op.baseline(*args))
     except CaptureRefused as refused:
         if fallback_timer is None:
             raise
         fallback = Fallback(phase=refused.phase, reason=refused.reason, detail=refused.detail)
+        _begin_row(fallback_timer)
         cand_s = fallback_timer.measure(lambda: candidate(*args))
         base_s = fallback_timer.measure(lambda: op.baseline(*args))
     except CaptureFatal as fatal:
@@ -189,6 +213,7 @@ def measure_case(
                            message=f"{case.case_id}: fatal device error, no latency reported: {fatal}",
                            duration_s=time.perf_counter() - t0, **common)
     common["timer"] = cand_s.timer
+    state_end = _state(ctx)  # before the wall timer: the clocks of the device timings
     if wall_timer is not None:  # warm, back to back, host included: beside the device time
         common["candidate_wall"] = Timing.of(wall_timer.measure(lambda: candidate(*args)).values)
         common["baseline_wall"] = Timing.of(wall_timer.measure(lambda: op.baseline(*args)).values)
@@ -196,8 +221,8 @@ def measure_case(
                   (("candidate", cand_s), ("baseline", base_s)) if smp.noisy)
     baseline_samples: Samples = base_s
     candidate_samples: Samples = cand_s
-    base = Timing.of(baseline_samples.values)
-    cand = Timing.of(candidate_samples.values)
+    base = Timing.of(baseline_samples.values, settled=not baseline_samples.noisy)
+    cand = Timing.of(candidate_samples.values, settled=not candidate_samples.noisy)
     cand_sec = cand.summary.median * 1e-3
     itemsize = torch.empty((), dtype=dtype).element_size()
     nbytes = op.bytes_moved(case.shape, itemsize)
@@ -220,5 +245,6 @@ def measure_case(
         duration_s=time.perf_counter() - t0,
         fallback=fallback,
         notes=notes,
+        device_state=({"start": state_start, "end": state_end},) if state_start or state_end else (),
         **common,
     )

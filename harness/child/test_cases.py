@@ -61,6 +61,7 @@ def test_case(
         timer_name=harness_timers.primary.name,
         cache=spec.cache if harness_timers.primary.name != "cpu" else "n/a",
         peaks=harness_session.backend.peaks,
+        read_state=harness_session.state_reader,
     )
     try:
         record = measure_case(ctx, op, harness_session.candidate, harness_case, harness_timers.primary,

@@ -19,23 +19,28 @@ from harness.options import read_project_config, resolve_history_db
 if TYPE_CHECKING:  # the statistics pull in numpy: imported only when a command runs
     from harness.compare.compare import Comparison
     from harness.compare.history import HistoryStore
+    from harness.compare.spread import SpreadTable
     from harness.compare.stats import Criteria
 
 __all__ = ["COMMANDS", "add_parsers", "dispatch"]
 
 COMMANDS = ("compare", "gate", "gate-run", "ab", "history")
-_VERDICT_ORDER = ("regression", "failing", "improvement", "noisy", "unchanged", "not compared")
+_VERDICT_ORDER = ("regression", "failing", "improvement", "drift", "noisy", "unchanged", "not compared")
 
 _COMPARE_EPILOG = """\
 Rows are paired by case id (op[provider-dtype-shape]) and only rows that passed on both
-sides are compared. A row is a regression when head's candidate median is more than
-THRESHOLD percent slower AND the Mann-Whitney test is significant after correcting for
-the number of rows compared. Runs of a different backend, device model, timer, level
-or cache mode are refused unless --allow-mismatch.
+sides are compared. A row is a regression when head's candidate is more than THRESHOLD
+percent slower AND the change stands out from both the samples' noise (Mann-Whitney) and
+the run-to-run spread (of the repeats, never less than the device's known spread:
+--spread), after correcting for the number of rows compared; a row whose torch baseline
+moved as much is `drift`, and one whose samples did not settle cannot be a regression.
+Runs of a different backend, device model, timer, level or cache mode, or measured with a
+different torch, Triton, driver, flag_gems or harness, are refused unless --allow-mismatch;
+cpu backend runs unless --allow-cpu.
 
 Outputs (with --out): compare.md (fit for $GITHUB_STEP_SUMMARY), compare.csv, compare-junit.xml.
-Exit codes: compare 0; gate 1 on a regression or a case that passed in base and fails
-in head; 2 bad input (missing or unlike runs).
+Exit codes: compare 0; gate 1 on a regression or a case that passed in base and fails,
+crashes, hangs or is missing in head; 2 bad input (missing, damaged or unlike runs).
 """
 
 
@@ -77,6 +82,10 @@ def _add_criteria(p: argparse.ArgumentParser) -> None:
     p.add_argument("--correction", choices=("holm", "bh", "none"), default="holm",
                    help="multiple-comparison control over the rows compared: holm (family-wise, "
                         "default), bh (Benjamini-Hochberg, false discovery rate) or none")
+    p.add_argument("--spread", metavar="FILE",
+                   help="run-to-run spread table (default: the shipped harness/compare/run_spread.yaml)")
+    p.add_argument("--allow-cpu", action="store_true",
+                   help="judge cpu backend runs anyway (their timings show the pipeline, not kernel speed)")
 
 
 def _add_compare(sub: argparse._SubParsersAction[argparse.ArgumentParser], name: str) -> None:
@@ -95,7 +104,8 @@ def _add_compare(sub: argparse._SubParsersAction[argparse.ArgumentParser], name:
     _add_criteria(p)
     p.add_argument("--out", metavar="DIR", help="write compare.md, compare.csv and compare-junit.xml here")
     p.add_argument("--allow-mismatch", action="store_true",
-                   help="compare runs of different backend, device model, timer, level or cache anyway")
+                   help="compare runs of different backend, device model, timer, level or cache, or "
+                        "of different torch, Triton, driver, flag_gems or harness versions, anyway")
 
 
 def _add_gate_run(sub: argparse._SubParsersAction[argparse.ArgumentParser]) -> None:
@@ -122,6 +132,9 @@ def _add_gate_run(sub: argparse._SubParsersAction[argparse.ArgumentParser]) -> N
                         "run` is; needs --devices (docs/ci-security.md)")
     p.add_argument("--devices", metavar="ID",
                    help="with --container: the one host device both sides run on")
+    p.add_argument("--no-replay", action="store_true",
+                   help="let every run tune live (default: each side's first run records its autotune "
+                        "configs and that side's later runs replay them)")
     _add_criteria(p)
     p.add_argument("run_args", nargs=argparse.REMAINDER, metavar="-- RUN_ARGS",
                    help="arguments for `harness run`, after --")
@@ -209,6 +222,9 @@ def _add_history(sub: argparse._SubParsersAction[argparse.ArgumentParser]) -> No
     check.add_argument("--persist", type=_positive_int, default=2,
                        help="consecutive suspect runs that make a regression (default 2)")
     check.add_argument("--out", metavar="DIR", help="write history-check.md and history-check-junit.xml here")
+    check.add_argument("--allow-mismatch", action="store_true",
+                       help="check against earlier runs made with other torch, Triton, driver, flag_gems or "
+                            "harness versions anyway")
     site = hs.add_parser("site", help="a static HTML site of the history: an index and one page per op",
                          description="Build a static site (index.html, ops/<op>.html) of every stored run: "
                          "each case's trend per backend, the commit of each point, regression and suspect "
@@ -241,6 +257,12 @@ def _criteria(ns: argparse.Namespace) -> Criteria:
     from harness.compare.stats import Criteria
 
     return Criteria(threshold=ns.threshold, alpha=ns.alpha, correction=ns.correction)
+
+
+def _spread(ns: argparse.Namespace) -> SpreadTable:
+    from harness.compare.spread import load_spread
+
+    return load_spread(Path(ns.spread) if ns.spread else None)
 
 
 def _write_comparison(comparison: Comparison, out: Path | None, stdout: TextIO,
@@ -313,7 +335,8 @@ def _cmd_compare(ns: argparse.Namespace, stdout: TextIO) -> int:
     from harness.compare.compare import compare_runs
 
     _checked_out(ns)
-    comparison = compare_runs(Path(ns.base), Path(ns.head), _criteria(ns), ns.allow_mismatch)
+    comparison = compare_runs(Path(ns.base), Path(ns.head), _criteria(ns), ns.allow_mismatch,
+                              allow_cpu=ns.allow_cpu, spread=_spread(ns))
     _write_comparison(comparison, Path(ns.out) if ns.out else None, stdout)
     if ns.command == "gate":
         return _gate_outcome(comparison, f"gate {ns.base} -> {ns.head}")
@@ -328,14 +351,17 @@ def _cmd_gate_run(ns: argparse.Namespace, env: Mapping[str, str], stdout: TextIO
     run_args = _run_args(ns)
     check_run_args(run_args, "harness gate-run")
     out = _checked_out(ns) or Path(ns.out)
+    spread = _spread(ns)  # a bad --spread is refused before anything runs
     side_runner = None
     if ns.container or ns.devices:
         from harness.container.gate import container_side_runner
 
         side_runner = container_side_runner(ns.container, ns.devices, out, env, read_project_config())
     sides = run_gate({"base": ns.base_ref, "head": ns.head_ref}, out, run_args, ns.repeats, env,
-                     repo=Path(ns.repo), side_runner=side_runner)
-    comparison = compare_runs(sides["base"], sides["head"], _criteria(ns), allow_mismatch=False)
+                     repo=Path(ns.repo), side_runner=side_runner, replay=not ns.no_replay)
+    # The two versions of the tree may carry two harness versions: that is what is compared.
+    comparison = compare_runs(sides["base"], sides["head"], _criteria(ns), allow_mismatch=False,
+                              allow_cpu=ns.allow_cpu, spread=spread, deliberate=("harness",))
     _write_comparison(comparison, out.resolve(), stdout)
     return _gate_outcome(comparison, f"gate {ns.base_ref} -> {ns.head_ref}")
 
@@ -348,6 +374,7 @@ def _run_args(ns: argparse.Namespace) -> list[str]:
 def _cmd_ab(ns: argparse.Namespace, env: Mapping[str, str], stdout: TextIO) -> int:
     from harness.compare.ab import AbSide, context_lines, run_ab
     from harness.compare.compare import compare_runs
+    from harness.results.runinfo import ENVIRONMENT_FIELDS
 
     sides = {
         side: AbSide(
@@ -361,8 +388,11 @@ def _cmd_ab(ns: argparse.Namespace, env: Mapping[str, str], stdout: TextIO) -> i
     }
     run_args = _run_args(ns)
     out = _checked_out(ns) or Path(ns.out)
+    spread = _spread(ns)
     result = run_ab(sides, run_args, out, env, repeats=ns.repeats, order=ns.order, replay=not ns.no_replay)
-    comparison = compare_runs(result.pooled["a"], result.pooled["b"], _criteria(ns), allow_mismatch=False)
+    # A switch may change the software on purpose (--b-python with another torch): named, not refused.
+    comparison = compare_runs(result.pooled["a"], result.pooled["b"], _criteria(ns), allow_mismatch=False,
+                              allow_cpu=ns.allow_cpu, spread=spread, deliberate=tuple(ENVIRONMENT_FIELDS))
     context = context_lines(sides, result.steps, ns.order, run_args, result.replay_misses)
     _write_comparison(comparison, out.resolve(), stdout, title="A/B comparison (B against A)", context=context)
     if ns.fail_on_regression:
@@ -375,6 +405,7 @@ def _cmd_history(ns: argparse.Namespace, env: Mapping[str, str], stdout: TextIO)
     from harness.compare.history import (
         HistoryRules,
         HistoryStore,
+        check_history_environment,
         check_run,
         render_trend_csv,
         run_medians,
@@ -416,8 +447,12 @@ def _cmd_history(ns: argparse.Namespace, env: Mapping[str, str], stdout: TextIO)
     except ValueError as exc:
         raise UsageError(f"history check: {exc}. Give --threshold below --large.") from exc
     run = load_run(Path(ns.run))
+    warnings = check_history_environment(run, store.window_environments(run, rules.window), ns.allow_mismatch)
     checks = check_run(run_medians(run), store.earlier_runs(run), rules)
     markdown = render_history_markdown(run, checks, rules, str(db))
+    if warnings:
+        head, _, rest = markdown.partition("\n")
+        markdown = "\n".join([head, "", *(f"- **warning**: {w}" for w in warnings)]) + "\n" + rest
     print(markdown, file=stdout)
     if ns.out:
         out = Path(ns.out)

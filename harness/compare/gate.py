@@ -4,7 +4,10 @@ Runs the benchmark for two versions of the code under test (git refs, checked
 out as temporary worktrees, or directories) on this host's device,
 interleaved ABBA (base, head, head, base, ...) so that slow drift of the
 machine weighs on both sides alike, pools each side's repeats into one run
-directory, then compares them as `harness gate` does.
+directory, then compares them as `harness gate` does. Each side's first run records the
+configs its autotuners choose and that side's later runs replay them (``--replay-from``), so
+an autotuner flipping between two near-equal configs does not read as a change of the code;
+the comparison shows where base and head chose differently.
 
 Each side runs ``python -m harness run`` with its own tree as the working
 directory and first on PYTHONPATH, so the harness and ops of that version are
@@ -37,9 +40,11 @@ __all__ = [
     "interleaved_order",
     "merge_records",
     "merged_info",
+    "merged_ops",
     "pool_side",
     "run_command",
     "run_gate",
+    "side_replay",
     "side_trees",
 ]
 
@@ -76,27 +81,48 @@ def _how_timed(r: Measurement) -> tuple[str, str]:
     return (r.timer, r.fallback.reason if r.fallback else "")
 
 
-def _merge_case(group: Sequence[Measurement], run_id: str) -> Measurement:
-    bad = next((r for r in group if r.status != "pass"), None)
+def _pooled(timings: Sequence[Timing]) -> Timing | None:
+    """The samples of several runs in one Timing that remembers which run each came from."""
+    if not timings:
+        return None
+    samples = [x for t in timings for x in t.samples_ms]
+    blocks = [n for t in timings for n in (t.blocks or (len(t.samples_ms),))]
+    return Timing.of(samples, blocks=blocks, settled=all(t.settled for t in timings))
+
+
+def _missing(template: Measurement, run_id: str, repeat: int, repeats: int) -> Measurement:
+    return replace(
+        template, run_id=run_id, status="error", candidate=None, baseline=None, speedup=None, gbps=None,
+        tflops=None, correctness=None,
+        message=(f"{template.case_id}: no record in repeat {repeat} of {repeats} (the op crashed, hung or "
+                 "was not run there: see that repeat's ops_status.csv and logs/)"),
+        notes=(f"missing in repeat {repeat}",),
+    )
+
+
+def _merge_case(group: Sequence[Measurement | None], run_id: str) -> Measurement:
+    present = [r for r in group if r is not None]
+    gap = next((k for k, r in enumerate(group, start=1) if r is None), None)
+    if gap is not None:
+        return _missing(present[0], run_id, gap, len(group))
+    bad = next((r for r in present if r.status != "pass"), None)
     if bad is not None:
         return replace(bad, run_id=run_id)
     # Samples are pooled only across repeats timed alike (same timer, same fallback): the most
     # common way wins, ties to the first repeat's; the others are left out and said so.
-    ways = [_how_timed(r) for r in group]
+    ways = [_how_timed(r) for r in present]
     chosen = max(dict.fromkeys(ways), key=ways.count)
-    left_out = len(group) - ways.count(chosen)
-    group = [r for r in group if _how_timed(r) == chosen]
-    first = group[0]
-    cand = [x for r in group if r.candidate for x in r.candidate.samples_ms]
-    base = [x for r in group if r.baseline for x in r.baseline.samples_ms]
-    candidate = Timing.of(cand) if cand else None
-    baseline = Timing.of(base) if base else None
+    left_out = len(present) - ways.count(chosen)
+    kept = [r for r in present if _how_timed(r) == chosen]
+    first = kept[0]
+    candidate = _pooled([r.candidate for r in kept if r.candidate])
+    baseline = _pooled([r.baseline for r in kept if r.baseline])
     scale = None
     if candidate and first.candidate and candidate.summary.median > 0:
         scale = first.candidate.summary.median / candidate.summary.median
     # A repeat that tuned live while replaying makes the pooled row a replay-miss too.
-    misses = any(r.autotune == "replay-miss" for r in group)
-    notes = first.notes + (f"pooled from {len(group)} runs",)
+    misses = any(r.autotune == "replay-miss" for r in kept)
+    notes = tuple(dict.fromkeys(n for r in kept for n in r.notes)) + (f"pooled from {len(kept)} runs",)
     if left_out:
         notes += (f"{left_out} repeat(s) timed differently (timer/fallback) left out of the pool",)
     return replace(
@@ -108,23 +134,42 @@ def _merge_case(group: Sequence[Measurement], run_id: str) -> Measurement:
                  if baseline and candidate and candidate.summary.median > 0 else None),
         gbps=first.gbps * scale if first.gbps is not None and scale else None,
         tflops=first.tflops * scale if first.tflops is not None and scale else None,
-        duration_s=sum(r.duration_s for r in group),
+        duration_s=sum(r.duration_s for r in kept),
         autotune="replay-miss" if misses else first.autotune,
         notes=notes,
+        device_state=tuple(s for r in kept for s in r.device_state),
     )
 
 
 def merge_records(runs: Sequence[Sequence[Measurement]], run_id: str) -> list[Measurement]:
-    """Pool the repeats of one side: per case, all raw samples together.
+    """Pool the repeats of one side: per case, all raw samples together, each run's samples a
+    block of their own (``Timing.blocks``), so the statistics can tell the runs apart.
 
-    A case that did not pass in some repeat is carried as that failing record,
-    so it is reported rather than compared.
+    A case that did not pass in some repeat is carried as that failing record, and a case some
+    repeat has no record of (its op crashed or hung there) as an error naming that repeat, so
+    it is reported rather than compared.
     """
-    groups: dict[str, list[Measurement]] = {}
-    for records in runs:
+    groups: dict[str, list[Measurement | None]] = {}
+    for k, records in enumerate(runs):
         for r in records:
-            groups.setdefault(r.case_id, []).append(r)
+            groups.setdefault(r.case_id, [None] * len(runs))[k] = r
     return [_merge_case(group, run_id) for group in groups.values()]
+
+
+def merged_ops(infos: Sequence[Mapping[str, Any]]) -> list[dict[str, Any]]:
+    """run.json ``ops`` of a pooled side: per op, the first repeat's row unless some repeat ended
+    worse (not PASS or SKIP), then that repeat's row, its notes naming the repeat."""
+    out: dict[str, dict[str, Any]] = {}
+    for k, info in enumerate(infos, start=1):
+        for row in info.get("ops") or ():
+            if not isinstance(row, Mapping) or "op" not in row:
+                continue
+            op = str(row["op"])
+            bad = str(row.get("status")) not in ("PASS", "SKIP")
+            if op not in out or (bad and str(out[op].get("status")) in ("PASS", "SKIP")):
+                note = f"repeat {k}" + (f": {row.get('notes')}" if row.get("notes") else "")
+                out[op] = {**row, "notes": note if bad else row.get("notes", "")}
+    return list(out.values())
 
 
 def merged_info(infos: Sequence[Mapping[str, Any]], run_id: str, ref: str) -> dict[str, Any]:
@@ -133,6 +178,7 @@ def merged_info(infos: Sequence[Mapping[str, Any]], run_id: str, ref: str) -> di
     statuses = {str(i.get("status")) for i in infos}
     info["run_id"] = run_id
     info["status"] = "complete" if statuses == {"complete"} else "complete-with-failures"
+    info["ops"] = merged_ops(infos)
     info["merged_from"] = [i.get("run_id") for i in infos]
     info["gate_ref"] = ref
     info["finished_at"] = infos[-1].get("finished_at")
@@ -146,6 +192,11 @@ def pool_side(repeat_dirs: Sequence[Path], target: Path, run_id: str, ref: str,
     target.mkdir()
     for record in merge_records([r.records for r in runs], run_id=run_id):
         append_record(target / "records.jsonl", record)
+    # The configs the side ran with: its first run's (the later ones replayed them, or tuned
+    # alike); compare reads them to show where base and head chose differently.
+    tuned = Path(repeat_dirs[0]) / "autotune"
+    if tuned.is_dir():
+        shutil.copytree(tuned, target / "autotune")
     info = merged_info([r.info for r in runs], run_id, ref)
     info.update(info_extra or {})
     write_json(target / "run.json", info)
@@ -194,12 +245,20 @@ def side_trees(repo: Path, refs: Mapping[str, str], workdir: Path) -> Iterator[d
                 pass  # best effort: the tree is in a temporary directory
 
 
+def side_replay(repeats_dir: Path, name: str, k: int) -> Path | None:
+    """Where run k of a side replays its autotune configs from: the side's first run (None for
+    that first run, which tunes live and records)."""
+    return None if k == 1 else repeats_dir / f"{name}-1"
+
+
 def _run_side(side: GateSide, out_dir: Path, run_id: str, run_args: Sequence[str],
-              env: Mapping[str, str], python: str) -> None:
+              env: Mapping[str, str], python: str, replay_from: Path | None = None) -> None:
     child_env = dict(env)
     child_env["PYTHONPATH"] = str(side.tree) + (os.pathsep + env["PYTHONPATH"] if env.get("PYTHONPATH") else "")
-    cmd = run_command(python, out_dir, run_id, run_args)
-    print(f"gate: {side.name} ({side.ref}) -> {out_dir}", flush=True)
+    replay = ["--replay-from", str(replay_from)] if replay_from is not None else []
+    cmd = run_command(python, out_dir, run_id, [*run_args, *replay])
+    role = f"replays {replay_from.name}" if replay_from is not None else "records autotune configs"
+    print(f"gate: {side.name} ({side.ref}; {role}) -> {out_dir}", flush=True)
     code = subprocess.run(cmd, cwd=side.tree, env=child_env, check=False).returncode
     if code not in (0, 1):  # 1 = some case failed: reported by the comparison, not fatal here
         raise UsageError(
@@ -220,6 +279,7 @@ def run_gate(
     repo: Path = Path("."),
     python: str = sys.executable,
     side_runner: SideRunner | None = None,
+    replay: bool = True,
 ) -> dict[str, Path]:
     """Run both sides interleaved and write out/base and out/head; returns those two paths.
 
@@ -237,10 +297,12 @@ def run_gate(
         with side_trees(repo.resolve(), refs, workdir) as sides:
             for name, k in order:
                 target = out / "repeats" / f"{name}-{k}"
+                replay_from = side_replay(out / "repeats", name, k) if replay else None
                 if side_runner is None:
-                    _run_side(sides[name], target, f"gate-{name}-{k}", run_args, env, python)
+                    _run_side(sides[name], target, f"gate-{name}-{k}", run_args, env, python, replay_from=replay_from)
                 else:
-                    side_runner(sides[name], target, f"gate-{name}-{k}", run_args)
+                    replay_args = ["--replay-from", str(replay_from)] if replay_from is not None else []
+                    side_runner(sides[name], target, f"gate-{name}-{k}", [*run_args, *replay_args])
             pooled: dict[str, Path] = {}
             for name in SIDES:
                 repeat_dirs = [out / "repeats" / f"{name}-{k}" for k in range(1, repeats + 1)]

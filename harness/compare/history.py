@@ -7,12 +7,17 @@ more than ``threshold`` is *suspect*; it is flagged as a regression only when
 it was also suspect in the previous ``persist - 1`` runs (one noisy night is
 not an alarm), or at once when it is slower by more than ``large``.
 
+A run measured with other software (torch, Triton, driver, flag_gems, harness) than the
+runs of its baseline window is refused unless the user allows it
+(:func:`check_history_environment`): an upgrade is not a regression of the code.
+
 ``assess_case`` is pure; ``HistoryStore`` is the thin SQLite layer.
 """
 
 from __future__ import annotations
 
 import datetime as _dt
+import json
 import sqlite3
 import statistics
 from collections.abc import Iterator, Mapping, Sequence
@@ -22,7 +27,7 @@ from pathlib import Path
 
 from harness.compare.compare import RunData
 from harness.errors import UsageError
-from harness.results.runinfo import fingerprint
+from harness.results.runinfo import environment_values, fingerprint
 from harness.results.store import csv_text
 
 __all__ = [
@@ -31,11 +36,13 @@ __all__ = [
     "HistoryRules",
     "HistoryStore",
     "assess_case",
+    "check_history_environment",
     "check_run",
     "render_trend_csv",
 ]
 
-_SCHEMA_VERSION = 1
+# 2: runs.environment (JSON of the run's software versions); a version 1 file gains the column.
+_SCHEMA_VERSION = 2
 _SCHEMA = """
 CREATE TABLE IF NOT EXISTS runs (
     seq INTEGER PRIMARY KEY AUTOINCREMENT,
@@ -194,6 +201,9 @@ class HistoryStore:
                     "Upgrade the harness, or use another --db."
                 )
             conn.executescript(_SCHEMA)
+            columns = {row[1] for row in conn.execute("PRAGMA table_info(runs)")}
+            if "environment" not in columns:
+                conn.execute("ALTER TABLE runs ADD COLUMN environment TEXT")
             conn.execute(f"PRAGMA user_version = {_SCHEMA_VERSION}")
             with conn:
                 yield conn
@@ -221,6 +231,8 @@ class HistoryStore:
                  info.get("started_at") or _now(), _now()),
             )
             seq = cur.lastrowid
+            conn.execute("UPDATE runs SET environment = ? WHERE seq = ?",
+                         (json.dumps(environment_values(info), sort_keys=True), seq))
             rows = []
             for r in run.records:
                 c = r.candidate.summary if r.candidate and r.status == "pass" else None
@@ -250,6 +262,26 @@ class HistoryStore:
                     "SELECT case_id, median_ms FROM rows WHERE run_seq = ?", (seq,))})
         return out
 
+    def window_environments(self, run: RunData, window: int) -> list[tuple[str, dict[str, str]]]:
+        """(run id, software versions) of the last ``window`` runs of this run's fingerprint that
+        started before it; runs stored before versions were kept are left out."""
+        fingerprint = _fingerprint(run)
+        started = str(run.info.get("started_at") or _now())
+        with self._connect() as conn:
+            found = conn.execute(
+                "SELECT run_id, environment FROM runs WHERE fingerprint = ? AND run_id != ? AND started_at <= ?"
+                " ORDER BY started_at DESC, seq DESC LIMIT ?", (fingerprint, run.run_id, started, window),
+            ).fetchall()
+        out = []
+        for run_id, text in found:
+            try:
+                env = json.loads(text) if text else None
+            except ValueError:
+                env = None
+            if isinstance(env, dict):
+                out.append((str(run_id), {str(k): str(v) for k, v in env.items()}))
+        return out
+
     def export(self, fingerprint: str | None = None, cases: Sequence[str] = ()) -> list[dict[str, object]]:
         """Every stored value, ordered by case then time: each case's trend is contiguous."""
         where, args = [], []
@@ -273,3 +305,29 @@ class HistoryStore:
 def render_trend_csv(rows: Sequence[Mapping[str, object]]) -> str:
     return csv_text(EXPORT_COLUMNS, ({k: "" if row.get(k) is None else row.get(k) for k in EXPORT_COLUMNS}
                                      for row in rows))
+
+
+def check_history_environment(run: RunData, earlier: Sequence[tuple[str, Mapping[str, str]]],
+                              allow_mismatch: bool) -> list[str]:
+    """Refuse to check a run against a baseline measured with other software (exit 2), unless
+    allowed; then one warning line per difference. ``earlier``: (run id, versions) of the runs
+    in the baseline window."""
+    mine = environment_values(run.info)
+    found: dict[tuple[str, str], list[str]] = {}
+    for run_id, env in earlier:
+        for key, value in mine.items():
+            theirs = env.get(key, "")
+            if theirs != value:
+                found.setdefault((key, theirs or "absent"), []).append(run_id)
+    lines = [f"{key} {mine[key] or 'absent'!r} in this run, {theirs!r} in {len(ids)} earlier run(s) of the "
+             f"baseline ({', '.join(ids[:3])}{', ...' if len(ids) > 3 else ''})"
+             for (key, theirs), ids in found.items()]
+    if lines and not allow_mismatch:
+        raise UsageError(
+            f"Run {run.path} was measured with other software than the runs of its baseline window "
+            f"({'; '.join(lines)}), so a change against them may be the upgrade's, not the code's. A new "
+            "version's runs fill the window after --window runs (they are stored by `history add` all the "
+            "same); until then pass --allow-mismatch to check against the older runs anyway (the report "
+            "names each difference)."
+        )
+    return [f"baseline measured with other software (--allow-mismatch): {line}" for line in lines]

@@ -25,6 +25,8 @@ COMPARE_COLUMNS = (
     "case_id", "op", "dtype", "shape", "timer", "verdict",
     "base_median_ms", "head_median_ms", "ratio", "change_pct", "ci_low", "ci_high",
     "p", "p_adjusted", "n_base", "n_head", "torch_ratio", "base_status", "head_status", "reason",
+    "p_samples", "p_runs", "runs_base", "runs_head", "run_spread_pct", "clocks", "autotune_change",
+    "head_log",
 )
 
 _CORRECTION_NAMES = {"holm": "Holm", "bh": "Benjamini-Hochberg", "none": "no correction"}
@@ -66,6 +68,14 @@ def _csv_row(r: RowComparison) -> dict[str, str]:
         "base_status": r.base_status,
         "head_status": r.head_status,
         "reason": r.reason,
+        "p_samples": _g(s.p_samples if s else None, 3),
+        "p_runs": _g(s.p_runs if s else None, 3),
+        "runs_base": str(s.runs_base) if s else "",
+        "runs_head": str(s.runs_head) if s else "",
+        "run_spread_pct": f"{s.run_spread * 100:.2f}" if s else "",
+        "clocks": r.clocks,
+        "autotune_change": r.autotune_change,
+        "head_log": r.head_log,
     }
 
 
@@ -85,10 +95,19 @@ def _change(r: RowComparison) -> str:
     return f"{(r.stats.ratio - 1) * 100:+.1f}%" if r.stats else ""
 
 
+def _row_notes(r: RowComparison) -> str:
+    parts = []
+    if r.clocks:
+        parts.append(f"clocks: {r.clocks}")
+    if r.autotune_change:
+        parts.append(f"autotune: {r.autotune_change}")
+    return _cell("; ".join(parts))
+
+
 def _measured_table(rows: Sequence[RowComparison], confidence: float) -> list[str]:
     lines = [
-        f"| case | timer | base | head | change | {confidence:.0%} CI of ratio | adjusted p | torch change |",
-        "|---|---|---:|---:|---:|---|---:|---:|",
+        f"| case | timer | runs | base | head | change | {confidence:.0%} CI of ratio | adjusted p | torch change | notes |",
+        "|---|---|---:|---:|---:|---:|---|---:|---:|---|",
     ]
     for r in rows:
         s = r.stats
@@ -96,8 +115,9 @@ def _measured_table(rows: Sequence[RowComparison], confidence: float) -> list[st
             continue
         torch = f"{(r.torch_ratio - 1) * 100:+.1f}%" if r.torch_ratio is not None else ""
         lines.append(
-            f"| `{r.case_id}` | {r.timer} | {fmt_ms(s.base_median)} | {fmt_ms(s.head_median)} | "
-            f"{_change(r)} | [{s.ci_low:.3f}, {s.ci_high:.3f}] | {_g(r.p_adjusted, 2)} | {torch} |"
+            f"| `{r.case_id}` | {r.timer} | {s.runs_base} vs {s.runs_head} | {fmt_ms(s.base_median)} | "
+            f"{fmt_ms(s.head_median)} | {_change(r)} | [{s.ci_low:.3f}, {s.ci_high:.3f}] | "
+            f"{_g(r.p_adjusted, 2)} | {torch} | {_row_notes(r)} |"
         )
     return lines
 
@@ -136,20 +156,26 @@ def render_compare_markdown(c: Comparison, title: str = "Performance comparison"
         *(f"- {line}" for line in context),
         f"- backend {info.get('backend', '?')}, device {ident.get('device_name', '?')}, "
         f"timer {info.get('timer', '?')}, level {info.get('level', '?')}",
-        f"- rule: a regression is a candidate median more than {crit.threshold:.0%} slower *and* a "
-        f"Mann-Whitney p below {crit.alpha:g} after {_CORRECTION_NAMES[crit.correction]} over "
-        f"{len(compared)} compared row(s); intervals are {crit.confidence:.0%} bootstrap intervals "
-        "of head/base",
+        f"- rule: a regression is a candidate more than {crit.threshold:.0%} slower that stands out from "
+        "the samples' noise (Mann-Whitney) *and* from the run-to-run spread (of the repeats, never "
+        f"less than the device's known spread, {c.spread_origin or 'the shipped table'}), p below "
+        f"{crit.alpha:g} after {_CORRECTION_NAMES[crit.correction]} over {len(compared)} compared "
+        "row(s); `drift` when torch's own time moved as much in the same runs; a row whose samples did "
+        f"not settle is not a regression on its own; intervals are {crit.confidence:.0%} bootstrap "
+        "intervals of head/base widened by the run-to-run spread",
     ]
+    lines = [lines[0], "", *(f"- **warning**: {w}" for w in c.warnings), *lines[2:]] if c.warnings else lines
     for m in c.mismatches:
         lines.append(f"- **warning**: unlike runs compared (--allow-mismatch): {m.key} "
                      f"{m.base!r} in base, {m.head!r} in head")
-    counts = {v: c.count(v) for v in ("regression", FAILING, "improvement", "noisy", "unchanged", NOT_COMPARED)}
+    counts = {v: c.count(v) for v in ("regression", FAILING, "improvement", "drift", "noisy", "unchanged",
+                                      NOT_COMPARED)}
     lines += ["", "Rows: " + ", ".join(f"{k} {v}" for k, v in counts.items()), ""]
     sections = (
         ("Regressions", "regression", True),
         ("Failing in head", FAILING, False),
         ("Improvements", "improvement", True),
+        ("Drift (torch moved as much: suspect the machine)", "drift", True),
     )
     for heading, verdict, measured in sections:
         chosen = [r for r in c.rows if r.verdict == verdict]
@@ -161,6 +187,12 @@ def render_compare_markdown(c: Comparison, title: str = "Performance comparison"
     if noisy:
         lines += ["### Noisy (not judged)", "", "| case | change | why |", "|---|---:|---|"]
         lines += [f"| `{r.case_id}` | {_change(r)} | {_cell(r.reason)} |" for r in noisy]
+        lines.append("")
+    retuned = [r for r in c.rows if r.autotune_change]
+    if retuned:
+        lines += ["### Autotune configs differ between base and head", "", "| case | verdict | base -> head |",
+                  "|---|---|---|"]
+        lines += [f"| `{r.case_id}` | {r.verdict} | {_cell(r.autotune_change)} |" for r in retuned]
         lines.append("")
     skipped = [r for r in c.rows if r.verdict == NOT_COMPARED]
     if skipped:

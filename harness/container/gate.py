@@ -25,13 +25,25 @@ from harness.container.launch import Connect, assemble, device_plan, lent_run_di
 from harness.container.plan import plan_invocation
 from harness.errors import UsageError
 
-__all__ = ["container_side_runner"]
+__all__ = ["container_side_runner", "in_reports"]
 
 
 def _aliases() -> dict[str, str]:
     from harness.backends import BACKENDS
 
     return {alias: b.name for b in BACKENDS for alias in (b.name, *b.aliases)}
+
+
+def in_reports(arg: str, out: Path) -> str:
+    """A run argument as the container sees it: a host path inside the gate's output directory
+    (the side's first run that later runs replay, ``--replay-from``) becomes reports/<path>."""
+    path = Path(arg)
+    if not path.is_absolute():
+        return arg
+    try:
+        return f"reports/{path.resolve().relative_to(out.resolve()).as_posix()}"
+    except ValueError:
+        return arg
 
 
 def container_side_runner(
@@ -76,7 +88,7 @@ def container_side_runner(
 
     def run_side(side: GateSide, run_dir: Path, run_id: str, run_args: Sequence[str]) -> None:
         relative = run_dir.resolve().relative_to(out).as_posix()
-        args = ["--out", f"reports/{relative}", "--run-id", run_id, *run_args]
+        args = ["--out", f"reports/{relative}", "--run-id", run_id, *(in_reports(a, out) for a in run_args)]
         invocation = plan_invocation(prepared.backend, args, run_id, _aliases())
         side_run = replace(prepared, invocation=invocation,
                            options=replace(prepared.options, code_dir=side.tree.resolve()))

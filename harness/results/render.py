@@ -223,6 +223,23 @@ def serialise_junit(suites: Sequence[TestSuite]) -> str:
     return '<?xml version="1.0" encoding="utf-8"?>\n' + ET.tostring(root, encoding="unicode") + "\n"
 
 
+def _pipeline_only(run_info: Mapping[str, Any]) -> list[str]:
+    """A warning line for a backend whose timings are not for comparison (cpu)."""
+    from harness.backends import get_backend
+    from harness.errors import UsageError
+
+    try:
+        backend = get_backend(str(run_info.get("backend", "")))
+    except UsageError:
+        return []
+    if backend.timings_comparable:
+        return []
+    return [f"- **These timings are not for comparison.** The {backend.name} backend shows that the pipeline "
+            "runs (correctness, records, reports); its numbers time the Triton interpreter and torch on "
+            "this host's cores, not kernels on an accelerator. `harness compare` and `gate` refuse them "
+            "unless --allow-cpu."]
+
+
 def _xml_clean(element: ET.Element) -> None:
     """Every attribute value and text of ``element``'s tree as XML 1.0 can hold it (an op's
     message may carry ANSI colour codes, NUL bytes or lone surrogates): escaped, never dropped."""
@@ -260,6 +277,7 @@ def render_markdown(records: Sequence[Measurement], run_info: Mapping[str, Any],
         f"- torch {fact('identity', 'torch')}, triton {fact('identity', 'triton')}, harness "
         f"{fact('harness_version')} ({commit_label(run_info)})",
         f"- level {fact('level')}, timer {fact('timer')}, cache {fact('options', 'cache')}, status {fact('status')}",
+        *_pipeline_only(run_info),
         "",
         "| op | provider | dtype | shape | timer | status | torch ms | candidate ms | speedup | GB/s | TFLOP/s "
         "| wall ms torch / cand | notes |",

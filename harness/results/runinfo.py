@@ -7,7 +7,9 @@ naming the file and what to do.
 
 Which runs are alike (may be compared, share a history) is decided here once:
 :data:`ALIKE_FIELDS` are the run.json facts that must agree, :func:`alike_values` reads them
-and :func:`fingerprint` hashes them.
+and :func:`fingerprint` hashes them. Which software a run measured with is decided here too:
+:data:`ENVIRONMENT_FIELDS` (torch, Triton, driver, flag_gems, harness), read by
+:func:`environment_values`; compare, gate and history refuse runs that differ there.
 """
 
 from __future__ import annotations
@@ -20,7 +22,16 @@ from typing import Any
 
 from harness.errors import UsageError
 
-__all__ = ["ALIKE_FIELDS", "RUN_SCHEMA_VERSION", "alike_values", "fingerprint", "read_run_info"]
+__all__ = [
+    "ALIKE_FIELDS",
+    "ENVIRONMENT_FIELDS",
+    "RUN_SCHEMA_VERSION",
+    "alike_values",
+    "environment_differences",
+    "environment_values",
+    "fingerprint",
+    "read_run_info",
+]
 
 # 1: the first version. Readers accept 1..RUN_SCHEMA_VERSION.
 RUN_SCHEMA_VERSION = 1
@@ -38,6 +49,18 @@ ALIKE_FIELDS: dict[str, tuple[tuple[str, ...], str]] = {
 }
 
 
+# The software a run measured with: the label shown to users -> where in run.json. Not part of the
+# fingerprint (a history spans upgrades); compare, gate and history check it apart, so that a
+# different torch is named as such rather than read as a regression.
+ENVIRONMENT_FIELDS: dict[str, tuple[str, ...]] = {
+    "torch": ("identity", "torch"),
+    "triton": ("identity", "triton"),
+    "driver": ("identity", "driver"),
+    "flag_gems": ("identity", "flag_gems", "version"),
+    "harness": ("harness_version",),
+}
+
+
 def _lookup(info: Mapping[str, Any], path: tuple[str, ...]) -> Any:
     value: Any = info
     for key in path:
@@ -52,6 +75,23 @@ def alike_values(info: Mapping[str, Any]) -> dict[str, str]:
         value = _lookup(info, path)
         out[label] = "" if value is None else str(value)
     return out
+
+
+def environment_values(info: Mapping[str, Any]) -> dict[str, str]:
+    """label -> version ("" when the run does not say) of every field in :data:`ENVIRONMENT_FIELDS`."""
+    out = {}
+    for label, path in ENVIRONMENT_FIELDS.items():
+        value = _lookup(info, path)
+        out[label] = "" if value is None or isinstance(value, Mapping) else str(value)
+    return out
+
+
+def environment_differences(base: Mapping[str, Any], head: Mapping[str, Any]) -> list[tuple[str, str, str]]:
+    """(label, base value, head value) for each piece of software the two runs name differently.
+    A field only one run states (an older run.json, a library only one run loaded) counts too:
+    "absent" stands for the missing side. A field neither states is alike."""
+    b, h = environment_values(base), environment_values(head)
+    return [(k, b[k] or "absent", h[k] or "absent") for k in ENVIRONMENT_FIELDS if b[k] != h[k]]
 
 
 def fingerprint(info: Mapping[str, Any]) -> str:

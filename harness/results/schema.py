@@ -34,7 +34,11 @@ __all__ = [
 # 3: baseline_wall and candidate_wall (the wall timer: a call with its host dispatch, beside the
 #    device time) and ir (a summary of the kernels compiled during the case); all optional, so
 #    records of versions 1 and 2 read as before with these empty.
-SCHEMA_VERSION = 3
+# 4: Timing gained blocks (which run each pooled sample came from) and settled (the noisy note
+#    as a field), Measurement gained device_state (clocks, temperature and power at the start and
+#    end of the case's timing). Records of versions 1-3 read as one run, settled unless their
+#    notes say noisy, without device state.
+SCHEMA_VERSION = 4
 CASE_STATUSES = ("pass", "fail", "error", "skip")
 TIMERS = ("cpu", "direct", "graph", "profiler")
 
@@ -93,12 +97,34 @@ class Summary:
 
 @dataclass(frozen=True)
 class Timing:
+    """Raw samples and their summary. ``blocks``: how many samples each run contributed, in
+    the order of ``samples_ms``, when the samples pool several runs (gate-run, ab); empty when
+    they all come from one run. The unit of evidence across runs is the run, so the statistics
+    need to know which samples belong together."""
+
     samples_ms: tuple[float, ...]
     summary: Summary
+    blocks: tuple[int, ...] = ()
+    settled: bool = True  # False: the timer's spread target was never met (in some run)
+
+    def __post_init__(self) -> None:
+        if self.blocks and (sum(self.blocks) != len(self.samples_ms) or min(self.blocks) < 1):
+            raise ValueError(f"blocks {list(self.blocks)} do not partition {len(self.samples_ms)} samples")
 
     @classmethod
-    def of(cls, samples: Sequence[float]) -> Timing:
-        return cls(samples_ms=tuple(float(x) for x in samples), summary=Summary.of(samples))
+    def of(cls, samples: Sequence[float], blocks: Sequence[int] = (), settled: bool = True) -> Timing:
+        return cls(samples_ms=tuple(float(x) for x in samples), summary=Summary.of(samples),
+                   blocks=tuple(int(b) for b in blocks) if len(blocks) > 1 else (), settled=settled)
+
+    def runs(self) -> list[tuple[float, ...]]:
+        """The samples of each run (one group when they come from one run)."""
+        if not self.blocks:
+            return [self.samples_ms]
+        out, start = [], 0
+        for size in self.blocks:
+            out.append(self.samples_ms[start:start + size])
+            start += size
+        return out
 
 
 @dataclass(frozen=True)
@@ -154,6 +180,11 @@ class Measurement:
     baseline_wall: Timing | None = None  # wall timer (harness/child/timing/wall.py), warm cache
     candidate_wall: Timing | None = None
     ir: Mapping[str, Any] | None = None  # kernels compiled during the case (harness/ir/meta.py)
+    # Per run (one entry; one per repeat in a pooled record): {"start": {...}, "end": {...}}, each
+    # the device's sm_clock_mhz, mem_clock_mhz, temperature_c, power_w (null where not exposed),
+    # read just before the candidate's timing and just after the baseline's. Empty where the
+    # backend exposes nothing (cpu).
+    device_state: tuple[Mapping[str, Any], ...] = ()
     schema_version: int = SCHEMA_VERSION
 
     def __post_init__(self) -> None:
@@ -176,7 +207,9 @@ class Measurement:
         for key in ("baseline", "candidate", "baseline_wall", "candidate_wall"):
             if data[key] is not None:
                 data[key]["samples_ms"] = list(data[key]["samples_ms"])
+                data[key]["blocks"] = list(data[key]["blocks"])
         data["notes"] = list(self.notes)
+        data["device_state"] = [dict(s) for s in self.device_state]
         data["extra"] = dict(self.extra)
         return data
 
@@ -193,7 +226,7 @@ def _number(value: Any, what: str, optional: bool = False, integer: bool = False
         raise ValueError(f"{what} is {value!r}, not {'an integer' if integer else 'a number'}")
 
 
-def _timing(data: Any, side: str) -> Timing | None:
+def _timing(data: Any, side: str, notes: Sequence[str] = ()) -> Timing | None:
     if data is None:
         return None
     if not isinstance(data, Mapping) or not isinstance(data.get("summary"), Mapping):
@@ -205,7 +238,18 @@ def _timing(data: Any, side: str) -> Timing | None:
         _number(value, f"{side}.samples_ms item")
     for key, value in data["summary"].items():
         _number(value, f"{side}.summary.{key}", integer=key == "n")
-    return Timing(samples_ms=tuple(samples), summary=Summary(**data["summary"]))
+    blocks = data.get("blocks") or ()
+    if not isinstance(blocks, list | tuple):
+        raise ValueError(f"{side}.blocks is not a list")
+    for value in blocks:
+        _number(value, f"{side}.blocks item", integer=True)
+    settled = data.get("settled")
+    if settled is None:  # schema 1-3 said so only in a note (measure.py's wording)
+        settled = not any(n.startswith(f"{side} noisy") for n in notes)
+    elif not isinstance(settled, bool):
+        raise ValueError(f"{side}.settled must be true or false")
+    return Timing(samples_ms=tuple(samples), summary=Summary(**data["summary"]), blocks=tuple(blocks),
+                  settled=settled)
 
 
 def _correctness(data: Any) -> Correctness | None:
@@ -279,10 +323,14 @@ def record_from_dict(data: Any) -> Measurement:
         d["notes"] = tuple(d.get("notes", ()))
         d["correctness"] = _correctness(d.get("correctness"))
         d["fallback"] = _fallback(d.get("fallback"))
-        d["baseline"] = _timing(d.get("baseline"), "baseline")
-        d["candidate"] = _timing(d.get("candidate"), "candidate")
+        d["baseline"] = _timing(d.get("baseline"), "baseline", d["notes"])
+        d["candidate"] = _timing(d.get("candidate"), "candidate", d["notes"])
         d["baseline_wall"] = _timing(d.get("baseline_wall"), "baseline_wall")
         d["candidate_wall"] = _timing(d.get("candidate_wall"), "candidate_wall")
+        states = d.get("device_state") or ()
+        if not isinstance(states, list | tuple) or not all(isinstance(x, Mapping) for x in states):
+            raise ValueError("device_state must be a list of objects")
+        d["device_state"] = tuple(dict(x) for x in states)
         return Measurement(**d)
     except (KeyError, TypeError, ValueError) as exc:
         what = f"missing {exc}" if isinstance(exc, KeyError) else str(exc)

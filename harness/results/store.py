@@ -44,6 +44,7 @@ __all__ = [
     "read_json",
     "read_records",
     "read_records_file",
+    "read_records_strict",
     "write_json",
 ]
 
@@ -269,4 +270,23 @@ def read_records(path: Path, on_corrupt: Literal["raise", "skip"] = "raise") -> 
     found = read_records_file(path)
     if on_corrupt == "raise":
         found.check()
+    return list(found.records)
+
+
+def read_records_strict(path: Path, finished: bool) -> list[Measurement]:
+    """The records of a run that is to be judged (compare, gate, history): every line must be a
+    record. Only a run that did not finish may end in a torn last line (its writer was killed
+    mid-write); that line is left out. A corrupt line raises :class:`RecordsCorrupt`; a torn line
+    anywhere else, ValueError naming it: a run that finished with a line cut short would be
+    judged on records silently missing."""
+    found = read_records_file(path)
+    found.check()
+    if found.torn:
+        text = path.read_bytes().decode("utf-8", errors="surrogateescape")
+        last = max((n for n, line in enumerate(text.split("\n"), start=1) if line.strip()), default=0)
+        bad = [p for p in found.torn if finished or p.line != last]
+        if bad:
+            shown = "; ".join(p.describe() for p in bad[:5]) + (f" and {len(bad) - 5} more" if len(bad) > 5 else "")
+            raise ValueError(f"{len(bad)} record(s) cut short in a run that "
+                             f"{'finished' if finished else 'went on writing after them'}: {shown}")
     return list(found.records)

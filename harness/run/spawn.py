@@ -163,6 +163,8 @@ def child_env(backend: Backend, device: str, parent_env: Mapping[str, str],
     env.update(caches or {})
     if backend.capabilities.triton_interpreter:
         env["TRITON_INTERPRET"] = "1"  # must be set before the child imports triton
+    if backend.op_threads is not None:  # read by torch's and MKL's pools when they start
+        env["OMP_NUM_THREADS"] = env["MKL_NUM_THREADS"] = str(backend.op_threads)
     # Before anything imports flag_gems: otherwise it probes every vendor's CLI (no timeout).
     env.update(gems_vendor_env(backend, env))
     # Not resolved: where `harness ab` runs this harness through a directory that links to its

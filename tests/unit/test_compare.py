@@ -15,10 +15,12 @@ from typing import Any
 
 import numpy as np
 import pytest
+import yaml
 
 from harness.compare.cli import add_parsers, dispatch
 from harness.compare.compare import compare_records, load_run, pair_records
 from harness.compare.gate import interleaved_order, merge_records
+from harness.compare.spread import SpreadTable, parse_spread
 from harness.compare.stats import Criteria
 from harness.errors import GateFailed, UsageError
 from harness.results.schema import Correctness, Measurement, Timing
@@ -80,11 +82,39 @@ def suite(rng: np.random.Generator, shift: dict[str, float] | None = None, n: in
     return out
 
 
+# The synthetic runs wander up to +-2% from run to run (uniform: about 1.2% sd): their "device"
+# is calibrated as such, as benchmarks/gate_calibration.py would measure it.
+SPREAD = """
+format_version: 1
+default: {source: conservative default (not measured), classes: [{sigma_pct: 2.0}]}
+devices:
+  - {device_name: NVIDIA H200, backend: cuda, source: synthetic wander of these tests,
+     classes: [{sigma_pct: 1.2}]}
+"""
+_SPREAD_FILE: list[Path] = []
+
+
+def spread_table() -> SpreadTable:
+    return parse_spread(yaml.safe_load(SPREAD), "tests")
+
+
+@pytest.fixture(autouse=True, scope="module")
+def _spread_file(tmp_path_factory: pytest.TempPathFactory) -> None:
+    path = tmp_path_factory.mktemp("spread") / "spread.yaml"
+    path.write_text(SPREAD)
+    _SPREAD_FILE[:] = [path]
+
+
 def cli(argv: Sequence[str], env: dict[str, str] | None = None) -> tuple[int, str]:
+    """A compare command as `harness` runs it; compare/gate/gate-run get this module's spread table."""
+    argv = list(argv)
+    if argv[0] in ("compare", "gate", "gate-run", "ab") and not any(a.startswith("--spread") for a in argv):
+        cut = argv.index("--") if "--" in argv else len(argv)
+        argv[cut:cut] = ["--spread", str(_SPREAD_FILE[0])]
     parser = argparse.ArgumentParser(prog="harness")
     add_parsers(parser.add_subparsers(dest="command"))
     out = io.StringIO()
-    code = dispatch(parser.parse_args(list(argv)), env or {}, out)
+    code = dispatch(parser.parse_args(argv), env or {}, out)
     assert code is not None
     return code, out.getvalue()
 
@@ -143,7 +173,8 @@ def test_the_harness_command_exits_1_on_a_regression_and_2_on_unlike_runs(
     from harness.cli import main
 
     base, head = shifted_runs
-    assert main(["gate", str(base), str(head)], env={}) == 1
+    spread = ["--spread", str(_SPREAD_FILE[0])]
+    assert main(["gate", str(base), str(head), *spread], env={}) == 1
     assert "9 regression(s)" in capsys.readouterr().err
     assert main(["compare", str(base), str(head)], env={}) == 0
     other = write_run(tmp_path / "other", [], device_name="NVIDIA A100")
@@ -214,13 +245,15 @@ def test_rows_that_did_not_pass_are_reported_not_compared() -> None:
         record("mm", "float16", (8, 8, 8), good, timer="graph"),
         record("silu_and_mul", "float16", (8, 8), good),
     ]
-    rows = {r.case_id: r for r in compare_records(base, head, Criteria())}
+    rows = {r.case_id: r for r in compare_records(base, head, Criteria(), spread=spread_table())}
     assert rows["add[builtin-float16-8x8]"].verdict == "unchanged"
     assert rows["add[builtin-float32-8x8]"].verdict == "not compared"
     assert rows["add[builtin-float32-8x8]"].reason == "fail in base, pass in head"
     assert rows["gelu[builtin-float16-8x8]"].verdict == "failing"
     assert rows["gelu[builtin-float16-8x8]"].reason.endswith("error in head: CUDA error: illegal address")
-    assert rows["sum[builtin-float16-8x8]"].reason.startswith("only in base")
+    assert rows["sum[builtin-float16-8x8]"].verdict == "failing"  # passed in base, missing in head
+    assert rows["sum[builtin-float16-8x8]"].reason.startswith("passed in base; absent in head")
+    assert rows["silu_and_mul[builtin-float16-8x8]"].verdict == "not compared"
     assert rows["silu_and_mul[builtin-float16-8x8]"].reason.startswith("only in head")
     assert rows["mm[builtin-float16-8x8x8]"].reason == "timed with direct in base, graph in head"
     assert [r.compared for r in rows.values()].count(True) == 1
@@ -317,17 +350,19 @@ out, run_id = args[args.index("--out") + 1], args[args.index("--run-id") + 1]
 os.makedirs(out)
 rng = random.Random(run_id)
 with open(os.path.join(out, "records.jsonl"), "w") as fh:
-    for i, op in enumerate(["softmax", "add", "gelu"]):
-        samples = [MEDIAN * (1 + i) * rng.lognormvariate(0, 0.02) for _ in range(100)]
+    def timing(median):
+        samples = [median * rng.lognormvariate(0, 0.02) for _ in range(100)]
         s = sorted(samples)
         summary = dict(median=s[50], p10=s[10], p90=s[90], iqr=s[75] - s[25], mean=sum(s) / 100,
                        min=s[0], n=100)
-        timing = dict(samples_ms=samples, summary=summary)
+        return dict(samples_ms=samples, summary=summary)
+    for i, op in enumerate(["softmax", "add", "gelu"]):
+        # torch's time does not depend on the version under test
         fh.write(json.dumps(dict(schema_version=1, run_id=run_id, op=op, provider="builtin",
-                 dtype="float16", shape=[64], backend="cpu", device="cpu", timer="cpu",
-                 status="pass", baseline=timing, candidate=timing)) + "\\n")
-info = dict(schema_version=1, run_id=run_id, status="complete", backend="cpu", timer="cpu", level="smoke",
-            identity=dict(device_name="x86_64"), options=dict(cache="cold"), fingerprint="fp",
+                 dtype="float16", shape=[64], backend="cuda", device="0", timer="graph",
+                 status="pass", baseline=timing(1 + i), candidate=timing(MEDIAN * (1 + i)))) + "\\n")
+info = dict(schema_version=1, run_id=run_id, status="complete", backend="cuda", timer="graph", level="core",
+            identity=dict(device_name="NVIDIA H200"), options=dict(cache="cold"), fingerprint="fp",
             args=args, cwd=os.getcwd())
 json.dump(info, open(os.path.join(out, "run.json"), "w"))
 '''

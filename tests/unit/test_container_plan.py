@@ -819,3 +819,12 @@ def test_gate_in_a_container_needs_a_backend_and_one_device(tmp_path: Path, back
     (tmp_path / "full" / "x").write_text("x")
     with pytest.raises(UsageError, match="is not empty"):
         container_side_runner("cpu", None, tmp_path / "full", {}, {}, connect=no_engine)  # type: ignore[arg-type]
+
+
+def test_a_gate_sides_replay_source_is_named_as_the_container_sees_it(tmp_path: Path) -> None:
+    from harness.container.gate import in_reports
+
+    out = tmp_path / "gate"
+    assert in_reports(str(out / "repeats" / "base-1"), out) == "reports/repeats/base-1"
+    assert in_reports("--replay-from", out) == "--replay-from"
+    assert in_reports(str(tmp_path / "elsewhere"), out) == str(tmp_path / "elsewhere")

@@ -82,14 +82,14 @@ def _record(op: str, median: float, rng: np.random.Generator, status: str = "pas
 
 
 def _run(root: Path, day: int, slow: dict[str, float] | None = None, fingerprint: str = "fp-a",
-         seed: int = 0, failed: Sequence[str] = ()) -> Path:
+         seed: int = 0, failed: Sequence[str] = (), torch: str = "2.13.0") -> Path:
     rng = np.random.default_rng(seed + day)
     slow = slow or {}
     path = root / f"night-{fingerprint}-{day:02d}"
     path.mkdir(parents=True)
     write_json(path / "run.json", {
         "schema_version": 1, "run_id": path.name, "status": "complete", "backend": "cuda", "timer": "direct",
-        "level": "core", "identity": {"device_name": "NVIDIA H200"}, "options": {"cache": "cold"},
+        "level": "core", "identity": {"device_name": "NVIDIA H200", "torch": torch}, "options": {"cache": "cold"},
         "fingerprint": fingerprint, "started_at": f"2026-11-{day:02d}T02:00:00+00:00",
         "git_commit": f"{day:040d}",
     })
@@ -220,3 +220,42 @@ def test_the_database_is_resolved_by_the_options_layer(tmp_path: Path, monkeypat
     assert f"in {tmp_path / 'env.sqlite'}" in _history(["add", run], tmp_path / "env.sqlite")[1]
     assert "in cli.sqlite" in _history(["add", run, "--db", "cli.sqlite"], tmp_path / "env.sqlite")[1]
     assert all((tmp_path / name).is_file() for name in ("project.sqlite", "env.sqlite", "cli.sqlite"))
+
+
+def test_a_run_made_with_other_software_than_its_baseline_is_refused_unless_allowed(tmp_path: Path) -> None:
+    db = tmp_path / "history.sqlite"
+    for day in range(1, 5):
+        _night(tmp_path, db, day)
+    upgraded = _run(tmp_path, 5, torch="2.14.0")
+    _history(["add", str(upgraded)], db)
+    with pytest.raises(UsageError) as refused:
+        _history(["check", str(upgraded)], db)
+    assert refused.value.exit_code == 2
+    assert "torch '2.14.0' in this run, '2.13.0' in 4 earlier run(s)" in refused.value.message
+    assert "--allow-mismatch" in refused.value.message
+    code, text = _history(["check", str(upgraded), "--allow-mismatch"], db)
+    assert code == 0
+    assert text.splitlines()[2].startswith("- **warning**: baseline measured with other software")
+
+
+def test_a_database_of_the_first_version_gains_the_software_column(tmp_path: Path) -> None:
+    import sqlite3
+
+    db = tmp_path / "old.sqlite"
+    conn = sqlite3.connect(db)
+    conn.executescript("""
+        CREATE TABLE runs (seq INTEGER PRIMARY KEY AUTOINCREMENT, run_id TEXT NOT NULL UNIQUE,
+            fingerprint TEXT NOT NULL, backend TEXT, device_name TEXT, timer TEXT, level TEXT,
+            git_commit TEXT, started_at TEXT NOT NULL, added_at TEXT NOT NULL);
+        CREATE TABLE rows (run_seq INTEGER NOT NULL REFERENCES runs(seq) ON DELETE CASCADE,
+            case_id TEXT NOT NULL, op TEXT NOT NULL, status TEXT NOT NULL, median_ms REAL, p10_ms REAL,
+            p90_ms REAL, n INTEGER, torch_median_ms REAL, PRIMARY KEY (run_seq, case_id));
+        INSERT INTO runs (run_id, fingerprint, started_at, added_at)
+            VALUES ('old-night', 'fp-a', '2026-10-01T02:00:00+00:00', '2026-10-01T03:00:00+00:00');
+        PRAGMA user_version = 1;
+    """)
+    conn.close()
+    run = _run(tmp_path, 2)
+    assert _history(["add", str(run)], db)[0] == 0
+    assert HistoryStore(db).window_environments(_load(_run(tmp_path, 3)), 5) == [
+        ("night-fp-a-02", {"driver": "", "flag_gems": "", "harness": "", "torch": "2.13.0", "triton": ""})]

@@ -128,3 +128,29 @@ def test_roofline_percentages_use_the_backends_datasheet_peaks() -> None:
     assert got["pct_peak_bandwidth"] == 50.0 and got["pct_peak_bf16_tflops"] == 50.0
     assert "pct_peak_bf16_tflops" not in roofline(peaks, 2400.0, 40.0, "float32")
     assert roofline(None, 1.0, 1.0, "float16") == {}
+
+
+def test_schema_4_keeps_runs_settling_and_device_state_through_json() -> None:
+    pooled = Timing.of([1.0, 1.1, 1.2, 0.9, 1.0], blocks=[2, 3], settled=False)
+    state = ({"start": {"sm_clock_mhz": 1980.0, "power_w": None}, "end": {"sm_clock_mhz": 1965.0}},)
+    record = make_record(candidate=pooled, device_state=state)
+    data = json.loads(json.dumps(record.to_dict()))
+    assert data["candidate"]["blocks"] == [2, 3] and data["candidate"]["settled"] is False
+    again = record_from_dict(data)
+    assert again == record
+    assert again.candidate is not None and again.candidate.runs() == [(1.0, 1.1), (1.2, 0.9, 1.0)]
+    assert Timing.of([1.0, 2.0], blocks=[2]).blocks == ()  # one run is no partition
+    with pytest.raises(ValueError, match="partition"):
+        Timing.of([1.0, 2.0], blocks=[1, 2])
+
+
+def test_a_version_3_record_is_read_its_noisy_note_as_unsettled_samples() -> None:
+    data = make_record(notes=("candidate noisy (IQR/median did not settle)",)).to_dict()
+    data["schema_version"] = 3
+    for side in ("baseline", "candidate"):
+        del data[side]["blocks"], data[side]["settled"]
+    del data["device_state"]
+    old = record_from_dict(data)
+    assert old.candidate is not None and not old.candidate.settled and old.candidate.blocks == ()
+    assert old.baseline is not None and old.baseline.settled
+    assert old.device_state == ()

@@ -7,7 +7,7 @@ from pathlib import Path
 
 import pytest
 
-from harness.backends.state import read_state
+from harness.backends.state import device_reader, read_state
 from harness.child.plugins.identity import probe_accelerator, write_identity
 from harness.child.plugins.session import SESSION_KEY, get_session
 from harness.child.timing.base import device_api
@@ -35,6 +35,7 @@ def pytest_configure(config: pytest.Config) -> None:
     session.torch_device = f"{backend.device_type}:0"
     session.identity = probe_accelerator(backend, api.namespace)
     write_identity(session.spec.run_dir, session.spec.device, session.identity)
+    session.state_reader = device_reader(backend, session.spec.device)
 
 
 def pytest_sessionfinish(session: pytest.Session) -> None:

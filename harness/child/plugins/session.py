@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+from collections.abc import Callable, Mapping
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
@@ -23,6 +24,9 @@ class HarnessSession:
     candidate: Any
     identity: dict[str, Any] = field(default_factory=dict)
     torch_device: str = "cpu"
+    # Reads the device's clocks at the start and end of each case's timing (set by the device
+    # plugin; None on the cpu backend).
+    state_reader: Callable[[], Mapping[str, float | None]] | None = None
 
 
 SESSION_KEY = pytest.StashKey[HarnessSession]()

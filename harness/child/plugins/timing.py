@@ -42,7 +42,11 @@ def build_timers(session: HarnessSession) -> Timers:
     if spec.timer == "direct":
         return Timers(direct, None)
     if spec.timer == "graph":
-        return Timers(GraphTimer(api=api, backend=backend, op_id=spec.op, flush=flush, budget=budget), direct)
+        # Rows of kernels of a few microseconds are timed by the profiler (timing/graph.py says why).
+        small = (ProfilerTimer(api=api, device=session.torch_device, flush=flush, budget=budget)
+                 if backend.capabilities.profiler else None)
+        return Timers(GraphTimer(api=api, backend=backend, op_id=spec.op, flush=flush, budget=budget,
+                                 small_timer=small), direct)
     if spec.timer == "profiler":
         return Timers(ProfilerTimer(api=api, device=session.torch_device, flush=flush, budget=budget), None)
     raise pytest.UsageError(f"timer {spec.timer!r} is not available in this harness version")

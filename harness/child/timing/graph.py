@@ -6,6 +6,14 @@ inside the graph; a second graph of flushes alone is timed too and its median
 is subtracted. Capture failures are classified by the backend's own wording:
 recoverable -> CaptureRefused (the row falls back to the direct timer),
 fatal -> CaptureFatal, poisoned -> ContextPoisoned (the op's process stops).
+
+Small kernels. A replayed graph still pays a fixed cost per kernel node (about 0.2-0.5 us on an
+H200: benchmarks/results/timing_fidelity-h200.json), which the flush graph cannot subtract (it
+has half the nodes); below a few microseconds that reads 1.15-1.3x the profiler's kernel time.
+So a row whose candidate reads under ``small_kernel_ms`` is timed by ``small_timer`` (the
+profiler timer: kernel time by definition), candidate and baseline alike (``begin_row`` starts a
+row; the candidate's reading decides); ``small_kernel_ms = 0`` switches this off
+(benchmarks/small_kernels.py measures both ways).
 """
 
 from __future__ import annotations
@@ -23,6 +31,7 @@ from harness.child.timing.base import (
     CaptureRefused,
     DeviceApi,
     Samples,
+    Timer,
     adaptive_samples,
     reps_for,
 )
@@ -30,7 +39,10 @@ from harness.child.timing.direct import estimate_ms
 from harness.child.timing.flush import Flusher
 from harness.errors import ContextPoisoned
 
-__all__ = ["GraphTimer", "unroll_for"]
+__all__ = ["SMALL_KERNEL_MS", "GraphTimer", "unroll_for"]
+
+# Rows whose candidate the graph reads faster than this are timed by the small-kernel timer.
+SMALL_KERNEL_MS = 0.005
 
 
 def unroll_for(estimate_ms: float, target_ms: float = 2.0, most: int = 100) -> int:
@@ -57,6 +69,30 @@ class GraphTimer:
     flush: Flusher | None = None
     budget: Budget = field(default_factory=Budget)
     name: str = "graph"
+    small_timer: Timer | None = None  # times rows of small kernels (the profiler timer); None: off
+    small_kernel_ms: float = SMALL_KERNEL_MS  # 0: off
+    max_unroll: int = 100  # calls per captured graph at most (benchmarks/small_kernels.py tries more)
+    _row_small: bool | None = field(default=None, repr=False)
+
+    def begin_row(self) -> None:
+        """A new row starts: its first measurement (the candidate) decides its timer."""
+        self._row_small = None
+
+    def _small(self, graph_samples: Samples, fn: Callable[[], Any]) -> Samples:
+        """The graph's samples, or the small-kernel timer's for a row of small kernels."""
+        if self.small_timer is None or self.small_kernel_ms <= 0:
+            return graph_samples
+        if self._row_small is None:
+            self._row_small = statistics.median(graph_samples.values) < self.small_kernel_ms
+        if not self._row_small:
+            return graph_samples
+        try:
+            return self.small_timer.measure(fn)
+        except (ContextPoisoned, CaptureFatal):
+            raise
+        except Exception:  # no profiler here after all: keep the graph's reading for the whole row
+            self._row_small = False
+            return graph_samples
 
     def _fail(self, exc: BaseException, phase: str) -> Exception:
         if isinstance(exc, (ContextPoisoned, CaptureRefused, CaptureFatal)):
@@ -121,7 +157,7 @@ class GraphTimer:
             api.synchronize()
         except Exception as exc:
             raise self._fail(exc, "warmup") from exc
-        n = unroll_for(est)
+        n = unroll_for(est, most=self.max_unroll)
 
         def calls() -> None:
             for _ in range(n):
@@ -177,4 +213,4 @@ class GraphTimer:
             raise self._fail(exc, "replay") from exc
         if statistics.median(values) <= 0:
             noisy = True
-        return Samples(tuple(values), self.name, noisy)
+        return self._small(Samples(tuple(values), self.name, noisy), fn)

@@ -35,6 +35,7 @@ VERDICT_COLOURS = {
     "failing": "#8c1d18",
     "noisy": "#ff7f0e",
     "improvement": "#2ca02c",
+    "drift": "#9467bd",
     "unchanged": "#7f7f7f",
 }
 STATUS_COLOURS = {"regression": "#d62728", "suspect": "#ff7f0e"}

@@ -19,7 +19,7 @@ from harness.results.schema import Measurement
 __all__ = ["VERDICT_ORDER", "compare_rows", "render_compare_html", "torch_change"]
 
 # Worst first: what needs a look comes to the top of the table and the plot.
-VERDICT_ORDER = ("regression", "failing", "noisy", "improvement", "unchanged", "not compared")
+VERDICT_ORDER = ("regression", "failing", "noisy", "drift", "improvement", "unchanged", "not compared")
 _CORRECTIONS = {"holm": "Holm", "bh": "Benjamini-Hochberg", "none": "no correction"}
 
 
@@ -66,6 +66,7 @@ def compare_rows(c: Comparison) -> list[dict[str, Any]]:
             "n_head": s.n_head if s else None,
             "torch_ratio": torch, "torch_ci_low": torch_low, "torch_ci_high": torch_high,
             "torch_source": torch_source,
+            "clocks": row.clocks, "autotune_change": row.autotune_change,
         })
     out.sort(key=_worst_first)
     return out
@@ -148,17 +149,19 @@ def render_compare_html(c: Comparison, title: str = "Performance comparison",
     charts = [forest_chart("chart-forest", [
         {k: r[k] for k in ("case_id", "verdict", "ratio", "ci_low", "ci_high", "p_adjusted",
                            "torch_ratio", "reason")} for r in measured], crit.threshold, crit.confidence)]
-    rule = (f"A regression is a candidate median more than {crit.threshold:.0%} slower and a "
-            f"Mann-Whitney p below {crit.alpha:g} after "
-            f"{_CORRECTIONS.get(crit.correction, crit.correction)} over {c.compared} compared row(s); "
-            f"intervals are {crit.confidence:.0%} bootstrap intervals of head/base.")
+    rule = (f"A regression is a candidate more than {crit.threshold:.0%} slower that stands out from the "
+            "samples' noise (Mann-Whitney) and from the run-to-run spread, p below "
+            f"{crit.alpha:g} after {_CORRECTIONS.get(crit.correction, crit.correction)} over {c.compared} "
+            "compared row(s); drift when torch's own time moved as much; intervals are "
+            f"{crit.confidence:.0%} bootstrap intervals of head/base widened by the run-to-run spread "
+            "(docs/compare.md).")
     return render_page(
         "compare.html",
         title=title,
         passed=not c.gate_failed,
         problems=problems,
         runs=[_run_line("base", c.base), _run_line("head", c.head)],
-        context=list(context),
+        context=[*(f"warning: {w}" for w in c.warnings), *context],
         setting=(f"backend {info.get('backend', '?')}, device {ident.get('device_name', '?')}, "
                  f"timer {info.get('timer', '?')}, level {info.get('level', '?')}"),
         rule=rule,

@@ -1,0 +1,155 @@
+"""The run-to-run spread known per device and kernel size: harness/compare/run_spread.yaml.
+
+One run a side cannot show how far a run's median wanders between runs; this table says how
+far it is known to wander (a standard deviation of the log of one run's median), so that a
+change smaller than that is not called a regression. :func:`load_spread` reads and checks a
+table (the shipped one, or ``--spread FILE``); :meth:`SpreadTable.lookup` answers for one row.
+"""
+
+from __future__ import annotations
+
+import math
+from collections.abc import Mapping, Sequence
+from dataclasses import dataclass, field
+from importlib import resources
+from pathlib import Path
+from typing import Any
+
+import yaml
+
+from harness.errors import UsageError
+
+__all__ = ["SHIPPED", "KnownSpread", "SizeClass", "SpreadTable", "load_spread", "parse_spread"]
+
+FORMAT_VERSION = 1
+SHIPPED = "run_spread.yaml"
+
+
+@dataclass(frozen=True)
+class SizeClass:
+    below_us: float  # math.inf for the last class
+    sigma: float  # a fraction (0.02 = 2%)
+
+
+@dataclass(frozen=True)
+class KnownSpread:
+    """The answer for one row: sigma (a fraction) and where it comes from."""
+
+    sigma: float
+    source: str
+
+
+@dataclass(frozen=True)
+class _Entry:
+    source: str
+    classes: tuple[SizeClass, ...]
+    ops: Mapping[str, tuple[SizeClass, ...]] = field(default_factory=dict)
+    backend: str = ""
+    device_name: str = ""
+    timer: str = ""
+
+
+def _pick(classes: Sequence[SizeClass], median_us: float) -> float:
+    for c in classes:
+        if median_us < c.below_us:
+            return c.sigma
+    return classes[-1].sigma
+
+
+@dataclass(frozen=True)
+class SpreadTable:
+    default: _Entry
+    devices: tuple[_Entry, ...] = ()
+    origin: str = SHIPPED
+
+    def lookup(self, backend: str, device_name: str, timer: str, op: str, median_ms: float) -> KnownSpread:
+        """The known spread of a row of ``op`` whose kernel takes ``median_ms`` on this device."""
+        us = median_ms * 1000.0
+        for entry in self.devices:
+            if entry.device_name != device_name or (entry.backend and entry.backend != backend):
+                continue
+            if entry.timer and entry.timer != timer:
+                continue
+            classes = entry.ops.get(op) or entry.classes
+            where = f"{entry.device_name} calibration" + (f" ({op})" if op in entry.ops else "")
+            return KnownSpread(_pick(classes, us), where)
+        return KnownSpread(_pick(self.default.classes, us), self.default.source)
+
+
+def _classes(value: Any, where: str) -> tuple[SizeClass, ...]:
+    if not isinstance(value, list) or not value:
+        raise ValueError(f"{where}: expected a non-empty list of size classes")
+    out: list[SizeClass] = []
+    for i, item in enumerate(value):
+        if not isinstance(item, dict) or set(item) - {"below_us", "sigma_pct"}:
+            raise ValueError(f"{where}[{i}]: a class is {{below_us: N, sigma_pct: P}} (below_us left out "
+                             "in the last class)")
+        sigma = item.get("sigma_pct")
+        if not isinstance(sigma, (int, float)) or isinstance(sigma, bool) or not 0 < sigma < 100:
+            raise ValueError(f"{where}[{i}]: sigma_pct must be a percentage above 0, got {sigma!r}")
+        below = item.get("below_us", math.inf)
+        last = i == len(value) - 1
+        if (below == math.inf) != last:
+            raise ValueError(f"{where}[{i}]: every class but the last needs below_us, and the last has none")
+        if not isinstance(below, (int, float)) or below <= 0 or (out and below <= out[-1].below_us):
+            raise ValueError(f"{where}[{i}]: below_us must be positive and increase from class to class")
+        out.append(SizeClass(below_us=float(below), sigma=float(sigma) / 100.0))
+    return tuple(out)
+
+
+def _entry(data: Any, where: str, device: bool) -> _Entry:
+    if not isinstance(data, dict):
+        raise ValueError(f"{where}: expected a mapping")
+    known = {"source", "classes", "ops"} | ({"backend", "device_name", "timer"} if device else set())
+    unknown = set(data) - known
+    if unknown:
+        raise ValueError(f"{where}: unknown key(s) {', '.join(sorted(unknown))}")
+    if device and not data.get("device_name"):
+        raise ValueError(f"{where}: a device entry needs device_name (as run.json's identity.device_name)")
+    if not isinstance(data.get("source"), str) or not data["source"].strip():
+        raise ValueError(f"{where}: say where the numbers come from in 'source' (date, machine, command)")
+    ops = data.get("ops") or {}
+    if not isinstance(ops, dict):
+        raise ValueError(f"{where}.ops: expected a mapping of op -> size classes")
+    return _Entry(
+        source=data["source"], classes=_classes(data.get("classes"), f"{where}.classes"),
+        ops={str(op): _classes(c, f"{where}.ops.{op}") for op, c in ops.items()},
+        backend=str(data.get("backend") or ""), device_name=str(data.get("device_name") or ""),
+        timer=str(data.get("timer") or ""),
+    )
+
+
+def parse_spread(data: Any, origin: str) -> SpreadTable:
+    """A spread table from parsed YAML; ValueError naming the bad part."""
+    if not isinstance(data, dict):
+        raise ValueError("not a mapping")
+    version = data.get("format_version")
+    if version != FORMAT_VERSION:
+        raise ValueError(f"format_version {version!r}; this harness reads {FORMAT_VERSION}")
+    devices = data.get("devices") or []
+    if not isinstance(devices, list):
+        raise ValueError("devices: expected a list")
+    return SpreadTable(
+        default=_entry(data.get("default"), "default", device=False),
+        devices=tuple(_entry(d, f"devices[{i}]", device=True) for i, d in enumerate(devices)),
+        origin=origin,
+    )
+
+
+def load_spread(path: Path | None = None) -> SpreadTable:
+    """The table at ``path``, or the one shipped with the harness."""
+    try:
+        if path is None:
+            text = resources.files("harness.compare").joinpath(SHIPPED).read_text(encoding="utf-8")
+            origin = f"harness/compare/{SHIPPED}"
+        else:
+            text = path.read_text(encoding="utf-8")
+            origin = str(path)
+    except OSError as exc:
+        raise UsageError(f"Cannot read the run-spread table {path} ({exc.strerror}). Give an existing "
+                         "file with --spread, or leave it out to use the shipped table.") from None
+    try:
+        return parse_spread(yaml.safe_load(text), origin)
+    except (yaml.YAMLError, ValueError) as exc:
+        raise UsageError(f"Run-spread table {origin} is not usable: {exc}. Fix it as described at the top "
+                         f"of harness/compare/{SHIPPED}.") from None
