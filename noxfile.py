@@ -241,7 +241,7 @@ LOCKS = (
     ("requirements/host.in", "requirements/host.lock", ("--universal", "--python-version", "3.11")),
     ("requirements/ci-tools.in", "requirements/ci-tools.lock", ("--universal", "--python-version", "3.11")),
     ("containers/common/harness-deps.in", "containers/common/harness-deps.lock",
-     ("--universal", "--python-version", "3.10")),
+     ("--universal", "--python-version", "3.10", "--no-emit-package", "numpy")),  # the base's numpy is kept
     ("containers/common/numpy.in", "containers/common/numpy.lock", ("--universal", "--python-version", "3.10")),
     ("containers/cpu/requirements.in", "containers/cpu/requirements.lock",
      ("--python-version", "3.11", "--python-platform", "x86_64-manylinux_2_28")),

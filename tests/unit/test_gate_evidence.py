@@ -143,7 +143,8 @@ def test_a_finished_run_with_an_unreadable_line_is_refused(tmp_path: Path, where
     with pytest.raises(UsageError) as refused:
         cli(["gate", str(base), str(head)])
     assert refused.value.exit_code == 2
-    assert "records.jsonl is damaged" in refused.value.message and "unreadable line" in refused.value.message
+    assert "records.jsonl is damaged" in refused.value.message and "cut short in a run that finished" in refused.value.message
+    assert ("line 2:" if where == "middle" else "line 3:") in refused.value.message
 
 
 def test_an_interrupted_run_may_end_in_a_torn_line_but_not_hold_one_inside(tmp_path: Path) -> None:
@@ -152,8 +153,13 @@ def test_an_interrupted_run_may_end_in_a_torn_line_but_not_hold_one_inside(tmp_p
     assert [r.op for r in load_run(run).records] == ["add", "gelu"]
     other = write_run(tmp_path / "o", [record("add"), record("gelu")], status="interrupted")
     _damage(other, "middle")
-    with pytest.raises(UsageError, match="line 2"):
+    with pytest.raises(UsageError, match="went on writing after them: line 2"):
         load_run(other)
+    corrupt = write_run(tmp_path / "c", [record("add")], status="interrupted")
+    with open(corrupt / "records.jsonl", "a") as fh:
+        fh.write('{"schema_version": 4, "op": 7}\n')  # whole, but not a record: refused, finished or not
+    with pytest.raises(UsageError, match="not records"):
+        load_run(corrupt)
 
 
 # -- software and backend ------------------------------------------------------------------------------
