@@ -75,7 +75,7 @@ def test_shards_merged_equal_the_unsharded_run(tmp_path: Path) -> None:
     # The merged directory is a run to every reader: report, compare, history.
     report = run_harness("report", str(merged), cwd=tmp_path)
     assert report.returncode == 0 and "# Run night" in report.stdout
-    compare = run_harness("compare", str(whole), str(merged), cwd=tmp_path)
+    compare = run_harness("compare", str(whole), str(merged), "--allow-cpu", cwd=tmp_path)
     assert compare.returncode == 0, compare.stderr
     db = str(tmp_path / "h.sqlite")
     added = run_harness("history", "add", str(merged), "--db", db, cwd=tmp_path)

@@ -166,7 +166,8 @@ def test_compare_and_history_outputs_parse_whatever_the_messages_hold(tmp_path: 
     head = _write_run(tmp_path / "head", [make_record(run_id="h", device_name="x86_64"),
                                           make_record(op="add", run_id="h", status="error", speedup=None,
                                                       gbps=None, message=NASTY, device_name="x86_64")], "h")
-    code, _, err = _call(["compare", str(base), str(head), "--out", str(tmp_path / "cmp"), "--allow-mismatch"])
+    code, _, err = _call(["compare", str(base), str(head), "--out", str(tmp_path / "cmp"), "--allow-mismatch",
+                          "--allow-cpu"])
     assert code == 0, err
     ET.parse(tmp_path / "cmp" / "compare-junit.xml")
     list(csv.reader((tmp_path / "cmp" / "compare.csv").open(encoding="utf-8")))
