@@ -17,7 +17,7 @@ import os
 import re
 import tomllib
 from collections.abc import Callable, Mapping, Sequence
-from dataclasses import dataclass, fields
+from dataclasses import dataclass, fields, replace
 from pathlib import Path
 from typing import Any
 from urllib.parse import urlparse
@@ -37,6 +37,8 @@ __all__ = [
     "known_env_names",
     "unknown_env",
     "RunOptions",
+    "SUITE_DTYPES",
+    "check_dtypes_for_mode",
     "forwarded_run_env",
     "parse_user",
     "read_project_config",
@@ -52,6 +54,13 @@ CACHE_CHOICES = ("cold", "warm")
 PRESTART_CHOICES = ("auto", "on", "off")
 IR_CHOICES = ("on", "off", "full")  # full: SASS too (benchmarks/ir_overhead.py)
 TRITON_CACHE_CHOICES = ("isolated", "user")
+# Dtypes a suite run (--suite) passes through to FlagGems' benchmarks: every dtype torch names
+# that FlagGems benchmarks (integers, bool, complex, fp64, fp8). Built-in ops take DTYPES only.
+SUITE_DTYPES: tuple[str, ...] = (
+    *DTYPES, "float64", "int8", "int16", "int32", "int64", "uint8", "uint16", "uint32", "uint64", "bool",
+    "complex32", "complex64", "complex128", "float8_e4m3fn", "float8_e5m2", "float8_e4m3fnuz",
+    "float8_e5m2fnuz", "float8_e8m0fnu", "qint8", "quint8", "qint32",
+)
 IMAGE_POLICIES = ("auto", "pull", "build", "no-build")
 IMAGE_NAME = "triton-op-harness"
 HISTORY_DB_ENV = ENV_PREFIX + "HISTORY_DB"
@@ -104,6 +113,8 @@ class RunOptions:
     keep_triton_cache: bool = False  # keep RUN/triton-cache after the run
     sweep_devices: str | None = None  # N or device ids: tune autotuned ops over these first (docs/batch.md)
     shard: tuple[int, int] | None = None  # (K, N): run only the K-th of N parts of the ops (--shard K/N)
+    nodes: tuple[str, ...] = ()  # --suite: FlagGems pytest nodes (FILE::FUNC[PARAMS]) to run, one op each
+    allow_version_mismatch: bool = False  # --suite: run a tree whose major.minor differs from flag_gems'
 
     def prestart_for(self, accelerator: bool) -> bool:
         """Whether to pre-start op processes: ``auto`` only on accelerators, where the held process's
@@ -194,14 +205,21 @@ def _choice(name: str, choices: Sequence[str]) -> Callable[[Any], str]:
     return parse
 
 
+_DTYPE_ALIASES = {"fp16": "float16", "half": "float16", "bf16": "bfloat16", "fp32": "float32", "float": "float32",
+                  "fp64": "float64", "double": "float64", "long": "int64", "int": "int32", "short": "int16",
+                  "cfloat": "complex64", "cdouble": "complex128", "fp8": "float8_e4m3fn"}
+
+
 def _dtypes(value: Any) -> tuple[str, ...]:
-    aliases = {"fp16": "float16", "half": "float16", "bf16": "bfloat16", "fp32": "float32", "float": "float32"}
+    """Dtype names (aliases resolved) of SUITE_DTYPES; which of them a run may use depends on
+    its mode (:func:`check_dtypes_for_mode`)."""
     result = []
     for item in _csv(value):
-        name = aliases.get(item.lower(), item.lower())
-        if name not in DTYPES:
+        name = _DTYPE_ALIASES.get(item.lower(), item.lower())
+        if name not in SUITE_DTYPES:
             raise UsageError(
-                f"Unknown dtype {item!r}. Dtypes: {', '.join(DTYPES)} (aliases fp16, bf16, fp32)."
+                f"Unknown dtype {item!r}. Dtypes: {', '.join(DTYPES)} (aliases fp16, bf16, fp32); with --suite "
+                f"also {', '.join(d for d in SUITE_DTYPES if d not in DTYPES)}."
             )
         if name not in result:
             result.append(name)
@@ -377,6 +395,8 @@ _PARSERS: dict[str, Callable[[Any], Any]] = {
     "keep_triton_cache": _bool("keep-triton-cache"),
     "sweep_devices": _sweep,
     "shard": _shard,
+    "nodes": lambda v: tuple(v.split()) if isinstance(v, str) else tuple(str(x) for x in v),  # ids hold commas
+    "allow_version_mismatch": _bool("allow-version-mismatch"),
 }
 
 
@@ -519,7 +539,21 @@ def resolve_run_options(
         raw, source = layers.pick(name, _FLAGS.get(name, f"--{_dashed(name)}"), ENV_PREFIX + name.upper(), name)
         if raw is not None:
             values[name] = _parse(parse, raw, source)
-    return RunOptions(**values)
+    return check_dtypes_for_mode(RunOptions(**values), given="dtypes" in values)
+
+
+def check_dtypes_for_mode(options: RunOptions, given: bool = True) -> RunOptions:
+    """Built-in ops run DTYPES only; a suite run passes any of SUITE_DTYPES through to FlagGems,
+    and without --dtypes it runs every dtype each benchmark declares (``dtypes`` empty)."""
+    if options.suite:
+        return options if given else replace(options, dtypes=())
+    other = [d for d in options.dtypes if d not in DTYPES]
+    if other:
+        raise UsageError(
+            f"--dtypes {' '.join(other)}: the harness's own ops run {', '.join(DTYPES)}; other dtypes are passed "
+            "through only to a library's own benchmarks (--suite)."
+        )
+    return options
 
 
 # Run options that name files: forwarded into a container relative to the checkout (mounted there

@@ -17,6 +17,7 @@ from harness.errors import UsageError
 
 __all__ = [
     "CASE_STATUSES",
+    "DIRECTIONS",
     "SCHEMA_VERSION",
     "Correctness",
     "Fallback",
@@ -33,10 +34,13 @@ __all__ = [
 # 2: Correctness gained nonfinite and shape_mismatch, and max_abs/max_rel may be null.
 # 3: baseline_wall and candidate_wall (the wall timer: a call with its host dispatch, beside the
 #    device time) and ir (a summary of the kernels compiled during the case); all optional, so
-#    records of versions 1 and 2 read as before with these empty.
+#    records of versions 1 and 2 read as before with these empty;
+#    and ``direction`` (forward or backward: what the row timed; FlagGems' suite benchmarks both),
+#    forward when absent.
 SCHEMA_VERSION = 3
 CASE_STATUSES = ("pass", "fail", "error", "skip")
 TIMERS = ("cpu", "direct", "graph", "profiler")
+DIRECTIONS = ("forward", "backward")
 
 
 def shape_str(shape: Sequence[int]) -> str:
@@ -154,6 +158,7 @@ class Measurement:
     baseline_wall: Timing | None = None  # wall timer (harness/child/timing/wall.py), warm cache
     candidate_wall: Timing | None = None
     ir: Mapping[str, Any] | None = None  # kernels compiled during the case (harness/ir/meta.py)
+    direction: str = "forward"  # what was timed: the op's forward call, or a backward pass (schema 3)
     schema_version: int = SCHEMA_VERSION
 
     def __post_init__(self) -> None:
@@ -161,6 +166,8 @@ class Measurement:
             raise ValueError(f"status {self.status!r} is not one of {CASE_STATUSES}")
         if self.timer not in TIMERS:
             raise ValueError(f"timer {self.timer!r} is not one of {TIMERS}")
+        if self.direction not in DIRECTIONS:
+            raise ValueError(f"direction {self.direction!r} is not one of {DIRECTIONS}")
         if self.status != "pass" and self.speedup is not None:
             # Correctness before speed: a failed case never reports a speedup.
             raise ValueError("only a passing case may carry a speedup")
@@ -233,7 +240,7 @@ def _fallback(data: Any) -> Fallback | None:
 
 
 _TEXT_FIELDS = ("run_id", "op", "provider", "dtype", "backend", "device", "timer", "status", "device_name",
-                "cache", "autotune", "message", "started_at")
+                "cache", "autotune", "message", "started_at", "direction")
 
 
 def _check_types(d: Mapping[str, Any]) -> None:
@@ -257,8 +264,9 @@ def _check_types(d: Mapping[str, Any]) -> None:
 
 
 def record_from_dict(data: Any) -> Measurement:
-    """Load a record written by any schema version up to the current one; anything else raises
-    :class:`RecordError` saying what it is (not a record, a newer schema, a damaged record)."""
+    """Load a record written by any schema version up to the current one (a record without
+    ``direction`` timed a forward call); anything else raises :class:`RecordError` saying what it
+    is (not a record, a newer schema, a damaged record)."""
     if not isinstance(data, Mapping):
         raise RecordError(f"not a record: a JSON {type(data).__name__}, not an object")
     if "schema_version" not in data:
