@@ -112,6 +112,7 @@ class Inventory:
     tree: SuiteTree
     functions: tuple[BenchFunction, ...]
     class_names: frozenset[str] = field(default_factory=frozenset)  # every Benchmark class of the tree
+    base_classes: frozenset[str] = field(default_factory=frozenset)  # those of its base module
     # functions with op marks that pytest does not collect (no ``test`` prefix): (nodeid, marks)
     uncollected: tuple[tuple[str, tuple[str, ...]], ...] = ()
 
@@ -533,4 +534,5 @@ def read_inventory(tree: SuiteTree, files: Iterable[Path] | None = None) -> Inve
     for scope in scopes.values():
         classes |= {c.name for c in scope.classes.values() if reader.is_benchmark(c)}
     return Inventory(tree=tree, functions=tuple(functions), class_names=frozenset(classes),
+                     base_classes=frozenset(c.name for c in base.values() if reader.is_benchmark(c)),
                      uncollected=tuple(uncollected))

@@ -118,3 +118,29 @@ def test_open_ops_shard_by_their_expected_rows_and_survive_run_json() -> None:
     stored = {"plan": [{"op": "a", "device": "1", "dtypes": [], "shapes": [], "provider": "s", "open_cases": 100}]}
     (back,) = stored_ops(stored)
     assert back.is_open and back.open_cases == 100 and back.cases() == []
+
+
+def test_a_suite_op_is_pre_started_with_its_package_imported_too(tmp_path: Path) -> None:
+    launch = Launch(pytest_args=("t.py",), exit_path=tmp_path / "x.exit", preload=("flag_gems",))
+    held = launch.command(hold=True)
+    assert held[held.index("--hold"):held.index("--") + 2] == ["--hold", "--preload", "flag_gems", "--", "t.py"]
+    assert "--preload" not in launch.command(hold=False)
+
+
+@pytest.mark.slow
+def test_a_held_process_imports_the_modules_named_before_it_is_released(tmp_path: Path) -> None:
+    import os
+    import subprocess
+    import sys
+
+    from harness.contract import CANCELLED_EXIT
+
+    marker = tmp_path / "imported"
+    (tmp_path / "probe_module.py").write_text(f"open({str(marker)!r}, 'w').close()\n")
+    root = Path(__file__).resolve().parents[2]
+    env = dict(os.environ, PYTHONPATH=f"{root}{os.pathsep}{tmp_path}")
+    child = subprocess.Popen([sys.executable, "-m", "harness.child", str(tmp_path / "op.exit"), "--hold",
+                              "--preload", "probe_module", "--", "--version"],
+                             stdin=subprocess.PIPE, stdout=subprocess.PIPE, stderr=subprocess.STDOUT, env=env)
+    out, _ = child.communicate(b"", timeout=120)  # cancelled: it never runs pytest
+    assert child.returncode == CANCELLED_EXIT and marker.exists(), out.decode()
