@@ -33,7 +33,7 @@ def test_the_v53_corpus_runs_through_the_batch_executor_and_resumes(tmp_path: Pa
     shapes.write_text("GenericBenchmark: [[2, 4, 8]]\n")  # layer_norm's NormBenchmark derives from it
     run_dir = tmp_path / "run"
     options = RunOptions(backend="cpu", suite=str(suite.benchmark), dtypes=("float32", "int32"),
-                         ops=("add", "bitwise_not", "broken_add", "skipped_op", "layer_norm"),
+                         ops=("add", "bitwise_not", "broken_add", "skipped_op", "layer_norm", "needs_vllm"),
                          shapes_file=str(shapes), warmup_ms=1.0, rep_ms=2.0, progress="plain", out=str(run_dir),
                          op_timeout=120.0, prestart="on")
     env = env_for(suite.site)
@@ -42,14 +42,16 @@ def test_the_v53_corpus_runs_through_the_batch_executor_and_resumes(tmp_path: Pa
     assert code == 1, out.getvalue()  # broken_add fails its check
     status = {o["op"]: o["status"] for o in read_json(run_dir / "run.json")["ops"]}
     assert status == {"add": "PASS", "bitwise_not": "PASS", "broken_add": "FAIL", "skipped_op": "SKIP",
-                      "layer_norm": "PASS"}, (run_dir / "logs" / "add.log").read_text()[-3000:]
+                      "layer_norm": "PASS", "needs_vllm": "SKIP"}, (run_dir / "logs" / "add.log").read_text()[-3000:]
     rows = {r.case_id: r for r in read_records(run_dir / "records.jsonl")}
     assert rows["add[flaggems-suite-float32-64x64]"].status == "pass"
     assert rows["add[flaggems-suite-int32-]"].status == "skip"  # add declares no int32: FlagGems' reason
+    assert {r.provider for r in rows.values() if r.op == "add"} == {"flaggems-suite"}  # not test_add_inplace too
     assert rows["bitwise_not[flaggems-suite-int32-8x16]"].status == "pass"  # passed through as asked
     assert "int16" not in {r.dtype for r in rows.values() if r.op == "bitwise_not"}
     assert rows["broken_add[flaggems-suite-float32-8x16]"].status == "fail"
     assert rows["skipped_op[flaggems-suite-any-]"].message == "Issue 1: not on the fake vendor"
+    assert "vllm_not_installed_here" in rows["needs_vllm[flaggems-suite-any-]"].message  # a module-level skip
     assert [r.shape for r in rows.values() if r.op == "layer_norm" and r.status == "pass"] == [(2, 4, 8)]  # class chain
     info = read_json(run_dir / "run.json")
     assert info["suite"]["layout"] == "v5.3" and info["suite"]["installed"] == "5.3.4"
@@ -81,6 +83,15 @@ def test_the_v50_layout_runs_by_mark_from_the_command_line(tmp_path: Path) -> No
     (row,) = read_records(run_dir / "records.jsonl")
     assert row.case_id == "softmax[flaggems-suite-float32-32x64]" and row.status == "pass"
     assert row.gbps is not None  # UnaryReductionBenchmark states its bytes (get_gbps)
+
+
+def test_list_suite_answers_without_importing_torch(tmp_path: Path) -> None:
+    suite = write_fake_suite(tmp_path / "fg")
+    done = subprocess.run([sys.executable, str(ROOT / "tests" / "cli_probe.py"), "list", "suite", "--suite",
+                           str(suite.benchmark), "--csv"], cwd=tmp_path, capture_output=True, text=True, timeout=120,
+                          env={"PATH": "/usr/bin:/bin", "PYTHONPATH": str(ROOT)})
+    result = json.loads(done.stdout.splitlines()[-1])
+    assert result["exit"] == 0 and result["heavy"] == [], result
 
 
 BAD_INPUT = [

@@ -238,14 +238,15 @@ def prepare_suite_resume(run_dir: Path, info: Mapping[str, Any], options: RunOpt
 def suite_command(tree: SuiteTree, op: SuiteOp, level: str, shape_file: Path, spec_path: Path) -> list[str]:
     """pytest's arguments for the op's process: FlagGems' node(s) with its options and the plugin.
 
-    No ini file: a full checkout's pytest.ini would put src/ (not the installed flag_gems) first.
-    FlagGems' ``--mode`` is left at its default: its timer is not used (and kunlunxin names the
-    option ``--fg_mode``); nor is ``--dtypes`` passed (it refuses a dtype a benchmark lacks: the
-    plugin narrows each benchmark's dtypes itself)."""
-    selection = op.pytest_selection()
-    mark = selection[selection.index("-m"):] if "-m" in selection else []
-    paths = [str(tree.suite_dir / s) for s in selection[:len(selection) - len(mark)]]
-    return [*paths, *mark, "--level", level, "--shape_file", str(shape_file),
+    The files are collected whole and the plugin keeps the op's nodes (``selected_nodes``, in the
+    spec): a node id on the command line in a module that skips itself at import (a missing vLLM)
+    would be a usage error to pytest, where it is a skipped benchmark here. No ini file: a full
+    checkout's pytest.ini would put src/ (not the installed flag_gems) first. FlagGems' ``--mode``
+    is left at its default: its timer is not used (and kunlunxin names the option ``--fg_mode``);
+    nor is ``--dtypes`` passed (it refuses a dtype a benchmark lacks: the plugin narrows each
+    benchmark's dtypes itself)."""
+    mark = ["-m", op.mark] if op.mark else []
+    return [*(str(tree.suite_dir / f) for f in op.files), *mark, "--level", level, "--shape_file", str(shape_file),
             "-p", "harness.child.plugins.suite", SPEC_OPTION, str(spec_path),
             "-c", os.devnull, "--rootdir", str(tree.root), "-p", "no:cacheprovider",
             "-q", "-rN", "-s", "-W", "ignore::pytest.PytestUnknownMarkWarning"]
@@ -285,6 +286,7 @@ class SuiteRunner:
             timer=plan.timer, cache=options.cache, warmup_ms=options.warmup_ms, rep_ms=options.rep_ms,
             skip_cases=tuple(sorted(skip)),
             extra={"suite": {"suite_dir": str(self.tree.suite_dir), "package": self.tree.package, "level": plan.level,
+                             "nodes": list(suite_op.op.selected_nodes()),
                              "notes": list(suite_op.shapes.notes), "unchecked": suite_op.unchecked,
                              "capture_denied": suite_op.capture_denied, "started_at": _now()}},
         ).dump(spec_path)
@@ -299,8 +301,8 @@ class SuiteRunner:
     def collect(self, ctx: BatchContext, op_plan: OpPlan, end: AttemptExit | None) -> tuple[str, ...]:
         """The op process wrote its records itself; a selection pytest found nothing in says so."""
         if end is not None and end.pytest_exit == 5:
-            selection = " ".join(self.plans[op_plan.op].op.pytest_selection())
-            return (f"pytest collected no benchmark from {selection} (FlagGems {self.tree.ref or self.tree.layout})",)
+            selection = self.plans[op_plan.op].op.describe()
+            return (f"pytest collected no benchmark for {selection} (FlagGems {self.tree.ref or self.tree.layout})",)
         return ()
 
     def run_info(self, identity: Mapping[str, Any]) -> dict[str, Any]:

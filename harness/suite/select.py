@@ -34,11 +34,18 @@ class SuiteOp:
     mark: str = ""  # v5.0: the mark selecting it in its files; "" = run the node ids
     nodes: tuple[str, ...] = field(default_factory=tuple)  # exact node ids (--node); default: the functions'
 
-    def pytest_selection(self) -> list[str]:
-        """Node ids (or files then ``-m MARK``) relative to benchmark/."""
-        if self.mark:
-            return [*dict.fromkeys(f.file for f in self.functions), "-m", self.mark]
-        return list(self.nodes or (f.nodeid for f in self.functions))
+    @property
+    def files(self) -> tuple[str, ...]:
+        """The test files its process collects (relative to benchmark/)."""
+        return tuple(dict.fromkeys(f.file for f in self.functions))
+
+    def selected_nodes(self) -> tuple[str, ...]:
+        """The node ids it runs: a function's (every parametrization) or exactly those given;
+        () for a mark, which selects by itself."""
+        return () if self.mark else tuple(self.nodes or (f.nodeid for f in self.functions))
+
+    def describe(self) -> str:
+        return f"-m {self.mark} in {' '.join(self.files)}" if self.mark else " ".join(self.selected_nodes())
 
     @property
     def keys(self) -> tuple[str, ...]:

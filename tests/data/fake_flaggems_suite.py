@@ -408,6 +408,19 @@ def test_broken_add():
     base.BinaryPointwiseBenchmark(op_name="broken_add", torch_op=torch.add, gems_op=flag_gems.broken_add,
                                   dtypes=[torch.float32]).run()
 ''',
+    "test_needs_vllm.py": '''\
+import pytest
+import torch
+
+pytest.importorskip("vllm_not_installed_here")
+
+from . import base  # noqa: E402
+
+
+@pytest.mark.needs_vllm
+def test_needs_vllm():
+    base.UnaryPointwiseBenchmark(op_name="needs_vllm", torch_op=torch.abs).run()
+''',
     "test_own_shapes.py": '''\
 import pytest
 import torch

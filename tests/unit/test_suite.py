@@ -128,7 +128,8 @@ def test_the_inventory_reads_marks_skips_directions_classes_and_dtypes(inv53: In
 def test_v50_ops_are_marks_including_marks_on_parameters(inv50: Inventory) -> None:
     catalog = op_catalog(inv50)
     assert set(catalog) == {"softmax", "sum"}
-    assert catalog["softmax"].pytest_selection() == ["test_reduction_perf.py", "-m", "softmax"]
+    assert catalog["softmax"].files == ("test_reduction_perf.py",) and catalog["softmax"].mark == "softmax"
+    assert catalog["softmax"].selected_nodes() == ()
     assert inv50.uncollected == (("test_norm_perf.py::tes_rms_norm", ("rms_norm",)),)
 
 
@@ -136,7 +137,7 @@ def test_list_suite_prints_a_table_and_a_csv_without_importing_flaggems(v53: Fak
     table = list_suite(v53.benchmark)
     assert "v5.3 layout, package flag_gems" in table and "Issue 1: not on the fake vendor" in table
     rows = list(csv.DictReader(io.StringIO(list_suite(v53.benchmark, csv_format=True))))
-    assert len(rows) == 12
+    assert len(rows) == 13
     row = next(r for r in rows if r["function"] == "test_softmax_backward")
     assert (row["op"], row["op_marks"], row["direction"], row["dtypes"]) == (
         "softmax_backward", "softmax_backward", "backward", "float16 float32 bfloat16")
@@ -149,7 +150,7 @@ def test_list_suite_prints_a_table_and_a_csv_without_importing_flaggems(v53: Fak
 
 def test_ops_are_function_names_without_test_and_run_exactly_their_node(inv53: Inventory) -> None:
     (softmax, add_) = ops(inv53, "softmax", "add_inplace")
-    assert softmax.pytest_selection() == ["test_softmax.py::test_softmax"]  # not test_softmax_backward
+    assert softmax.selected_nodes() == ("test_softmax.py::test_softmax",)  # not test_softmax_backward
     assert add_.id == "add_inplace" and "add_" in add_.keys
 
 
@@ -158,7 +159,7 @@ def test_a_name_in_two_files_must_be_qualified(inv53: Inventory) -> None:
                                          "test_nextafter_.py::nextafter_"):
         ops(inv53, "nextafter_")
     (op,) = ops(inv53, "test_nextafter_.py::test_nextafter_")
-    assert op.id == "test_nextafter_.py::nextafter_" and op.pytest_selection() == ["test_nextafter_.py::test_nextafter_"]
+    assert op.id == "test_nextafter_.py::nextafter_" and op.selected_nodes() == ("test_nextafter_.py::test_nextafter_",)
 
 
 def test_unknown_names_are_reported_together_with_the_closest_ones(inv53: Inventory) -> None:
@@ -172,7 +173,7 @@ def test_unknown_names_are_reported_together_with_the_closest_ones(inv53: Invent
 
 def test_nodes_run_exactly_the_node_given(inv53: Inventory) -> None:
     (op,) = resolve_nodes(inv53, ["benchmark/test_mm.py::test_mm[x-1]"])
-    assert op.id == "test_mm.py::test_mm[x-1]" and op.pytest_selection() == ["test_mm.py::test_mm[x-1]"]
+    assert op.id == "test_mm.py::test_mm[x-1]" and op.selected_nodes() == ("test_mm.py::test_mm[x-1]",)
     with pytest.raises(UsageError, match="no such benchmark function .*closest: test_mm.py::test_mm"):
         resolve_nodes(inv53, ["test_mm.py::test_mmm"])
 
@@ -257,7 +258,7 @@ def test_prepare_plans_open_ops_with_their_own_dtypes_and_refuses_bad_selections
     options = RunOptions(backend="cpu", suite=str(v53.benchmark), dtypes=(), out=str(tmp_path / "run"))
     prepared = prepare_suite(options, str(v53.benchmark), env, all_ops_flag=True)
     plan = prepared.plan
-    assert len(plan.ops) == 12 and all(o.is_open and o.shapes == () and o.dtypes == () for o in plan.ops)
+    assert len(plan.ops) == 13 and all(o.is_open and o.shapes == () and o.dtypes == () for o in plan.ops)
     assert plan.level == "core" and plan.timer == "cpu"
     by_op = {o.op: o for o in plan.ops}
     assert by_op["add"].open_cases == 8  # 4 declared dtypes x the 2 shapes of the Benchmark key
@@ -274,7 +275,7 @@ def test_the_op_process_runs_flaggems_pytest_on_its_node_with_the_plugin(v53: Fa
     tree = locate_suite(v53.benchmark)
     (op,) = ops(inv53, "softmax")
     args = suite_command(tree, op, "core", tree.shapes_yaml, Path("/w/spec.json"))
-    assert args[0] == f"{tree.suite_dir}/test_softmax.py::test_softmax"
+    assert args[0] == f"{tree.suite_dir}/test_softmax.py"  # the plugin keeps test_softmax alone (its spec)
     joined = " ".join(args)
     for part in ("--level core", f"--shape_file {tree.shapes_yaml}", "-p harness.child.plugins.suite",
                  "--harness-suite-spec /w/spec.json", f"--rootdir {tree.root}", f"-c {'/dev/null'}"):
