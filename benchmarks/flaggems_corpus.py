@@ -8,20 +8,20 @@ table, throughput against FlagGems' own runner, and the projected nightly (docs/
 
 Steps of ``run`` (STEPS, default all, each bounded by its budget in seconds):
 
-- ``sampleK`` (K = 1..PARTS, SAMPLE_BUDGET_S, default 480): part K of a stratified sample of the
+- ``sampleK`` (K = 1..PARTS; SAMPLE1_BUDGET_S 440, SAMPLE2_BUDGET_S 230): part K of a stratified sample of the
   corpus (SAMPLE_SIZE ops, default 160; strata: backward, in-place, and the Benchmark class each
   forward op derives from; parts interleave, so each is stratified too), as one harness run:
   ``harness run --backend cuda --suite SUITE --ops-file PART --dtypes bfloat16 --level core``.
   A run cut by its budget is interrupted cleanly and keeps what it measured. Writes
   $OUT/sample-K/{ops_status.csv,summary.csv,run.json} and $OUT/triage-K.csv.
-- ``caliber`` (CALIBER_BUDGET_S, default 170): up to CALIBER_OPS (24) ops of the latest sample part
+- ``caliber`` (CALIBER_BUDGET_S, default 150): up to CALIBER_OPS (20) ops of the latest sample part
   with bf16 kernels under 20 us (graph timer): FlagGems' own runner (``pytest NODES --mode kernel
   --level core --dtypes bfloat16 --record log``, its do_bench; ``--warmup``/``--iter`` 100 ms to fit
   the budget), the harness's direct timer, its graph timer (the sample), and the profiler timer for
   the first PROFILED (6). Writes $OUT/caliber.csv.
-- ``throughput`` (THROUGHPUT_BUDGET_S, default 140): for up to THROUGHPUT_FILES (6) files whose every
-  benchmark ran in the sample with bf16, FlagGems' own runner on the file (its defaults: 1000 ms
-  warm-up, 100 ms per call; its process start measured apart with --collect-only) against the sum
+- ``throughput`` (THROUGHPUT_BUDGET_S, default 90): for up to THROUGHPUT_FILES (6) files, FlagGems'
+  own runner on the file's benchmarks that passed in the sample with bf16 (its defaults: 1000 ms
+  warm-up, 100 ms per call; its process start measured once with --collect-only) against the sum
   of the harness's per-op wall times for the same benchmarks. Writes $OUT/throughput.csv.
 
 Every call also writes $OUT/corpus.json (what ran, counts, the projection from what is there) and
@@ -64,8 +64,8 @@ PARTS = int(os.environ.get("PARTS", "2"))
 OP_TIMEOUT = os.environ.get("OP_TIMEOUT", "120")
 # Seconds per step: call 1 = sample1 (+ about 30 s of set-up) and call 2 = sample2 + caliber +
 # throughput (+ set-up) each stay under 9 minutes.
-BUDGETS = {"sample": float(os.environ.get("SAMPLE1_BUDGET_S", "470")),
-           "sample2": float(os.environ.get("SAMPLE2_BUDGET_S", "250")),
+BUDGETS = {"sample": float(os.environ.get("SAMPLE1_BUDGET_S", "440")),
+           "sample2": float(os.environ.get("SAMPLE2_BUDGET_S", "230")),
            "caliber": float(os.environ.get("CALIBER_BUDGET_S", "150")),
            "throughput": float(os.environ.get("THROUGHPUT_BUDGET_S", "90"))}
 CALIBER_OPS = int(os.environ.get("CALIBER_OPS", "20"))
@@ -381,7 +381,8 @@ def step_throughput(out: Path) -> None:
             break
         nodes = [str(SUITE / o.functions[0].nodeid) for o in by_file[file]]
         if startup is None:  # FlagGems' process start and collection, once: the same for every file
-            _, startup = flaggems_own([*nodes, "--collect-only"], RUNS / "tp-own", 60, [])
+            _, startup = flaggems_own([*nodes, "--collect-only"], RUNS / "tp-own",
+                                      min(60.0, (deadline - time.monotonic()) / 2), [])
         results, wall = flaggems_own(nodes, RUNS / "tp-own", deadline - time.monotonic(),
                                      ["--level", "core", "--mode", "kernel", "--dtypes", "bfloat16"])
         harness_s = sum(float(status[o.id]["elapsed_s"]) for o in by_file[file])
