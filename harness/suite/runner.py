@@ -29,7 +29,7 @@ from harness.run.batch import BatchContext
 from harness.run.decide import AttemptExit
 from harness.run.execute import Prepared, stored_ops
 from harness.run.plan import OpPlan, RunPlan, make_run_id, shard_ops
-from harness.run.plugins import PluginPlan, resolve_timer
+from harness.run.plugins import PluginPlan, plan_plugins
 from harness.run.rundir import check_out_dir
 from harness.run.select import read_dismiss_file, read_ops_file
 from harness.run.spawn import Launch
@@ -153,11 +153,17 @@ def _level(requested: str) -> str:
     return requested
 
 
-def _plugins(timer: str) -> PluginPlan:
+def _plugins(backend: Backend, options: RunOptions) -> PluginPlan:
+    """FlagGems' pytest gets the suite plugin, and the compat plugins planned for a library's
+    pytest (``suite_modules``: skipguards where the backend has stale CUDA guards) with the
+    run's toggles; the optional plugins of the harness's own op process do not apply."""
+    planned = plan_plugins(backend, options.timer, options.plugins, (), options.ir)
     return PluginPlan(
-        modules=("harness.child.plugins.suite",), timer=timer,
-        reasons=(f"suite: FlagGems' pytest nodes; Benchmark.get_latency answered by the harness ({timer} timer, "
-                 "outputs checked against torch's, records written by the op process)",),
+        modules=("harness.child.plugins.suite",), timer=planned.timer,
+        reasons=(f"suite: FlagGems' pytest nodes; Benchmark.get_latency answered by the harness ({planned.timer} "
+                 "timer, outputs checked against torch's, records written by the op process)",),
+        suite_modules=planned.suite_modules, suite_reasons=planned.suite_reasons,
+        off=tuple(r for r in planned.off if r.startswith("skipguards")),
     )
 
 
@@ -196,7 +202,8 @@ def prepare_suite(options: RunOptions, suite_path: str, env: Mapping[str, str], 
     tree = locate_suite(Path(suite_path))
     inventory = read_inventory(tree)
     level = _level(options.level)
-    timer = resolve_timer(backend, options.timer)
+    plugins = _plugins(backend, options)
+    timer = plugins.timer
     ops = _selected(inventory, options, all_ops_flag)
     plans = plan_suite_ops(tree, inventory, ops, backend, options)
     dismissed = _dismissed(inventory, options.dismiss, plans)
@@ -210,7 +217,7 @@ def prepare_suite(options: RunOptions, suite_path: str, env: Mapping[str, str], 
     opts = replace(options, provider=SUITE_PROVIDER, timer=timer, level=level)
     op_plans = [OpPlan(op=p.op.id, device=devices[0], dtypes=tuple(opts.dtypes), shapes=(), provider=SUITE_PROVIDER,
                        open_cases=p.expected_rows) for p in plans.values()]
-    plan = RunPlan(run_id=run_id, backend=backend, level=level, plugins=_plugins(timer), devices=tuple(devices),
+    plan = RunPlan(run_id=run_id, backend=backend, level=level, plugins=plugins, devices=tuple(devices),
                    ops=shard_ops(op_plans, devices), options=opts)
     runner = SuiteRunner(tree, plans, installed=installed)
     return Prepared(plan=plan, run_dir=run_dir.absolute(), runner=runner, dismissed=dismissed)
@@ -225,7 +232,7 @@ def prepare_suite_resume(run_dir: Path, info: Mapping[str, Any], options: RunOpt
     catalog = op_catalog(inventory)
     ops = [catalog.get(o.op) or resolve_nodes(inventory, [o.op])[0] for o in stored]
     plans = plan_suite_ops(tree, inventory, ops, backend, options)
-    plan = RunPlan(run_id=info["run_id"], backend=backend, level=info["level"], plugins=_plugins(options.timer),
+    plan = RunPlan(run_id=info["run_id"], backend=backend, level=info["level"], plugins=_plugins(backend, options),
                    devices=tuple(info["devices"]), ops=stored, options=options)
     return Prepared(plan=plan, run_dir=run_dir, resumed=True, dismissed=dict(info.get("dismissed", {})),
                     runner=SuiteRunner(tree, plans, installed=info["suite"].get("installed")))
@@ -235,7 +242,8 @@ def prepare_suite_resume(run_dir: Path, info: Mapping[str, Any], options: RunOpt
 # One op
 
 
-def suite_command(tree: SuiteTree, op: SuiteOp, level: str, shape_file: Path, spec_path: Path) -> list[str]:
+def suite_command(tree: SuiteTree, op: SuiteOp, level: str, shape_file: Path, spec_path: Path,
+                  compat: Sequence[str] = ()) -> list[str]:
     """pytest's arguments for the op's process: FlagGems' node(s) with its options and the plugin.
 
     The files are collected whole and the plugin keeps the op's nodes (``selected_nodes``, in the
@@ -247,7 +255,7 @@ def suite_command(tree: SuiteTree, op: SuiteOp, level: str, shape_file: Path, sp
     benchmark's dtypes itself)."""
     mark = ["-m", op.mark] if op.mark else []
     return [*(str(tree.suite_dir / f) for f in op.files), *mark, "--level", level, "--shape_file", str(shape_file),
-            "-p", "harness.child.plugins.suite", SPEC_OPTION, str(spec_path),
+            "-p", "harness.child.plugins.suite", SPEC_OPTION, str(spec_path), *compat,
             "-c", os.devnull, "--rootdir", str(tree.root), "-p", "no:cacheprovider",
             "-q", "-rN", "-s", "-W", "ignore::pytest.PytestUnknownMarkWarning"]
 
@@ -290,7 +298,7 @@ class SuiteRunner:
                              "notes": list(suite_op.shapes.notes), "unchecked": suite_op.unchecked,
                              "capture_denied": suite_op.capture_denied, "started_at": _now()}},
         ).dump(spec_path)
-        args = suite_command(self.tree, suite_op.op, plan.level, shape_file, spec_path)
+        args = suite_command(self.tree, suite_op.op, plan.level, shape_file, spec_path, plan.plugins.suite_pytest_args())
         # Pre-started, the process also imports the suite's package (3 s and more a process on the H200
         # machine), so that import overlaps the op before it too; docs/flaggems.md "Throughput".
         return Launch(pytest_args=tuple(args), exit_path=ctx.files.exit_file(op_plan.op), cwd=work,

@@ -301,3 +301,16 @@ def test_shape_config_keeps_flaggems_desc_and_leaves_its_input_alone() -> None:
     assert yaml.safe_load(yaml.safe_dump(config))["BlasBenchmark"] == {"shapes": [[1, 4, 4, 4]],
                                                                          "shape_desc": "B, M, N, K"}
     assert upstream["BlasBenchmark"]["shapes"] == [[2, 8, 8, 8]]
+
+
+def test_flaggems_pytest_gets_the_compat_plugins_planned_for_a_librarys_pytest(v53: FakeSuite, inv53: Inventory) -> None:
+    from harness.suite.runner import _plugins
+
+    musa = _plugins(get_backend("musa"), RunOptions())
+    assert musa.modules == ("harness.child.plugins.suite",) and musa.timer == "graph"
+    assert musa.suite_pytest_args() == ["-p", "harness.child.plugins.skipguards"]
+    assert _plugins(get_backend("cuda"), RunOptions()).suite_modules == ()
+    assert _plugins(get_backend("musa"), RunOptions(plugins=("-skipguards",))).suite_modules == ()
+    tree = locate_suite(v53.benchmark)
+    args = suite_command(tree, ops(inv53, "mm")[0], "core", tree.shapes_yaml, Path("/s.json"), musa.suite_pytest_args())
+    assert args[args.index("harness.child.plugins.suite") + 3:][:2] == ["-p", "harness.child.plugins.skipguards"]
