@@ -25,6 +25,7 @@ from harness.backends.base import Backend, capture_denied
 from harness.contract import ChildSpec, op_file_stem
 from harness.errors import EnvironmentProblem, UsageError
 from harness.options import RunOptions
+from harness.results.store import read_records
 from harness.run.batch import BatchContext
 from harness.run.decide import AttemptExit
 from harness.run.execute import Prepared, stored_ops
@@ -307,10 +308,15 @@ class SuiteRunner:
                              f"{attempt} on device {op_plan.device}")
 
     def collect(self, ctx: BatchContext, op_plan: OpPlan, end: AttemptExit | None) -> tuple[str, ...]:
-        """The op process wrote its records itself; a selection pytest found nothing in says so."""
-        if end is not None and end.pytest_exit == 5:
+        """The op process wrote its records itself; what it cannot say is said here: a selection
+        pytest found nothing in, or a function that ran without timing anything."""
+        if end is None:
+            return ()
+        if end.pytest_exit == 5:
             selection = self.plans[op_plan.op].op.describe()
             return (f"pytest collected no benchmark for {selection} (FlagGems {self.tree.ref or self.tree.layout})",)
+        if end.pytest_exit == 0 and not any(r.op == op_plan.op for r in read_records(ctx.records_path)):
+            return ("FlagGems' function ran and timed nothing (no Benchmark.get_latency call: not a benchmark)",)
         return ()
 
     def run_info(self, identity: Mapping[str, Any]) -> dict[str, Any]:

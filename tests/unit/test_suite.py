@@ -314,3 +314,29 @@ def test_flaggems_pytest_gets_the_compat_plugins_planned_for_a_librarys_pytest(v
     tree = locate_suite(v53.benchmark)
     args = suite_command(tree, ops(inv53, "mm")[0], "core", tree.shapes_yaml, Path("/s.json"), musa.suite_pytest_args())
     assert args[args.index("harness.child.plugins.suite") + 3:][:2] == ["-p", "harness.child.plugins.skipguards"]
+
+
+def test_the_runner_says_when_pytest_found_nothing_or_a_function_timed_nothing(v53: FakeSuite, inv53: Inventory,
+                                                                               tmp_path: Path) -> None:
+    from harness.run.batch import BatchContext
+    from harness.run.decide import AttemptExit
+    from harness.run.plan import OpPlan, RunPlan
+    from harness.run.spawn import StopToken
+    from harness.suite.runner import SuiteRunner
+
+    tree = locate_suite(v53.benchmark)
+    plans = plan_suite_ops(tree, inv53, ops(inv53, "mm"), get_backend("cpu"), RunOptions(dtypes=()))
+    runner = SuiteRunner(tree, plans)
+    op_plan = OpPlan("mm", "cpu", (), (), "flaggems-suite", open_cases=1)
+    plan = RunPlan(run_id="r", backend=get_backend("cpu"), level="core", plugins=_plugins_for_cpu(), devices=("cpu",),
+                   ops=(op_plan,), options=RunOptions())
+    ctx = BatchContext(plan, tmp_path, {}, StopToken(), None, runner)  # type: ignore[arg-type]
+    assert "pytest collected no benchmark for test_mm.py::test_mm" in runner.collect(ctx, op_plan, AttemptExit(5, pytest_exit=5))[0]
+    assert "timed nothing" in runner.collect(ctx, op_plan, AttemptExit(0, pytest_exit=0))[0]
+    assert runner.collect(ctx, op_plan, None) == ()
+
+
+def _plugins_for_cpu() -> object:
+    from harness.suite.runner import _plugins
+
+    return _plugins(get_backend("cpu"), RunOptions())
