@@ -268,3 +268,10 @@ def test_argument_pictures_and_row_shapes() -> None:
     assert describe_args((x, 1, [x], torch.float16), {"eps": 1e-5}) == [[[4, 8], 1, [[4, 8]], "float16"], {"eps": 1e-5}]
     assert first_tensor_shape(([1, (x,)],), {}) == (4, 8) and first_tensor_shape((1,), {"w": x}) == (4, 8)
     assert first_tensor_shape((1, 2), {}) == ()
+
+
+def test_equal_infinities_match_and_opposite_ones_do_not() -> None:
+    ref = torch.tensor([float("inf"), -float("inf"), 1.0, float("nan")])
+    assert compare_outputs(ref.clone(), ref).correctness.passed  # lgamma at the poles: inf on both sides
+    opposite = compare_outputs(torch.tensor([-float("inf"), -float("inf"), 1.0, float("nan")]), ref).correctness
+    assert not opposite.passed and opposite.mismatched == 1
