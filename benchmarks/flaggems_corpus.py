@@ -192,7 +192,7 @@ def read_records(run_dir: Path) -> list[dict[str, Any]]:
 def triage_rows(run_dir: Path) -> list[dict[str, str]]:
     """Every op that did not pass and every row that did not pass, with FlagGems' or the harness's words."""
     out = [{"op": o["op"], "case": "", "status": o["status"], "message": o["notes"][:400]}
-           for o in read_csv(run_dir / "ops_status.csv") if o["status"] != "PASS"]
+           for o in read_csv(run_dir / "ops_status.csv") if o["status"] in ("FAIL", "ERROR", "CRASH", "TIMEOUT", "SKIP")]
     out += [{"op": r["op"], "case": r["case_id"], "status": r["status"], "message": r.get("message", "")[:400]}
             for r in read_records(run_dir) if r["status"] in ("fail", "error")]
     return out
