@@ -301,7 +301,7 @@ class SuiteRunner:
         ).dump(spec_path)
         args = suite_command(self.tree, suite_op.op, plan.level, shape_file, spec_path, plan.plugins.suite_pytest_args())
         # Pre-started, the process also imports the suite's package (3 s and more a process on the H200
-        # machine), so that import overlaps the op before it too; docs/flaggems.md "Throughput".
+        # machine), so that import overlaps the op before it too; docs/flaggems.md "Selection".
         return Launch(pytest_args=tuple(args), exit_path=ctx.files.exit_file(op_plan.op), cwd=work,
                       preload=(self.tree.package,),
                       header=f"FlagGems suite ({self.tree.ref or self.tree.layout}) {suite_op.op.id}, attempt "
