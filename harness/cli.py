@@ -61,8 +61,10 @@ def _add_run(sub: argparse._SubParsersAction[argparse.ArgumentParser]) -> None:
     )
     p.add_argument("--backend", help=f"backend or alias: {_backend_names()} (default: auto)")
     p.add_argument("--ops", nargs="+", metavar="OP", help="op ids (default: every op); see `harness list ops`")
-    p.add_argument("--dtypes", nargs="+", metavar="DTYPE", help="float16 bfloat16 float32 (aliases fp16 bf16 fp32; default: all three)")
-    p.add_argument("--level", help="shape level: smoke, core, comprehensive, or auto (smoke on cpu, core on accelerators)")
+    p.add_argument("--dtypes", nargs="+", metavar="DTYPE", help="float16 bfloat16 float32 (aliases fp16 bf16 fp32; default: all three); with --suite also "
+                   "float64, int8..int64, uint8, bool, complex64/128, float8_e4m3fn... (default: each benchmark's own)")
+    p.add_argument("--level", help="shape level: smoke, core, comprehensive, or auto (smoke on cpu, core on accelerators; "
+                   "with --suite: FlagGems' core or comprehensive, auto = core)")
     p.add_argument("--shapes-file", help="YAML mapping op id -> list of shapes; overrides the level for the ops it names")
     p.add_argument("--ops-module", dest="ops_modules", action="append", metavar="PATH_OR_MODULE",
                    help="load extra ops from a Python file or module defining HARNESS_OPS (repeatable); see docs/ops.md")
