@@ -8,7 +8,8 @@
 #    FLAGGEMS_REF file next to it ("TAG (git describe, commit)"), which the harness reads as the
 #    tree's ref (run.json, the version check against the installed flag_gems).
 # 2. Builds a flag_gems wheel of the same tag into .whl/flaggems-TAG/ (git-ignored), for machines
-#    without network (carry .whl/ and .flaggems/TAG there; benchmarks/flaggems_corpus.py installs it):
+#    without network (carry .whl/, .flaggems/TAG/benchmark and .flaggems/TAG/FLAGGEMS_REF there;
+#    benchmarks/flaggems_corpus.py installs the wheel):
 #    - the whole source of the tag is exported to a temporary directory: src/ and the packaging
 #      files, and also tests/ and benchmark/, since v5.3's setup.py maps the packages
 #      flaggems_tests -> tests/ and flaggems_benchmark -> benchmark/ and fails without them;
@@ -37,7 +38,7 @@ g() { git --git-dir="$git_dir" "$@"; }
 commit=$(g rev-parse --verify --quiet "${tag}^{commit}") || { echo "unknown tag or ref: $tag" >&2; exit 2; }
 name=${tag//\//_}
 dest=.flaggems/$name
-rm -rf "$dest"
+rm -rf "$dest/benchmark"  # only what this script writes: a fuller export kept next to it stays
 mkdir -p "$dest"
 g archive "$commit" benchmark | tar -x -C "$dest"
 described=$(g describe --tags --always "$commit" 2>/dev/null || echo "$commit")
