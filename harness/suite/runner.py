@@ -315,7 +315,7 @@ class SuiteRunner:
         if end.pytest_exit == 5:
             selection = self.plans[op_plan.op].op.describe()
             return (f"pytest collected no benchmark for {selection} (FlagGems {self.tree.ref or self.tree.layout})",)
-        if end.pytest_exit == 0 and not any(r.op == op_plan.op for r in read_records(ctx.records_path)):
+        if end.pytest_exit == 0 and not any(r.op == op_plan.op for r in read_records(ctx.records_path, on_corrupt="skip")):
             return ("FlagGems' function ran and timed nothing (no Benchmark.get_latency call: not a benchmark)",)
         return ()
 
