@@ -210,7 +210,7 @@ _DTYPE_ALIASES = {"fp16": "float16", "half": "float16", "bf16": "bfloat16", "fp3
                   "cfloat": "complex64", "cdouble": "complex128", "fp8": "float8_e4m3fn"}
 
 
-def _dtypes(value: Any) -> tuple[str, ...]:
+def _any_dtypes(value: Any) -> tuple[str, ...]:
     """Dtype names (aliases resolved) of SUITE_DTYPES; which of them a run may use depends on
     its mode (:func:`check_dtypes_for_mode`)."""
     result = []
@@ -224,6 +224,29 @@ def _dtypes(value: Any) -> tuple[str, ...]:
         if name not in result:
             result.append(name)
     return tuple(result)
+
+
+def _builtin_refusal(name: str) -> str:
+    return (f"Unknown dtype {name!r} for the harness's own ops (they run {', '.join(DTYPES)}; aliases fp16, "
+            f"bf16, fp32); {name} is passed through only to a library's own benchmarks (--suite).")
+
+
+def _dtypes(value: Any) -> tuple[str, ...]:
+    """Dtype names the harness's own ops run (DTYPES), aliases resolved."""
+    names = _any_dtypes(value)
+    other = next((d for d in names if d not in DTYPES), None)
+    if other is not None:
+        raise UsageError(_builtin_refusal(other))
+    return names
+
+
+def _nodes(value: Any) -> tuple[str, ...]:
+    """pytest node ids: separated by white space in a string (an id may hold commas), or a list."""
+    if isinstance(value, str):
+        return tuple(value.split())
+    if isinstance(value, list | tuple) and all(isinstance(v, str) for v in value):
+        return tuple(v.strip() for v in value if v.strip())
+    raise UsageError(f"must be node ids (FILE::FUNC), as a list of strings; got {value!r}.")
 
 
 def _str(value: Any) -> str:
@@ -365,7 +388,7 @@ def _shard(value: Any) -> tuple[int, int]:
 _PARSERS: dict[str, Callable[[Any], Any]] = {
     "backend": _backend,
     "ops": _csv,
-    "dtypes": _dtypes,
+    "dtypes": _any_dtypes,  # the mode decides which (check_dtypes_for_mode)
     "level": _choice("level", LEVEL_CHOICES),
     "shapes_file": _str,
     "ops_modules": _csv,
@@ -395,7 +418,7 @@ _PARSERS: dict[str, Callable[[Any], Any]] = {
     "keep_triton_cache": _bool("keep-triton-cache"),
     "sweep_devices": _sweep,
     "shard": _shard,
-    "nodes": lambda v: tuple(v.split()) if isinstance(v, str) else tuple(str(x) for x in v),  # ids hold commas
+    "nodes": _nodes,
     "allow_version_mismatch": _bool("allow-version-mismatch"),
 }
 
@@ -535,24 +558,24 @@ def resolve_run_options(
     _check_keys(table)
     layers = _Layers(cli, env, table, "[tool.harness]")
     values: dict[str, Any] = {}
+    sources: dict[str, str] = {}
     for name, parse in _PARSERS.items():
         raw, source = layers.pick(name, _FLAGS.get(name, f"--{_dashed(name)}"), ENV_PREFIX + name.upper(), name)
         if raw is not None:
             values[name] = _parse(parse, raw, source)
-    return check_dtypes_for_mode(RunOptions(**values), given="dtypes" in values)
+            sources[name] = source
+    return check_dtypes_for_mode(RunOptions(**values), source=sources.get("dtypes"))
 
 
-def check_dtypes_for_mode(options: RunOptions, given: bool = True) -> RunOptions:
+def check_dtypes_for_mode(options: RunOptions, source: str | None = "--dtypes") -> RunOptions:
     """Built-in ops run DTYPES only; a suite run passes any of SUITE_DTYPES through to FlagGems,
-    and without --dtypes it runs every dtype each benchmark declares (``dtypes`` empty)."""
+    and without --dtypes (``source`` None: not given) it runs every dtype each benchmark declares
+    (``dtypes`` empty)."""
     if options.suite:
-        return options if given else replace(options, dtypes=())
-    other = [d for d in options.dtypes if d not in DTYPES]
-    if other:
-        raise UsageError(
-            f"--dtypes {' '.join(other)}: the harness's own ops run {', '.join(DTYPES)}; other dtypes are passed "
-            "through only to a library's own benchmarks (--suite)."
-        )
+        return options if source is not None else replace(options, dtypes=())
+    other = next((d for d in options.dtypes if d not in DTYPES), None)
+    if other is not None:
+        raise UsageError(f"{source or '--dtypes'}: {_builtin_refusal(other)}")
     return options
 
 

@@ -228,8 +228,10 @@ def test_suite_runs_accept_any_dtype_flaggems_benchmarks_and_built_in_runs_do_no
     assert set(suite.dtypes) <= set(SUITE_DTYPES)
     assert resolve_run_options({"suite": "x"}, {}).dtypes == ()  # each benchmark's own
     assert resolve_run_options({}, {}).dtypes == DTYPES
-    with pytest.raises(UsageError, match="--dtypes int32: the harness's own ops run float16, bfloat16, float32"):
+    with pytest.raises(UsageError, match="--dtypes: Unknown dtype 'int32' for the harness's own ops"):
         resolve_run_options({"dtypes": ["int32"]}, {})
+    with pytest.raises(UsageError, match="HARNESS_DTYPES: Unknown dtype 'bool'"):
+        resolve_run_options({}, {"HARNESS_DTYPES": "bool"})
     with pytest.raises(UsageError, match="Unknown dtype 'int3'"):
         resolve_run_options({"suite": "x", "dtypes": ["int3"]}, {})
 
