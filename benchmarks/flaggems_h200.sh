@@ -50,7 +50,7 @@ fi
 
 if want suite502; then
 step "suite v5.0.2 (wheel 5.0.2): softmax mm"
-timeout 120 python3 -m harness.suite run --suite .flaggems/benchmark --backend cuda --ops softmax mm \
+timeout 120 python3 -m harness run --suite .flaggems/benchmark --backend cuda --ops softmax mm \
   --dtypes float16 bfloat16 --shapes-file benchmarks/flaggems_suite_shapes.yaml --op-timeout 80 \
   --out "$OUT/flaggems-suite-5.0.2" --progress plain > "$OUT/flaggems-suite-5.0.2.log" 2>&1
 echo "rc=$?"; tail -3 "$OUT/flaggems-suite-5.0.2.log"; table "$OUT/flaggems-suite-5.0.2"
@@ -58,7 +58,7 @@ fi
 
 if want suite500; then
 step "suite v5.0.0 (wheel 5.0.0): softmax mm"
-PYTHONPATH=/tmp/site500:/tmp/site:$PWD timeout 120 python3 -m harness.suite run \
+PYTHONPATH=/tmp/site500:/tmp/site:$PWD timeout 120 python3 -m harness run \
   --suite .flaggems/v5.0.0/benchmark --backend cuda --ops softmax mm \
   --dtypes float16 bfloat16 --shapes-file benchmarks/flaggems_suite_shapes.yaml --op-timeout 80 \
   --out "$OUT/flaggems-suite-5.0.0" --progress plain > "$OUT/flaggems-suite-5.0.0.log" 2>&1

@@ -65,7 +65,7 @@ gpu0() {
 gpu1() {
   export CUDA_VISIBLE_DEVICES=1
   step "FlagGems suite v5.0.0 (wheel 5.0.0): softmax mm"
-  PYTHONPATH=/tmp/site500:/tmp/site:$PWD timeout "${SUITE_TIMEOUT:-330}" python3 -m harness.suite run \
+  PYTHONPATH=/tmp/site500:/tmp/site:$PWD timeout "${SUITE_TIMEOUT:-330}" python3 -m harness run \
     --suite .flaggems/v5.0.0/benchmark --backend cuda --ops softmax mm \
     --dtypes float16 bfloat16 --shapes-file benchmarks/flaggems_suite_shapes.yaml --op-timeout "${SUITE_OP_TIMEOUT:-300}" \
     --out "$R/suite-5.0.0" --progress plain > "$R/suite-5.0.0.log" 2>&1

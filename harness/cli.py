@@ -37,9 +37,10 @@ Exit codes: 0 all passed, 1 a case or op failed, 2 bad input, 3 missing environm
 
 
 SUITE_HELP = ("run FlagGems' own benchmark suite instead of the harness's cases: PATH is the benchmark/ "
-              "directory of a FlagGems checkout at the tag of the installed flag_gems (v5.0.x); each op "
-              "in --ops runs FlagGems' pytest nodes with that mark, timed by the harness timer, on the "
-              "harness's shapes; rows have provider flaggems-suite (docs/flaggems.md)")
+              "directory of a FlagGems tree (v5.3+ or v5.0.x layout, or FlagGems-vllm) at the tag of the "
+              "installed package; select with --ops (its benchmark names), --node or --all; FlagGems' own "
+              "shapes at --level core|comprehensive; timed by the harness's timers, outputs checked "
+              "against torch's; rows have provider flaggems-suite (docs/flaggems.md)")
 
 
 def _backend_names() -> str:
@@ -60,8 +61,10 @@ def _add_run(sub: argparse._SubParsersAction[argparse.ArgumentParser]) -> None:
     )
     p.add_argument("--backend", help=f"backend or alias: {_backend_names()} (default: auto)")
     p.add_argument("--ops", nargs="+", metavar="OP", help="op ids (default: every op); see `harness list ops`")
-    p.add_argument("--dtypes", nargs="+", metavar="DTYPE", help="float16 bfloat16 float32 (aliases fp16 bf16 fp32; default: all three)")
-    p.add_argument("--level", help="shape level: smoke, core, comprehensive, or auto (smoke on cpu, core on accelerators)")
+    p.add_argument("--dtypes", nargs="+", metavar="DTYPE", help="float16 bfloat16 float32 (aliases fp16 bf16 fp32; default: all three); with --suite also "
+                   "float64, int8..int64, uint8, bool, complex64/128, float8_e4m3fn... (default: each benchmark's own)")
+    p.add_argument("--level", help="shape level: smoke, core, comprehensive, or auto (smoke on cpu, core on accelerators; "
+                   "with --suite: FlagGems' core or comprehensive, auto = core)")
     p.add_argument("--shapes-file", help="YAML mapping op id -> list of shapes; overrides the level for the ops it names")
     p.add_argument("--ops-module", dest="ops_modules", action="append", metavar="PATH_OR_MODULE",
                    help="load extra ops from a Python file or module defining HARNESS_OPS (repeatable); see docs/ops.md")
@@ -89,6 +92,11 @@ def _add_run(sub: argparse._SubParsersAction[argparse.ArgumentParser]) -> None:
                         "of tuning; a key it lacks is tuned live and its row says replay-miss (docs/compare.md)")
     p.add_argument("--suite", metavar="PATH", help=SUITE_HELP)
     _add_toolbox_run_args(p)
+    p.add_argument("--node", dest="nodes", nargs="+", metavar="FILE::FUNC",
+                   help="with --suite: run exactly these pytest nodes of the suite (test_mm.py::test_mm, "
+                        "parameters in [...] allowed), one op each")
+    p.add_argument("--allow-version-mismatch", action="store_true", default=None,
+                   help="with --suite: run even when the installed flag_gems' major.minor differs from the tree's")
     p.add_argument("--resume", metavar="RUN_DIR", help="finish an interrupted run: redo only ops without a completion marker")
     p.add_argument("--shard", metavar="K/N",
                    help="run only the K-th of N parts of the selected ops (cost-weighted, the same parts on "
@@ -159,7 +167,10 @@ def build_parser() -> argparse.ArgumentParser:
     sub = parser.add_subparsers(dest="command", metavar="COMMAND")
     _add_run(sub)
     lp = sub.add_parser("list", help="list ops or backends", description="List what the harness knows.")
-    lp.add_argument("what", choices=("ops", "backends"), help="ops or backends")
+    lp.add_argument("what", choices=("ops", "backends", "suite"),
+                    help="ops, backends, or suite (the benchmarks of --suite PATH, read without a GPU)")
+    lp.add_argument("--suite", metavar="PATH", help="with 'suite': a FlagGems benchmark/ directory")
+    lp.add_argument("--csv", action="store_true", help="with 'suite': CSV instead of a table")
     lp.add_argument("--ops-module", dest="ops_modules", action="append", metavar="PATH_OR_MODULE",
                     help="also list ops from this module")
     lp.add_argument("--provider", default="builtin", choices=("builtin", "flaggems"),
@@ -211,7 +222,7 @@ def _cli_values(ns: argparse.Namespace) -> dict[str, Any]:
     keys = ("backend", "ops", "dtypes", "level", "shapes_file", "ops_modules", "provider", "timer",
             "cache", "seed", "warmup_ms", "rep_ms", "devices", "op_timeout", "reports_dir", "out", "run_id",
             "ops_file", "dismiss", "progress", "suite", "replay_from", "prestart", "plugins", "extra_plugins",
-            "ir", "triton_cache", "keep_triton_cache", "sweep_devices", "shard")
+            "ir", "triton_cache", "keep_triton_cache", "sweep_devices", "shard", "nodes", "allow_version_mismatch")
     return {k: getattr(ns, k, None) for k in keys}
 
 
@@ -246,13 +257,22 @@ def _cmd_run(ns: argparse.Namespace, env: Mapping[str, str]) -> int:
         if options.suite:
             from harness.suite.runner import prepare_suite
 
-            prepared = prepare_suite(options, options.suite, env)
+            prepared = prepare_suite(options, options.suite, env, all_ops_flag=bool(ns.all))
+        elif options.nodes or options.allow_version_mismatch:
+            raise UsageError("--node and --allow-version-mismatch apply to --suite runs only.")
         else:
             prepared = prepare(options, env)
     return execute(prepared, env, sys.stdout)
 
 
 def _cmd_list(ns: argparse.Namespace, env: Mapping[str, str]) -> int:
+    if ns.what == "suite":
+        from harness.suite.listing import list_suite
+
+        if not ns.suite:
+            raise UsageError("harness list suite needs --suite PATH (a FlagGems benchmark/ directory).")
+        sys.stdout.write(list_suite(Path(ns.suite), csv_format=ns.csv))
+        return 0
     if ns.what == "backends":
         from harness.backends import BACKENDS
 

@@ -17,7 +17,7 @@ import os
 import re
 import tomllib
 from collections.abc import Callable, Mapping, Sequence
-from dataclasses import dataclass, fields
+from dataclasses import dataclass, fields, replace
 from pathlib import Path
 from typing import Any
 from urllib.parse import urlparse
@@ -37,6 +37,8 @@ __all__ = [
     "known_env_names",
     "unknown_env",
     "RunOptions",
+    "SUITE_DTYPES",
+    "check_dtypes_for_mode",
     "forwarded_run_env",
     "parse_user",
     "read_project_config",
@@ -52,6 +54,13 @@ CACHE_CHOICES = ("cold", "warm")
 PRESTART_CHOICES = ("auto", "on", "off")
 IR_CHOICES = ("on", "off", "full")  # full: SASS too (benchmarks/ir_overhead.py)
 TRITON_CACHE_CHOICES = ("isolated", "user")
+# Dtypes a suite run (--suite) passes through to FlagGems' benchmarks: every dtype torch names
+# that FlagGems benchmarks (integers, bool, complex, fp64, fp8). Built-in ops take DTYPES only.
+SUITE_DTYPES: tuple[str, ...] = (
+    *DTYPES, "float64", "int8", "int16", "int32", "int64", "uint8", "uint16", "uint32", "uint64", "bool",
+    "complex32", "complex64", "complex128", "float8_e4m3fn", "float8_e5m2", "float8_e4m3fnuz",
+    "float8_e5m2fnuz", "float8_e8m0fnu", "qint8", "quint8", "qint32",
+)
 IMAGE_POLICIES = ("auto", "pull", "build", "no-build")
 IMAGE_NAME = "triton-op-harness"
 HISTORY_DB_ENV = ENV_PREFIX + "HISTORY_DB"
@@ -104,6 +113,8 @@ class RunOptions:
     keep_triton_cache: bool = False  # keep RUN/triton-cache after the run
     sweep_devices: str | None = None  # N or device ids: tune autotuned ops over these first (docs/batch.md)
     shard: tuple[int, int] | None = None  # (K, N): run only the K-th of N parts of the ops (--shard K/N)
+    nodes: tuple[str, ...] = ()  # --suite: FlagGems pytest nodes (FILE::FUNC[PARAMS]) to run, one op each
+    allow_version_mismatch: bool = False  # --suite: run a tree whose major.minor differs from flag_gems'
 
     def prestart_for(self, accelerator: bool) -> bool:
         """Whether to pre-start op processes: ``auto`` only on accelerators, where the held process's
@@ -194,18 +205,48 @@ def _choice(name: str, choices: Sequence[str]) -> Callable[[Any], str]:
     return parse
 
 
-def _dtypes(value: Any) -> tuple[str, ...]:
-    aliases = {"fp16": "float16", "half": "float16", "bf16": "bfloat16", "fp32": "float32", "float": "float32"}
+_DTYPE_ALIASES = {"fp16": "float16", "half": "float16", "bf16": "bfloat16", "fp32": "float32", "float": "float32",
+                  "fp64": "float64", "double": "float64", "long": "int64", "int": "int32", "short": "int16",
+                  "cfloat": "complex64", "cdouble": "complex128", "fp8": "float8_e4m3fn"}
+
+
+def _any_dtypes(value: Any) -> tuple[str, ...]:
+    """Dtype names (aliases resolved) of SUITE_DTYPES; which of them a run may use depends on
+    its mode (:func:`check_dtypes_for_mode`)."""
     result = []
     for item in _csv(value):
-        name = aliases.get(item.lower(), item.lower())
-        if name not in DTYPES:
+        name = _DTYPE_ALIASES.get(item.lower(), item.lower())
+        if name not in SUITE_DTYPES:
             raise UsageError(
-                f"Unknown dtype {item!r}. Dtypes: {', '.join(DTYPES)} (aliases fp16, bf16, fp32)."
+                f"Unknown dtype {item!r}. Dtypes: {', '.join(DTYPES)} (aliases fp16, bf16, fp32); with --suite "
+                f"also {', '.join(d for d in SUITE_DTYPES if d not in DTYPES)}."
             )
         if name not in result:
             result.append(name)
     return tuple(result)
+
+
+def _builtin_refusal(name: str) -> str:
+    return (f"Unknown dtype {name!r} for the harness's own ops (they run {', '.join(DTYPES)}; aliases fp16, "
+            f"bf16, fp32); {name} is passed through only to a library's own benchmarks (--suite).")
+
+
+def _dtypes(value: Any) -> tuple[str, ...]:
+    """Dtype names the harness's own ops run (DTYPES), aliases resolved."""
+    names = _any_dtypes(value)
+    other = next((d for d in names if d not in DTYPES), None)
+    if other is not None:
+        raise UsageError(_builtin_refusal(other))
+    return names
+
+
+def _nodes(value: Any) -> tuple[str, ...]:
+    """pytest node ids: separated by white space in a string (an id may hold commas), or a list."""
+    if isinstance(value, str):
+        return tuple(value.split())
+    if isinstance(value, list | tuple) and all(isinstance(v, str) for v in value):
+        return tuple(v.strip() for v in value if v.strip())
+    raise UsageError(f"must be node ids (FILE::FUNC), as a list of strings; got {value!r}.")
 
 
 def _str(value: Any) -> str:
@@ -347,7 +388,7 @@ def _shard(value: Any) -> tuple[int, int]:
 _PARSERS: dict[str, Callable[[Any], Any]] = {
     "backend": _backend,
     "ops": _csv,
-    "dtypes": _dtypes,
+    "dtypes": _any_dtypes,  # the mode decides which (check_dtypes_for_mode)
     "level": _choice("level", LEVEL_CHOICES),
     "shapes_file": _str,
     "ops_modules": _csv,
@@ -377,6 +418,8 @@ _PARSERS: dict[str, Callable[[Any], Any]] = {
     "keep_triton_cache": _bool("keep-triton-cache"),
     "sweep_devices": _sweep,
     "shard": _shard,
+    "nodes": _nodes,
+    "allow_version_mismatch": _bool("allow-version-mismatch"),
 }
 
 
@@ -515,11 +558,25 @@ def resolve_run_options(
     _check_keys(table)
     layers = _Layers(cli, env, table, "[tool.harness]")
     values: dict[str, Any] = {}
+    sources: dict[str, str] = {}
     for name, parse in _PARSERS.items():
         raw, source = layers.pick(name, _FLAGS.get(name, f"--{_dashed(name)}"), ENV_PREFIX + name.upper(), name)
         if raw is not None:
             values[name] = _parse(parse, raw, source)
-    return RunOptions(**values)
+            sources[name] = source
+    return check_dtypes_for_mode(RunOptions(**values), source=sources.get("dtypes"))
+
+
+def check_dtypes_for_mode(options: RunOptions, source: str | None = "--dtypes") -> RunOptions:
+    """Built-in ops run DTYPES only; a suite run passes any of SUITE_DTYPES through to FlagGems,
+    and without --dtypes (``source`` None: not given) it runs every dtype each benchmark declares
+    (``dtypes`` empty)."""
+    if options.suite:
+        return options if source is not None else replace(options, dtypes=())
+    other = next((d for d in options.dtypes if d not in DTYPES), None)
+    if other is not None:
+        raise UsageError(f"{source or '--dtypes'}: {_builtin_refusal(other)}")
+    return options
 
 
 # Run options that name files: forwarded into a container relative to the checkout (mounted there

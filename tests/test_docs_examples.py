@@ -34,6 +34,9 @@ SKIP: list[tuple[str, str]] = [
     (rf"^harness run .*--backend {ACCELERATORS}\b", "needs an accelerator"),
     (r"--provider flaggems|--suite ", "needs FlagGems (and a GPU for --suite)"),
     (r"--sweep-devices", "tunes over two GPUs"),
+    (r"benchmarks/fetch_", "downloads wheels or builds FlagGems from a FlagGems git directory (network)"),
+    (r"benchmarks/flaggems_corpus\.py", "needs FlagGems' exported tree (.flaggems/) and, for `run`, an H200 "
+     "(tests/unit/test_corpus_script.py checks its logic)"),
     (r"my_ops\.py|my_shapes\.yaml|nightly\.txt|--against DIR|CUDA_RUN|MUSA_RUN",
      "names the user's own files or runs of other backends"),
     (r"^harness history site", "needs a history database of nightly runs (tests/unit/test_html.py builds one)"),

@@ -98,7 +98,9 @@ def check_close(candidate: Any, reference: Any, atol: float, rtol: float) -> Cor
     max_abs = float(diff[finite].max().item()) if any_finite else None
     rel = diff / r.abs().clamp_min(1e-12)
     max_rel = float(rel[finite].max().item()) if any_finite else None
-    bad = ~(diff <= atol + rtol * r.abs())
+    # Equal values match (equal infinities too: inf - inf is NaN); an infinite reference gives no
+    # tolerance (rtol * inf would accept anything, -inf against inf included).
+    bad = ~((c == r) | (torch.isfinite(r) & (diff <= atol + rtol * r.abs())))
     both_nan = torch.isnan(c) & torch.isnan(r)
     mismatched = int((bad & ~both_nan).sum().item())
     return Correctness(

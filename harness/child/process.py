@@ -1,4 +1,4 @@
-"""Entry of an op's process: ``python -m harness.child EXIT_FILE [--hold] -- PYTEST_ARGS...``.
+"""Entry of an op's process: ``python -m harness.child EXIT_FILE [--hold [--preload M,...]] -- PYTEST_ARGS...``.
 
 It runs pytest in-process, then writes pytest's exit status to EXIT_FILE. A process that ends
 without that file never got back from pytest (a signal, ``os._exit``, a poisoned context, a
@@ -106,12 +106,17 @@ def main(argv: Sequence[str]) -> int:
     hold = len(args) > 1 and args[1] == "--hold"
     if hold:
         del args[1]
+    extra: list[str] = []  # --preload A,B: more modules to import while held (a suite's package)
+    if len(args) > 2 and args[1] == "--preload":
+        extra = [m for m in args[2].split(",") if m]
+        del args[1:3]
     if len(args) < 2 or args[1] != "--":
-        print("usage: python -m harness.child EXIT_FILE [--hold] -- PYTEST_ARGS...", file=sys.stderr)
+        print("usage: python -m harness.child EXIT_FILE [--hold [--preload MODULES]] -- PYTEST_ARGS...",
+              file=sys.stderr)
         return 2
     watch_parent(_expected_parent(os.environ))
     if hold:
-        preload()
+        preload((*PRELOAD, *extra))
         torch = sys.modules.get("torch")
         cuda = getattr(torch, "cuda", None)
         if cuda is not None and cuda.is_initialized():  # a device opened while another op may be timing

@@ -17,6 +17,7 @@ from harness.errors import UsageError
 
 __all__ = [
     "CASE_STATUSES",
+    "DIRECTIONS",
     "SCHEMA_VERSION",
     "Correctness",
     "Fallback",
@@ -36,11 +37,13 @@ __all__ = [
 #    records of versions 1 and 2 read as before with these empty.
 # 4: Timing gained blocks (which run each pooled sample came from) and settled (the noisy note
 #    as a field), Measurement gained device_state (clocks, temperature and power at the start and
-#    end of the case's timing). Records of versions 1-3 read as one run, settled unless their
-#    notes say noisy, without device state.
+#    end of the case's timing), and direction (forward or backward: what the row timed; FlagGems'
+#    suite benchmarks both). Records of versions 1-3 read as one run, settled unless their notes
+#    say noisy, without device state, forward.
 SCHEMA_VERSION = 4
 CASE_STATUSES = ("pass", "fail", "error", "skip")
 TIMERS = ("cpu", "direct", "graph", "profiler")
+DIRECTIONS = ("forward", "backward")
 
 
 def shape_str(shape: Sequence[int]) -> str:
@@ -185,6 +188,7 @@ class Measurement:
     # read just before the candidate's timing and just after the baseline's. Empty where the
     # backend exposes nothing (cpu).
     device_state: tuple[Mapping[str, Any], ...] = ()
+    direction: str = "forward"  # what was timed: the op's forward call, or a backward pass (schema 4)
     schema_version: int = SCHEMA_VERSION
 
     def __post_init__(self) -> None:
@@ -192,6 +196,8 @@ class Measurement:
             raise ValueError(f"status {self.status!r} is not one of {CASE_STATUSES}")
         if self.timer not in TIMERS:
             raise ValueError(f"timer {self.timer!r} is not one of {TIMERS}")
+        if self.direction not in DIRECTIONS:
+            raise ValueError(f"direction {self.direction!r} is not one of {DIRECTIONS}")
         if self.status != "pass" and self.speedup is not None:
             # Correctness before speed: a failed case never reports a speedup.
             raise ValueError("only a passing case may carry a speedup")
@@ -277,7 +283,7 @@ def _fallback(data: Any) -> Fallback | None:
 
 
 _TEXT_FIELDS = ("run_id", "op", "provider", "dtype", "backend", "device", "timer", "status", "device_name",
-                "cache", "autotune", "message", "started_at")
+                "cache", "autotune", "message", "started_at", "direction")
 
 
 def _check_types(d: Mapping[str, Any]) -> None:
@@ -301,8 +307,9 @@ def _check_types(d: Mapping[str, Any]) -> None:
 
 
 def record_from_dict(data: Any) -> Measurement:
-    """Load a record written by any schema version up to the current one; anything else raises
-    :class:`RecordError` saying what it is (not a record, a newer schema, a damaged record)."""
+    """Load a record written by any schema version up to the current one (a record without
+    ``direction`` timed a forward call); anything else raises :class:`RecordError` saying what it
+    is (not a record, a newer schema, a damaged record)."""
     if not isinstance(data, Mapping):
         raise RecordError(f"not a record: a JSON {type(data).__name__}, not an object")
     if "schema_version" not in data:

@@ -190,7 +190,7 @@ class _OpRecords:
 
 def _op_records(records: Sequence[Measurement], op_plan: OpPlan) -> _OpRecords:
     planned = {c.case_id for c in op_plan.cases()}
-    mine = [r for r in records if r.op == op_plan.op and r.case_id in planned]
+    mine = [r for r in records if r.op == op_plan.op and (op_plan.is_open or r.case_id in planned)]
     return _OpRecords(
         recorded=frozenset(r.case_id for r in mine),
         statuses=tuple(r.status for r in mine),
@@ -217,7 +217,7 @@ def _spawn(ctx: BatchContext, op_plan: OpPlan, attempt: int, skip: Collection[st
 def prestart_op(ctx: BatchContext, op_plan: OpPlan) -> None:
     """Start ``op_plan``'s first attempt now, held, so its imports overlap the op running before it."""
     skip = _op_records(read_records(ctx.records_path, on_corrupt="skip"), op_plan).recorded
-    if not [c for c in op_plan.cases() if c.case_id not in skip]:
+    if not op_plan.is_open and not [c for c in op_plan.cases() if c.case_id not in skip]:
         return
     held = _spawn(ctx, op_plan, 1, skip, hold=True)
     with ctx.held_lock:
@@ -279,6 +279,17 @@ def _with_log(verdict: Verdict, files: RunFiles, op: str) -> Verdict:
     return replace(verdict, note=f"{verdict.note} (log: {log})" if verdict.note else f"log: {log}")
 
 
+def _missing(op_plan: OpPlan, facts: _OpRecords, end: AttemptExit | None, attempts: int) -> list[str]:
+    """The op's cases still to record. An open op's are unknown until its process ran to the end:
+    before its first attempt, or after one that died early, the one entry says how far it got
+    (so a retry that gets further is progress, not a repeat)."""
+    if not op_plan.is_open:
+        return [c.case_id for c in op_plan.cases() if c.case_id not in facts.recorded]
+    if attempts and end is not None and end.pytest_exit is not None:
+        return []  # pytest returned: the process found and ran every case it had
+    return [f"{op_plan.op}: cases after the {len(facts.recorded)} recorded"]
+
+
 def run_op(ctx: BatchContext, op_plan: OpPlan, on_attempt: Callable[[int], None]) -> OpOutcome:
     """Attempts until the op ends or should not be retried; INTERRUPTED when a stop cut in."""
     begin = time.monotonic()
@@ -287,6 +298,7 @@ def run_op(ctx: BatchContext, op_plan: OpPlan, on_attempt: Callable[[int], None]
     notes: list[str] = []
     earlier: set[FailureKey] = set()
     attempts = 0
+    end: AttemptExit | None = None
     verdict = Verdict("SKIP", "no cases to run")
     sweep_compile: float | None = None
     if ctx.sweep is not None and ctx.sweep.applies(op_plan) and any(c not in facts.recorded for c in planned):
@@ -301,7 +313,7 @@ def run_op(ctx: BatchContext, op_plan: OpPlan, on_attempt: Callable[[int], None]
         notes.append(swept.note())
         sweep_compile = swept.compile_s
     while True:
-        missing = [c for c in planned if c not in facts.recorded]
+        missing = _missing(op_plan, facts, end, attempts)
         if not missing:
             if attempts == 0 and planned:  # every case recorded by a session whose marker was lost
                 verdict = classify_exit(AttemptExit(0, pytest_exit=0), facts.statuses, facts.poisoned)
@@ -322,7 +334,7 @@ def run_op(ctx: BatchContext, op_plan: OpPlan, on_attempt: Callable[[int], None]
                              (*notes, *found, f"interrupted during attempt {attempts}; resume with --resume"))
         verdict = _with_log(classify_exit(end, facts.statuses, facts.poisoned, ctx.plan.options.op_timeout),
                             ctx.files, op_plan.op)
-        missing = [c for c in planned if c not in facts.recorded]
+        missing = _missing(op_plan, facts, end, attempts)
         retry = should_retry(verdict, attempts, missing, earlier)
         if retry or attempts > 1:
             tail = ""

@@ -213,12 +213,17 @@ def _stored_dtypes(o: Mapping[str, Any]) -> tuple[str, ...] | None:
     return None if value is None else tuple(str(d) for d in value)
 
 
+def _stored_open(o: Mapping[str, Any]) -> int | None:
+    value = o.get("open_cases")
+    return None if value is None else int(value)
+
+
 def stored_ops(info: Mapping[str, Any]) -> tuple[OpPlan, ...]:
     """The op plans a run.json holds (KeyError, TypeError or ValueError when it is damaged)."""
     return tuple(
         OpPlan(op=str(o["op"]), device=str(o["device"]), dtypes=tuple(str(d) for d in o["dtypes"]),
                shapes=tuple(tuple(int(x) for x in s) for s in o["shapes"]), provider=str(o["provider"]),
-               autotuned=o.get("autotuned"), supported_dtypes=_stored_dtypes(o))
+               autotuned=o.get("autotuned"), supported_dtypes=_stored_dtypes(o), open_cases=_stored_open(o))
         for o in info["plan"]
     )
 
@@ -260,7 +265,8 @@ def _run_info(
         "plan": [
             {"op": o.op, "device": o.device, "dtypes": list(o.dtypes),
              "shapes": [list(s) for s in o.shapes], "provider": o.provider, "autotuned": o.autotuned,
-             **({"supported_dtypes": list(o.supported_dtypes)} if o.supported_dtypes is not None else {})}
+             **({"supported_dtypes": list(o.supported_dtypes)} if o.supported_dtypes is not None else {}),
+             **({"open_cases": o.open_cases} if o.is_open else {})}
             for o in plan.ops
         ],
         "dismissed": dict(prepared.dismissed),
@@ -299,9 +305,15 @@ def _unreached_message(outcome: OpOutcome | None, first: bool) -> tuple[str, str
 def unreached_cases(ops: Sequence[OpPlan], records: list[Any], outcomes: Mapping[str, OpOutcome]) -> list[Unreached]:
     """Every planned case without a record, with why: cases are never silently missing."""
     seen = {r.case_id for r in records}
+    ops_recorded = {r.op for r in records}
     missing: list[Unreached] = []
     for op_plan in ops:
         outcome = outcomes.get(op_plan.op)
+        if op_plan.is_open:  # its cases are known only from its records: unreached when it has none
+            if op_plan.op not in ops_recorded:
+                status, message = _unreached_message(outcome, first=True)
+                missing.append(Unreached(op=op_plan.op, case_id=op_plan.op, status=status, message=message))
+            continue
         cases = [c for c in op_plan.cases() if c.case_id not in seen]
         if not op_plan.cases() and op_plan.op not in seen:  # a dismissed op may have no shapes
             status, message = _unreached_message(outcome, first=True)
@@ -399,7 +411,8 @@ def _start_line(prepared: Prepared, already: Mapping[str, OpOutcome], to_run: Se
     return (
         f"harness run {plan.run_id}: backend {plan.backend.name}, devices {','.join(plan.devices)}, "
         f"level {plan.level}, timer {plan.timer}, {len(plan.ops)} op(s), "
-        f"{sum(len(o.cases()) for o in to_run)} case(s) to run"
+        f"{sum(o.expected_cases for o in to_run)} case(s) to run"
+        + (" (about: FlagGems' benchmarks choose their own inputs)" if any(o.is_open for o in to_run) else "")
         + (f", {len(dismissed)} dismissed" if dismissed else "")
         + (f", resuming ({len(already) - len(dismissed)} op(s) already complete)" if prepared.resumed else "")
         + (f", autotune configs replayed from {plan.options.replay_from}" if plan.options.replay_from else "")

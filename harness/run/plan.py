@@ -44,9 +44,21 @@ class OpPlan:
     # the dtypes the op supports (OpSpec.dtypes): a case of another dtype is a skip, also when the
     # op's process never reached it; None: not known (then every unreached case is an error)
     supported_dtypes: tuple[str, ...] | None = None
+    # None: the cases are planned (shapes x dtypes). A number: the op's process finds its cases
+    # itself (a library's benchmark suite chooses its inputs) and about this many are expected.
+    open_cases: int | None = None
+
+    @property
+    def is_open(self) -> bool:
+        return self.open_cases is not None
 
     def cases(self) -> list[Case]:
+        """The planned cases; none for an op whose process finds its own (``is_open``)."""
         return [Case(self.op, self.provider, d, s) for s in self.shapes for d in self.dtypes]
+
+    @property
+    def expected_cases(self) -> int:
+        return self.open_cases if self.open_cases is not None else len(self.cases())
 
 
 @dataclass(frozen=True)
@@ -64,7 +76,7 @@ class RunPlan:
         return self.plugins.timer
 
     def total_cases(self) -> int:
-        return sum(len(o.cases()) for o in self.ops)
+        return sum(o.expected_cases for o in self.ops)
 
 
 def plan_for(backend: Backend, options: RunOptions) -> PluginPlan:
@@ -111,7 +123,7 @@ def shard_ops(ops: Sequence[OpPlan], devices: Sequence[str]) -> tuple[OpPlan, ..
     devices = list(dict.fromkeys(devices))
     if not devices:
         raise ValueError("shard_ops needs at least one device")
-    weight = {o.op: OP_START_COST + len(o.cases()) * max(o.case_cost, 0.0) for o in ops}
+    weight = {o.op: OP_START_COST + o.expected_cases * max(o.case_cost, 0.0) for o in ops}
     cap = sum(weight.values()) / len(devices) + 1e-9
     load = dict.fromkeys(devices, 0.0)
     chosen: dict[str, str] = {}

@@ -186,10 +186,11 @@ class Launch:
     env: Mapping[str, str] = field(default_factory=dict)  # over the device-pinned child_env
     cwd: Path | None = None
     header: str = ""  # what the op's log says about this process ("attempt 2 on device 0")
+    preload: tuple[str, ...] = ()  # modules a held process imports besides the usual (a suite's package)
 
     def command(self, hold: bool) -> list[str]:
-        return [sys.executable, "-m", "harness.child", str(self.exit_path), *(["--hold"] if hold else []),
-                "--", *self.pytest_args]
+        held = ["--hold", *(["--preload", ",".join(self.preload)] if self.preload else [])] if hold else []
+        return [sys.executable, "-m", "harness.child", str(self.exit_path), *held, "--", *self.pytest_args]
 
 
 def start(launch: Launch, env: Mapping[str, str], log_path: Path, hold: bool) -> subprocess.Popen[bytes]:

@@ -1,337 +1,324 @@
 """``harness run --suite PATH``: FlagGems' own benchmarks, one op per process, under the harness.
 
-Planning (which ops, shapes, devices) is the harness's; each op then runs FlagGems' pytest
-nodes for it (its mark, in its file) in a process of its own, pinned to one device, with
-the harness's batch machinery (sharding, timeouts, completion markers, resume). In that
-process harness.child.plugins.suite swaps in the harness timer; the shapes come from a shape
-file written in FlagGems' format; afterwards the process's ``--record log`` output is
-converted into Measurement records, so compare, gate, history and reports read them like
-any other run. Rows carry provider ``flaggems-suite``.
+Planning is the harness's: which benchmarks (harness.suite.select), FlagGems' own shapes or a
+``--shapes-file`` override per op (harness.suite.shapefile), devices, sharding, timers. Each op
+then runs FlagGems' pytest on its node(s) in a process of its own, through the same batch
+executor as the harness's own ops (harness.run.batch: process per op, pre-start, timeouts,
+retries, resume, progress, ops_status.csv, JUnit). In that process
+harness.child.plugins.suite times every call with the harness's timers, checks FlagGems'
+outputs against torch's and appends the records itself; rows carry provider ``flaggems-suite``.
 """
 
 from __future__ import annotations
 
 import datetime as _dt
-import json
+import importlib.metadata
 import os
-import shlex
+import sys
 from collections.abc import Collection, Mapping, Sequence
-from dataclasses import dataclass, replace
+from dataclasses import dataclass, field, replace
 from pathlib import Path
 from typing import Any
 
 from harness.backends import enumerate_devices, require_devices, resolve_backend
+from harness.backends.base import Backend, capture_denied
 from harness.contract import ChildSpec, op_file_stem
-from harness.errors import UsageError
-from harness.ops.base import OpInfo, Shape
-from harness.ops.registry import catalog, load_op
-from harness.ops.shapes import load_level, load_shapes_file
+from harness.errors import EnvironmentProblem, UsageError
 from harness.options import RunOptions
-from harness.providers.declarative import declared_shapes
-from harness.results.store import append_record, read_json, read_records
+from harness.results.store import read_records
 from harness.run.batch import BatchContext
 from harness.run.decide import AttemptExit
 from harness.run.execute import Prepared, stored_ops
-from harness.run.plan import OpPlan, RunPlan, assign_device, make_run_id, resolve_level, shard_ops
-from harness.run.plugins import PluginPlan
+from harness.run.plan import OpPlan, RunPlan, make_run_id, shard_ops
+from harness.run.plugins import PluginPlan, plan_plugins
 from harness.run.rundir import check_out_dir
+from harness.run.select import read_dismiss_file, read_ops_file
 from harness.run.spawn import Launch
-from harness.suite.convert import (
-    SUITE_PROVIDER,
-    Conversion,
-    RecordContext,
-    convert_results,
-    parse_record_log,
+from harness.suite.inventory import Inventory, read_inventory
+from harness.suite.layout import SuiteTree, locate_suite, major_minor
+from harness.suite.select import SuiteOp, all_ops, op_catalog, resolve_nodes, resolve_ops
+from harness.suite.shapefile import (
+    ShapePlan,
+    check_override_keys,
+    plan_op_shapes,
+    read_shapes_override,
+    read_suite_shapes,
+    suite_shape_config,
+    write_shape_file,
 )
-from harness.suite.nodes import SuiteLayout, SuiteNode, locate_suite, node_for
-from harness.suite.shapefile import read_suite_shapes, suite_shape_config, write_shape_file
-from harness.suite.timings import parse_timings
 
+__all__ = ["SUITE_PROVIDER", "SuiteOpPlan", "SuiteRunner", "installed_version", "prepare_suite",
+           "prepare_suite_resume", "suite_command", "unchecked_reason"]
+
+SUITE_PROVIDER = "flaggems-suite"  # rows measured through FlagGems' own benchmark code
 SPEC_OPTION = "--harness-suite-spec"  # the option harness.child.plugins.suite adds to pytest
-__all__ = ["SuiteCommand", "SuiteRunner", "prepare_suite", "prepare_suite_resume", "suite_command"]
-
-SUITE_TIMERS = {"auto": "direct", "direct": "direct", "cpu": "cpu"}
-SHAPE_FILE = "shapes.yaml"  # in the op's working directory
-
-
-@dataclass(frozen=True)
-class SuiteCommand:
-    """The op process's command line and the pytest options passed through PYTEST_ADDOPTS.
-
-    FlagGems names its ``--record log`` file after the command-line arguments (all of them,
-    "/" turned into "_"): with absolute paths and the harness's options that name passes the
-    255-byte limit of a file name. So the command line holds only the selection and the
-    shape file (relative to the op's working directory) and every other option travels in
-    PYTEST_ADDOPTS, which pytest reads but does not count among the invocation arguments.
-    """
-
-    args: list[str]  # pytest's command-line arguments (after `python -m harness.child EXIT --`)
-    addopts: list[str]
-
-    def env(self) -> dict[str, str]:
-        return {"PYTEST_ADDOPTS": shlex.join(self.addopts)}
-
-    def describe(self) -> str:
-        return f"PYTEST_ADDOPTS={shlex.quote(shlex.join(self.addopts))} pytest {shlex.join(self.args)}"
-
-
-def suite_command(
-    node: SuiteNode,
-    suite: SuiteLayout,
-    work: Path,
-    spec_path: Path,
-    dtypes: Sequence[str],
-) -> SuiteCommand:
-    """The op process (run in ``work``, where the shape file is): FlagGems' nodes for ``node``
-    through harness.child, with the harness plugin."""
-    selection = node.pytest_selection(suite.suite_dir)
-    selection[0] = os.path.relpath(selection[0], work)
-    return SuiteCommand(
-        args=[*selection, "--shape_file", SHAPE_FILE],
-        addopts=[
-            # FlagGems' options: core level (no extra shapes or metrics of its own), kernel mode
-            # (the do_bench path the plugin replaces), JSON result lines.
-            "--level", "core", "--mode", "kernel", "--record", "log",
-            *[arg for dtype in dtypes for arg in ("--dtypes", dtype)],
-            "-p", "harness.child.plugins.suite", SPEC_OPTION, str(spec_path),
-            # No ini file: a full checkout's pytest.ini would put src/ (not the installed flag_gems) first.
-            "-c", os.devnull, "--rootdir", str(suite.root), "-p", "no:cacheprovider",
-            "-q", "-rN", "-s", "-W", "ignore::pytest.PytestUnknownMarkWarning",
-        ],
-    )
+SUITE_LEVELS = ("core", "comprehensive")  # FlagGems' --level choices
+SHAPE_FILE = "shapes.yaml"  # in the op's working directory, when a --shapes-file entry applies
+# Ops whose outputs are random or uninitialised: FlagGems' and torch's are not compared (the row
+# says so). Matched as substrings of the op's names (id, function, marks, op_names).
+UNCHECKED_NAMES: Mapping[str, str] = {
+    "rand": "random output", "uniform": "random output", "normal": "random output",
+    "bernoulli": "random output", "dropout": "random output", "multinomial": "random output",
+    "exponential": "random output", "poisson": "random output", "geometric": "random output",
+    "cauchy": "random output", "random": "random output", "empty": "uninitialised output",
+}
+DEFAULT_SHAPE_COUNT = 5  # rows per dtype assumed for a benchmark whose shapes cannot be read statically
 
 
 def _now() -> str:
     return _dt.datetime.now(_dt.UTC).isoformat(timespec="seconds")
 
 
-def _suite_timer(requested: str) -> str:
-    if requested not in SUITE_TIMERS:
-        raise UsageError(
-            f"--timer {requested}: the suite mode times FlagGems' benchmark closures with the direct "
-            "timer (device events, as Triton's do_bench does) or the cpu timer; graph capture and the "
-            "profiler are not available there. Use --timer auto, direct or cpu."
-        )
-    return SUITE_TIMERS[requested]
+def unchecked_reason(op: SuiteOp) -> str:
+    """Why this op's outputs are not compared (random or uninitialised), or ""."""
+    for name in op.keys:
+        for part, why in UNCHECKED_NAMES.items():
+            if part in name.lower():
+                return f"outputs not compared: {why} ({name!r})"
+    return ""
 
 
-def _op_shapes(
-    ops: Sequence[str],
-    catalog: Mapping[str, OpInfo],
-    level: str,
-    user: Mapping[str, Sequence[Shape]],
-    declared: Mapping[str, Sequence[Shape]],
-) -> dict[str, tuple[Shape, ...]]:
-    level_shapes = load_level(level)
-    found: dict[str, tuple[Shape, ...]] = {}
+def installed_version(package: str, env: Mapping[str, str]) -> str | None:
+    """The version of ``package`` the op processes will import (their PYTHONPATH first, then this
+    interpreter's path), from its metadata: nothing is imported. None when not installed."""
+    paths = [p for p in env.get("PYTHONPATH", "").split(os.pathsep) if p] + sys.path
+    found = next(iter(importlib.metadata.distributions(name=package, path=paths)), None)
+    return str(found.version) if found is not None else None
+
+
+def _check_versions(tree: SuiteTree, installed: str | None, allow: bool) -> None:
+    if installed is None:
+        raise EnvironmentProblem(
+            f"--suite {tree.suite_dir}: its benchmarks import {tree.package}, which is not installed here. "
+            f"Install the {tree.package} of the tree's tag ({tree.ref or 'unknown'}); benchmarks/fetch_flaggems.sh "
+            "builds a wheel of a tag (docs/flaggems.md).")
+    mine, theirs = major_minor(installed), tree.version
+    if allow or mine is None or theirs is None or mine == theirs:
+        return
+    raise UsageError(
+        f"--suite {tree.suite_dir}: the tree is FlagGems {theirs[0]}.{theirs[1]} ({tree.ref}) but the installed "
+        f"{tree.package} is {installed}; benchmarks of one version call functions of another. Install the "
+        "matching wheel, export the matching tree, or pass --allow-version-mismatch.")
+
+
+@dataclass(frozen=True)
+class SuiteOpPlan:
+    """What an op's process needs beyond the child spec: its pytest selection and row facts."""
+
+    op: SuiteOp
+    shapes: ShapePlan
+    unchecked: str = ""
+    capture_denied: str = ""
+    expected_rows: int = 1
+
+
+def _expected_rows(op: SuiteOp, shapes: ShapePlan, upstream: Mapping[str, Any], dtypes: Sequence[str]) -> int:
+    """About how many rows the op writes (sharding weight, progress): dtypes x shapes per benchmark."""
+    total = 0
+    for build in (b for f in op.functions for b in f.builds):
+        declared = [d for d in build.dtypes if d != "?"] or ["float16", "float32", "bfloat16"]
+        n_dtypes = len([d for d in dtypes if d in declared]) or len(declared)
+        entry = shapes.entries.get(build.recorded_op_name) or shapes.entries.get(build.bench_class)
+        if entry is None and build.reads_shape_file:
+            found = next((upstream[k] for k in (build.recorded_op_name, *build.class_chain)
+                          if k and isinstance(upstream.get(k), Mapping)), None)
+            entry = found.get("shapes") if found else None
+        total += n_dtypes * (len(entry) if isinstance(entry, list) and entry else DEFAULT_SHAPE_COUNT)
+    return max(total, 1)
+
+
+def plan_suite_ops(tree: SuiteTree, inventory: Inventory, ops: Sequence[SuiteOp], backend: Backend,
+                   options: RunOptions) -> dict[str, SuiteOpPlan]:
+    """Each op's shapes, checks and capture decision (pure but for reading the shapes files)."""
+    upstream = read_suite_shapes(tree.shapes_yaml)
+    override = read_shapes_override(options.shapes_file) if options.shapes_file else {}
+    check_override_keys(override, inventory)
+    plans: dict[str, SuiteOpPlan] = {}
     for op in ops:
-        shapes = list(user.get(op) or level_shapes.get(op) or declared.get(op) or ())
-        if not shapes:
-            raise UsageError(
-                f"--suite: no shapes for op {op!r} at level {level!r}. Give them in --shapes-file "
-                f"(keyed by op id, in FlagGems' shape convention for its benchmark), e.g. '{op}: [[4096, 4096]]'."
-            )
-        if op in catalog:
-            for shape in shapes:
-                problem = catalog[op].check_shape(shape)
-                if problem:
-                    raise UsageError(f"{problem}. Fix the shapes file or the level's shapes.")
-        found[op] = tuple(tuple(s) for s in shapes)
-    return found
-
-
-def prepare_suite(options: RunOptions, suite_path: str, env: Mapping[str, str]) -> Prepared:
-    """Validate and plan a suite run; nothing is written yet."""
-    backend = resolve_backend(options.backend)
-    if not backend.capabilities.accelerator or backend.gems_vendor is None:
-        raise UsageError(
-            f"--suite runs FlagGems' own benchmarks, which need a GPU FlagGems supports; backend "
-            f"{backend.name!r} has none. Use --backend cuda, musa, rocm or ascend."
+        shapes = plan_op_shapes(op, override, upstream)
+        denied = next((k for k in op.keys if capture_denied(backend, k)), "")
+        plans[op.id] = SuiteOpPlan(
+            op=op, shapes=shapes, unchecked=unchecked_reason(op),
+            capture_denied=f"{denied!r} is on the {backend.name} capture deny list" if denied else "",
+            expected_rows=_expected_rows(op, shapes, upstream, options.dtypes),
         )
-    timer = _suite_timer(options.timer)
-    suite = locate_suite(Path(suite_path))
-    if not options.ops:
-        raise UsageError("--suite needs --ops: the FlagGems ops to run, e.g. --ops softmax mm "
-                         "(each is selected in FlagGems' suite by the pytest mark of that name).")
-    ops = catalog(options.ops_modules)
-    level = resolve_level(options.level, backend)
-    user = load_shapes_file(options.shapes_file, set(ops) | set(options.ops)) if options.shapes_file else {}
-    shapes = _op_shapes(options.ops, ops, level, user, declared_shapes(options.ops_modules))
+    return plans
+
+
+def _level(requested: str) -> str:
+    if requested == "auto":
+        return "core"
+    if requested not in SUITE_LEVELS:
+        raise UsageError(f"--level {requested}: FlagGems' suite has the levels {' and '.join(SUITE_LEVELS)} "
+                         "(--level auto means core); smoke is the harness's own tiny level.")
+    return requested
+
+
+def _plugins(backend: Backend, options: RunOptions) -> PluginPlan:
+    """FlagGems' pytest gets the suite plugin, and the compat plugins planned for a library's
+    pytest (``suite_modules``: skipguards where the backend has stale CUDA guards) with the
+    run's toggles; the optional plugins of the harness's own op process do not apply."""
+    planned = plan_plugins(backend, options.timer, options.plugins, (), options.ir)
+    return PluginPlan(
+        modules=("harness.child.plugins.suite",), timer=planned.timer,
+        reasons=(f"suite: FlagGems' pytest nodes; Benchmark.get_latency answered by the harness ({planned.timer} "
+                 "timer, outputs checked against torch's, records written by the op process)",),
+        suite_modules=planned.suite_modules, suite_reasons=planned.suite_reasons,
+        off=tuple(r for r in planned.off if r.startswith("skipguards")),
+    )
+
+
+def _selected(inventory: Inventory, options: RunOptions, all_ops_flag: bool) -> list[SuiteOp]:
+    if all_ops_flag and (options.ops or options.ops_file or options.nodes):
+        raise UsageError("--all runs every benchmark of the suite; it cannot be combined with --ops, --ops-file "
+                         "or --node.")
+    if all_ops_flag:
+        return all_ops(inventory)
+    names = [(name, "--ops") for name in options.ops]
+    if options.ops_file:
+        names += [(ref.text, ref.origin) for ref in read_ops_file(options.ops_file)]
+    ops = resolve_ops(inventory, names) if names else []
+    ops += [o for o in resolve_nodes(inventory, options.nodes) if o.id not in {x.id for x in ops}]
+    if not ops:
+        raise UsageError("--suite needs --ops (FlagGems benchmark names, e.g. --ops softmax mm), --node "
+                         "FILE::FUNC, --ops-file or --all; `harness list suite --suite PATH` lists them.")
+    return ops
+
+
+def _dismissed(inventory: Inventory, path: str | None, selected: Collection[str]) -> dict[str, str]:
+    if not path:
+        return {}
+    entries = read_dismiss_file(path)
+    ops = resolve_ops(inventory, [(k, f"--dismiss {path}") for k in entries])
+    reasons = dict(zip((o.id for o in ops), entries.values(), strict=True))
+    return {k: v for k, v in reasons.items() if k in selected}
+
+
+def prepare_suite(options: RunOptions, suite_path: str, env: Mapping[str, str], all_ops_flag: bool = False) -> Prepared:
+    """Validate and plan a suite run; nothing is written yet."""
+    if options.replay_from:
+        raise UsageError("--replay-from does not apply to --suite runs: FlagGems' suite tunes through its own "
+                         "LibTuner cache, which the harness does not seed. Drop --replay-from, or --suite.")
+    backend = resolve_backend(options.backend)
+    tree = locate_suite(Path(suite_path))
+    inventory = read_inventory(tree)
+    level = _level(options.level)
+    plugins = _plugins(backend, options)
+    timer = plugins.timer
+    ops = _selected(inventory, options, all_ops_flag)
+    plans = plan_suite_ops(tree, inventory, ops, backend, options)
+    dismissed = _dismissed(inventory, options.dismiss, plans)
+    installed = installed_version(tree.package, env)
+    _check_versions(tree, installed, options.allow_version_mismatch)
     run_id = options.run_id or make_run_id(backend.name)
     run_dir = Path(options.out) if options.out else Path(options.reports_dir) / run_id
     check_out_dir(run_dir)
     require_devices(backend)
     devices = enumerate_devices(backend, options.devices or None, env)
-    opts = replace(options, provider=SUITE_PROVIDER, timer=timer)
-    plans = [OpPlan(op=op, device=assign_device(op, devices), dtypes=tuple(opts.dtypes), shapes=shapes[op],
-                    provider=SUITE_PROVIDER) for op in dict.fromkeys(options.ops)]
-    plan = RunPlan(run_id=run_id, backend=backend, level=level, plugins=_plugins(timer), devices=tuple(devices),
-                   ops=shard_ops(plans, devices), options=opts)
-    return Prepared(plan=plan, run_dir=run_dir.absolute(), runner=SuiteRunner(suite))
-
-
-def _plugins(timer: str) -> PluginPlan:
-    return PluginPlan(
-        modules=("harness.child.plugins.suite",), timer=timer,
-        reasons=(f"suite: FlagGems' pytest nodes with triton.testing.do_bench replaced by the "
-                 f"harness {timer} timer, shapes from a FlagGems-format shape file",),
-    )
+    opts = replace(options, provider=SUITE_PROVIDER, timer=timer, level=level)
+    op_plans = [OpPlan(op=p.op.id, device=devices[0], dtypes=tuple(opts.dtypes), shapes=(), provider=SUITE_PROVIDER,
+                       open_cases=p.expected_rows) for p in plans.values()]
+    plan = RunPlan(run_id=run_id, backend=backend, level=level, plugins=plugins, devices=tuple(devices),
+                   ops=shard_ops(op_plans, devices), options=opts)
+    runner = SuiteRunner(tree, plans, installed=installed)
+    return Prepared(plan=plan, run_dir=run_dir.absolute(), runner=runner, dismissed=dismissed)
 
 
 def prepare_suite_resume(run_dir: Path, info: Mapping[str, Any], options: RunOptions) -> Prepared:
     """The suite run stored in ``run_dir`` (its run.json already read into ``info``)."""
     backend = resolve_backend(info["backend"])
-    plan = RunPlan(run_id=info["run_id"], backend=backend, level=info["level"], plugins=_plugins(options.timer),
-                   devices=tuple(info["devices"]), ops=stored_ops(info), options=options)
-    return Prepared(plan=plan, run_dir=run_dir, resumed=True,
-                    runner=SuiteRunner(locate_suite(Path(info["suite"]["path"]))))
+    tree = locate_suite(Path(info["suite"]["path"]))
+    inventory = read_inventory(tree)
+    stored = stored_ops(info)
+    catalog = op_catalog(inventory)
+    ops = [catalog.get(o.op) or resolve_nodes(inventory, [o.op])[0] for o in stored]
+    plans = plan_suite_ops(tree, inventory, ops, backend, options)
+    plan = RunPlan(run_id=info["run_id"], backend=backend, level=info["level"], plugins=_plugins(backend, options),
+                   devices=tuple(info["devices"]), ops=stored, options=options)
+    return Prepared(plan=plan, run_dir=run_dir, resumed=True, dismissed=dict(info.get("dismissed", {})),
+                    runner=SuiteRunner(tree, plans, installed=info["suite"].get("installed")))
 
 
 # ---------------------------------------------------------------------------------------------
 # One op
 
 
-@dataclass(frozen=True)
-class _OpFiles:
-    work: Path
+def suite_command(tree: SuiteTree, op: SuiteOp, level: str, shape_file: Path, spec_path: Path,
+                  compat: Sequence[str] = ()) -> list[str]:
+    """pytest's arguments for the op's process: FlagGems' node(s) with its options and the plugin.
 
-    @property
-    def shapes(self) -> Path:
-        return self.work / SHAPE_FILE
-
-    @property
-    def spec(self) -> Path:
-        return self.work / "spec.json"
-
-    @property
-    def exit(self) -> Path:
-        return self.work / "pytest.exit"
-
-    @property
-    def timings(self) -> Path:
-        return self.work / "timings.jsonl"
-
-    @property
-    def failures(self) -> Path:
-        return self.work / "failures.jsonl"
-
-    def logs(self) -> list[Path]:
-        return sorted(self.work.glob("result_*.log"))
-
-    def clear(self) -> None:
-        """A rerun (resume) starts from nothing: FlagGems would append to an old log."""
-        self.work.mkdir(parents=True, exist_ok=True)
-        for stale in (self.exit, self.timings, self.failures, *self.logs()):
-            stale.unlink(missing_ok=True)
+    The files are collected whole and the plugin keeps the op's nodes (``selected_nodes``, in the
+    spec): a node id on the command line in a module that skips itself at import (a missing vLLM)
+    would be a usage error to pytest, where it is a skipped benchmark here. No ini file: a full
+    checkout's pytest.ini would put src/ (not the installed flag_gems) first. FlagGems' ``--mode``
+    is left at its default: its timer is not used (and kunlunxin names the option ``--fg_mode``);
+    nor is ``--dtypes`` passed (it refuses a dtype a benchmark lacks: the plugin narrows each
+    benchmark's dtypes itself)."""
+    mark = ["-m", op.mark] if op.mark else []
+    return [*(str(tree.suite_dir / f) for f in op.files), *mark, "--level", level, "--shape_file", str(shape_file),
+            "-p", "harness.child.plugins.suite", SPEC_OPTION, str(spec_path), *compat,
+            "-c", os.devnull, "--rootdir", str(tree.root), "-p", "no:cacheprovider",
+            "-q", "-rN", "-s", "-W", "ignore::pytest.PytestUnknownMarkWarning"]
 
 
-def _lines(path: Path) -> list[str]:
-    return path.read_text(encoding="utf-8", errors="replace").splitlines() if path.exists() else []
-
-
-def _convert(plan: RunPlan, op_plan: OpPlan, files: _OpFiles, run_dir: Path, started: str) -> Conversion:
-    results = [r for p in files.logs() for r in parse_record_log(_lines(p)).results]
-    identity_path = run_dir / "identity" / f"{op_plan.device}.json"
-    identity = read_json(identity_path) if identity_path.exists() else {}
-    ctx = RecordContext(run_id=plan.run_id, backend=plan.backend.name, device=op_plan.device,
-                        device_name=str(identity.get("device_name", "")),
-                        cache=plan.options.cache if plan.timer != "cpu" else "n/a", started_at=started)
-    try:  # the harness op of the same name gives the bytes and FLOPs models (its module imports torch)
-        spec = load_op(op_plan.op, plan.options.ops_modules)
-    except UsageError:
-        spec = None
-    return convert_results(results, parse_timings(_lines(files.timings)), node_for(op_plan.op), ctx,
-                           bytes_moved=spec.bytes_moved if spec else None, flops=spec.flops if spec else None)
-
-
-def _notes(node: SuiteNode, suite: SuiteLayout, end: AttemptExit, conversion: Conversion, failures: list[str]) -> list[str]:
-    notes: list[str] = []
-    if end.pytest_exit == 5:
-        where = node.file or "the suite"
-        notes.append(f"no benchmark in {where} (FlagGems {suite.ref}) was collected with mark {node.mark!r}"
-                     + (f": {node.note}" if node.note else ""))
-    elif end.pytest_exit == 0 and not conversion.records:
-        notes.append(f"FlagGems logged no result with op_name {node.op_name!r}")
-    notes.extend(failures[:3])
-    if len(failures) > 3:
-        notes.append(f"... {len(failures) - 3} more failed item(s); see the op log")
-    if conversion.other_ops:
-        notes.append(f"mark {node.mark!r} also ran {', '.join(conversion.other_ops)} (not recorded)")
-    if conversion.unmatched:
-        notes.append(f"{conversion.unmatched} row(s) without harness samples")
-    return notes
-
-
-def _log_error(log: Path) -> str | None:
-    """The last ``E   <error>`` line pytest printed in this attempt (a conftest that failed to
-    import, a usage error), for the op's note."""
-    text = log.read_text(encoding="utf-8", errors="replace") if log.exists() else ""
-    attempt = text.rsplit("\n=== FlagGems suite", 1)[-1]
-    errors = [line[1:].strip() for line in attempt.splitlines() if line.startswith("E ") and line[1:].strip()]
-    return errors[-1][:300] if errors else None
-
-
-def _failures(path: Path) -> list[str]:
-    found = []
-    for line in _lines(path):
-        try:
-            data = json.loads(line)
-        except json.JSONDecodeError:
-            continue
-        found.append(f"{data.get('nodeid', '?')} failed: {data.get('message', '')}")
-    return found
-
-
+@dataclass
 class SuiteRunner:
     """FlagGems' pytest nodes for one op, in a process of the harness's batch (an OpRunner)."""
 
-    def __init__(self, suite: SuiteLayout) -> None:
-        self.suite = suite
-        self._upstream_shapes: dict[str, Any] | None = None
+    tree: SuiteTree
+    plans: Mapping[str, SuiteOpPlan]
+    installed: str | None = None
+    _upstream: dict[str, Any] | None = field(default=None, repr=False)
 
-    def _shapes(self) -> dict[str, Any]:
-        if self._upstream_shapes is None:
-            self._upstream_shapes = read_suite_shapes(self.suite.shapes_yaml)
-        return self._upstream_shapes
+    def _upstream_shapes(self) -> dict[str, Any]:
+        if self._upstream is None:
+            self._upstream = read_suite_shapes(self.tree.shapes_yaml)
+        return self._upstream
+
+    def _work(self, ctx: BatchContext, op: str) -> Path:
+        return ctx.run_dir / "suite" / op_file_stem(op)
 
     def launch(self, ctx: BatchContext, op_plan: OpPlan, attempt: int, skip: Collection[str]) -> Launch:
         plan, options = ctx.plan, ctx.plan.options
-        node = node_for(op_plan.op)
-        files = _OpFiles(ctx.run_dir / "suite" / op_file_stem(op_plan.op))
-        files.clear()
-        write_shape_file(files.shapes, suite_shape_config(
-            self._shapes(), {node.op_name: [node.to_suite(s) for s in op_plan.shapes]},
-            {node.op_name: node.shape_desc}))
+        suite_op = self.plans[op_plan.op]
+        work = self._work(ctx, op_plan.op)
+        work.mkdir(parents=True, exist_ok=True)
+        shape_file = self.tree.shapes_yaml
+        if suite_op.shapes.overrides:
+            shape_file = work / SHAPE_FILE
+            write_shape_file(shape_file, suite_shape_config(self._upstream_shapes(), suite_op.shapes.entries))
+        spec_path = ctx.files.spec(op_plan.op)
+        spec_path.parent.mkdir(exist_ok=True)
         ChildSpec(
             run_id=plan.run_id, run_dir=str(ctx.run_dir), backend=plan.backend.name, device=op_plan.device,
-            op=op_plan.op, provider=op_plan.provider, dtypes=op_plan.dtypes, shapes=op_plan.shapes,
-            seed=options.seed, timer=plan.timer, cache=options.cache, ops_modules=options.ops_modules,
-            warmup_ms=options.warmup_ms, rep_ms=options.rep_ms,
-            extra={"timings": str(files.timings), "failures": str(files.failures), "started_at": _now()},
-        ).dump(files.spec)
-        command = suite_command(node, self.suite, files.work, files.spec, op_plan.dtypes)
-        return Launch(pytest_args=tuple(command.args), exit_path=files.exit, env=command.env(), cwd=files.work,
-                      header=f"FlagGems suite ({self.suite.ref}), attempt {attempt} on device {op_plan.device}, "
-                             f"in {files.work}: {command.describe()}")
+            op=op_plan.op, provider=op_plan.provider, dtypes=op_plan.dtypes, shapes=(), seed=options.seed,
+            timer=plan.timer, cache=options.cache, warmup_ms=options.warmup_ms, rep_ms=options.rep_ms,
+            skip_cases=tuple(sorted(skip)),
+            extra={"suite": {"suite_dir": str(self.tree.suite_dir), "package": self.tree.package, "level": plan.level,
+                             "nodes": list(suite_op.op.selected_nodes()),
+                             "notes": list(suite_op.shapes.notes), "unchecked": suite_op.unchecked,
+                             "capture_denied": suite_op.capture_denied, "started_at": _now()}},
+        ).dump(spec_path)
+        args = suite_command(self.tree, suite_op.op, plan.level, shape_file, spec_path, plan.plugins.suite_pytest_args())
+        # Pre-started, the process also imports the suite's package (3 s and more a process on the H200
+        # machine), so that import overlaps the op before it too; docs/flaggems.md "Selection".
+        return Launch(pytest_args=tuple(args), exit_path=ctx.files.exit_file(op_plan.op), cwd=work,
+                      preload=(self.tree.package,),
+                      header=f"FlagGems suite ({self.tree.ref or self.tree.layout}) {suite_op.op.id}, attempt "
+                             f"{attempt} on device {op_plan.device}")
 
     def collect(self, ctx: BatchContext, op_plan: OpPlan, end: AttemptExit | None) -> tuple[str, ...]:
-        """FlagGems' logged results become records (those not recorded by an earlier attempt)."""
-        files = _OpFiles(ctx.run_dir / "suite" / op_file_stem(op_plan.op))
-        started = str(ChildSpec.load(files.spec).extra.get("started_at", "")) if files.spec.exists() else ""
-        conversion = _convert(ctx.plan, op_plan, files, ctx.run_dir, started)
-        known = {r.case_id for r in read_records(ctx.records_path, on_corrupt="skip")}
-        for record in conversion.records:
-            if record.case_id not in known:
-                append_record(ctx.records_path, record)
+        """The op process wrote its records itself; what it cannot say is said here: a selection
+        pytest found nothing in, or a function that ran without timing anything."""
         if end is None:
             return ()
-        node = node_for(op_plan.op)
-        failures = _failures(files.failures)
-        if not failures and end.pytest_exit not in (0, 5):
-            error = _log_error(ctx.files.log(op_plan.op))
-            failures = [f"pytest: {error}"] if error else []
-        return tuple(_notes(node, self.suite, end, conversion, failures))
+        if end.pytest_exit == 5:
+            selection = self.plans[op_plan.op].op.describe()
+            return (f"pytest collected no benchmark for {selection} (FlagGems {self.tree.ref or self.tree.layout})",)
+        if end.pytest_exit == 0 and not any(r.op == op_plan.op for r in read_records(ctx.records_path, on_corrupt="skip")):
+            return ("FlagGems' function ran and timed nothing (no Benchmark.get_latency call: not a benchmark)",)
+        return ()
 
     def run_info(self, identity: Mapping[str, Any]) -> dict[str, Any]:
-        return {"suite": {"path": str(self.suite.suite_dir), "ref": self.suite.ref, "provider": SUITE_PROVIDER,
+        return {"suite": {**self.tree.to_dict(), "provider": SUITE_PROVIDER, "installed": self.installed,
                           "flag_gems": identity.get("flag_gems", {})}}

@@ -1,37 +1,90 @@
-"""A stand-in for FlagGems' benchmark/ directory (its v5.0.2 interfaces, written for the
-harness's tests, no FlagGems code): options, shape-file lookup, do_bench looked up at call
-time, ``--record log`` JSON lines. Kept as text and written to a temporary directory by
-:func:`write_fake_suite`, so the harness's own pytest run never collects it.
+"""Stand-ins for FlagGems' benchmark trees and for the flag_gems package, for the harness's tests.
+
+Written for these tests (no FlagGems code): the interfaces the harness relies on, in both
+layouts. ``Benchmark`` has FlagGems' method names and call order (``init_user_config`` ->
+``set_dtypes``/``set_shapes``; per dtype and input: ``get_latency(torch_op)`` then
+``get_latency(gems_op)`` or ``get_latency(torch_op)`` inside ``flag_gems.use_gems()``), shape
+lookup by op_name then class chain, ``--level``/``--shape_file``/``--dtypes`` options. The
+stand-in ``flag_gems`` runs on the CPU: ``use_gems()`` changes nothing but the flag the real one
+sets (``current_work_registrar``), and ``broken_add`` is wrong on purpose.
+
+Kept as text and written to a temporary directory by :func:`write_fake_suite`, so the harness's
+own pytest run never collects it.
 """
 
 from __future__ import annotations
 
+from dataclasses import dataclass
 from pathlib import Path
 
-FILES: dict[str, str] = {
-    'FLAGGEMS_REF': 'fake-v5.0.2 (tests/data stand-in)\n',
-    'benchmark/__init__.py': '',
-}
+# -- the stand-in package ------------------------------------------------------------------------
 
-FILES['benchmark/conftest.py'] = '''\
-"""A stand-in for FlagGems' benchmark/conftest.py (v5.0.2 interface, written for the harness's
-tests): the same options and the same ``--record log`` file (name from the invocation args,
-written to the working directory, lines ``[INFO] <message>``)."""
+FLAG_GEMS = '''\
+"""Stand-in flag_gems for the harness's tests (CPU only)."""
+import contextlib
 
-import logging
+import torch
+
+__version__ = "{version}"
+device = "cpu"
+vendor_name = "fake"
+current_work_registrar = None
+
+
+class _DeviceFn:
+    @staticmethod
+    def synchronize():
+        pass
+
+    @staticmethod
+    def empty_cache():
+        pass
+
+
+class _Runtime:
+    torch_device_fn = _DeviceFn()
+    torch_backend_device = torch.backends.cpu
+
+
+runtime = _Runtime()
+
+
+@contextlib.contextmanager
+def use_gems(exclude=None):
+    global current_work_registrar
+    current_work_registrar = object()
+    try:
+        yield
+    finally:
+        current_work_registrar = None
+
+
+def broken_add(a, b):
+    return a + b + 1
+'''
+
+FLAG_GEMS_UTILS = '''\
+class shape_utils:
+    @staticmethod
+    def size_in_bytes(t):
+        return t.numel() * t.element_size()
+'''
+
+# -- the benchmark machinery, shared by both layouts ---------------------------------------------
+
+CONFTEST = '''\
+"""Stand-in benchmark/conftest.py: FlagGems' options the harness passes or relies on."""
+import os
 
 import pytest
 
-record_logger = logging.getLogger("fake_flaggems_benchmark")
-record_logger.propagate = False
+import {package}
 
 
 class _Config:
     level = "comprehensive"
-    mode = "kernel"
-    shape_file = None
+    shape_file = os.path.join(os.path.dirname(__file__), "core_shapes.yaml")
     dtypes = None
-    record = False
 
 
 Config = _Config()
@@ -40,161 +93,413 @@ Config = _Config()
 def pytest_addoption(parser):
     parser.addoption("--mode", default="kernel", choices=["kernel", "operator", "wrapper"])
     parser.addoption("--level", default="comprehensive", choices=["comprehensive", "core"])
-    parser.addoption("--shape_file", default=None)
-    parser.addoption("--dtypes", action="append", default=None)
-    parser.addoption("--record", default="none", choices=["none", "log"])
+    parser.addoption("--shape_file", default=Config.shape_file)
+    parser.addoption("--dtypes", action="append", default=None,
+                     choices=["float16", "float32", "bfloat16", "int16", "int32", "bool", "complex64"])
 
 
 def pytest_configure(config):
+    import torch
+
     Config.level = config.getoption("--level")
-    Config.mode = config.getoption("--mode")
     Config.shape_file = config.getoption("--shape_file")
-    Config.dtypes = config.getoption("--dtypes")
-    Config.record = config.getoption("--record") == "log"
-    if Config.record:
-        parts = [a.replace(".py", "").replace("=", "_").replace("/", "_") for a in config.invocation_params.args]
-        handler = logging.FileHandler(("result_" + "_".join(parts) + ".log").replace("_-", "-"), mode="w")
-        handler.setFormatter(logging.Formatter("[%(levelname)s] %(message)s"))
-        record_logger.addHandler(handler)
-        record_logger.setLevel(logging.INFO)
-        record_logger.info("Benchmark record logger enabled")
+    names = config.getoption("--dtypes")
+    Config.dtypes = [getattr(torch, n) for n in names] if names else None
 '''
 
-FILES['benchmark/core_shapes.yaml'] = '''\
-common: &common
-  shapes:
-    - [64, 64]
-ReductionLike:
-  <<: *common
-BlasLike:
-  shapes:
-    - [2, 32, 32, 32]
-  shape_desc: "B, M, N, K"
-mm_self_transpose:
-  shapes:
-    - [1, 8, 8, 8]
+CONSTS = '''\
+import torch
+
+FLOAT_DTYPES = [torch.float16, torch.float32, torch.bfloat16]
+INT_DTYPES = [torch.int16, torch.int32]
+BOOL_DTYPES = [torch.bool]
+COMPLEX_DTYPES = [torch.complex64]
 '''
 
-FILES['benchmark/performance_utils.py'] = '''\
-"""A stand-in for FlagGems' benchmark/performance_utils.py (its interface only): shapes from
-the shape file by op name, then by Benchmark class name; latency from
-``triton.testing.do_bench`` looked up at call time; one JSON result line per dtype."""
-
-import json
-
+BASE = '''\
+"""Stand-in of FlagGems' Benchmark (its interface, not its code)."""
+import pytest
 import torch
 import triton.testing
 import yaml
 
-from .conftest import Config, record_logger
+import {package}
+
+from . import {consts} as consts
+from .conftest import Config
 
 
 class Benchmark:
-    def __init__(self, op_name, torch_op, gems_op, input_fn):
-        self.op_name, self.torch_op, self.gems_op, self.input_fn = op_name, torch_op, gems_op, input_fn
+    DEFAULT_DTYPES = consts.FLOAT_DTYPES
+    DEFAULT_SHAPES = [(64, 64)]
 
-    def shapes(self):
-        with open(Config.shape_file) as fh:
+    def __init__(self, op_name, torch_op, dtypes=None, is_backward=False, is_inplace=False, **kwargs):
+        self.op_name = op_name + ("_backward" if is_backward and "_backward" not in op_name else "")
+        self.torch_op, self.gems_op = torch_op, kwargs.get("gems_op")
+        self.is_backward, self.is_inplace = is_backward, is_inplace
+        self.dtypes = dtypes if dtypes is not None else self.DEFAULT_DTYPES
+        self.to_bench_dtypes = self.dtypes
+        self.to_bench_metrics = ["latency_base", "latency", "speedup"]
+        self.shapes = self.DEFAULT_SHAPES
+
+    def set_dtypes(self, wanted):
+        if wanted and any(d not in self.dtypes for d in wanted):
+            raise ValueError(f"Given dtype(s) can't be supported by this op {{self.op_name}}")
+        self.to_bench_dtypes = wanted or self.dtypes
+
+    def set_shapes(self, path):
+        with open(path) as fh:
             table = yaml.safe_load(fh)
-        if self.op_name in table:
-            return [tuple(s) for s in table[self.op_name]["shapes"]]
-        for cls in type(self).__mro__:
-            if cls.__name__ in table:
-                return [tuple(s) for s in table[cls.__name__]["shapes"]]
-        return [(64, 64)]
+        for key in (self.op_name, *(c.__name__ for c in type(self).__mro__)):
+            if key in table:
+                self.shapes = [tuple(s) for s in table[key]["shapes"]]
+                break
+        if Config.level == "comprehensive":
+            self.shapes += [s for s in self.set_more_shapes() if s not in self.shapes]
 
-    def latency(self, op, *args):
-        return triton.testing.do_bench(lambda: op(*args), warmup=1000, rep=100, return_mode="median")
+    def set_more_shapes(self):
+        return []
+
+    def init_user_config(self):
+        self.set_dtypes(Config.dtypes)
+        self.set_shapes(Config.shape_file)
+
+    def set_gems(self, gems_op):
+        self.gems_op = gems_op
+
+    def get_latency(self, op, *args, **kwargs):
+        fn = lambda: op(*args, **kwargs)  # noqa: E731
+        return triton.testing.do_bench(fn, warmup=10, rep=10, return_mode="median")
+
+    def get_gbps(self, args, latency=None):
+        raise NotImplementedError("no byte count")
+
+    def get_tflops(self, op, *args, **kwargs):
+        return 0
+
+    def get_input_iter(self, dtype):
+        raise NotImplementedError
+
+    def unpack_to_args_kwargs(self, item):
+        args = [a for a in item if not isinstance(a, dict)]
+        kwargs = {{k: v for a in item if isinstance(a, dict) for k, v in a.items()}}
+        if self.is_backward:
+            args = [a.clone().requires_grad_() if torch.is_tensor(a) and a.is_floating_point() else a
+                    for a in args]
+        return args, kwargs
 
     def run(self):
-        for name in Config.dtypes or ["float32"]:
-            dtype = getattr(torch, name)
-            metrics = []
-            for shape in self.shapes():
-                args = self.input_fn(shape, dtype)
-                detail = [list(a.shape) if isinstance(a, torch.Tensor) else a for a in args]
-                base = self.latency(self.torch_op, *args)
-                gems = self.latency(self.gems_op, *args)
-                metrics.append({"legacy_shape": None, "shape_detail": detail, "latency_base": base,
-                                "latency": gems, "gbps_base": None, "gbps": None, "speedup": base / gems,
-                                "accuracy": None, "tflops": None, "utilization": None,
-                                "compared_speedup": None, "error_msg": None})
-            result = {"op_name": self.op_name, "dtype": str(dtype), "mode": Config.mode,
-                      "level": Config.level, "result": metrics}
-            if Config.record:
-                record_logger.info(json.dumps(result))
+        self.init_user_config()
+        for dtype in self.to_bench_dtypes:
+            for item in self.get_input_iter(dtype):
+                args, kwargs = self.unpack_to_args_kwargs(item)
+                try:
+                    base = self.get_latency(self.torch_op, *args, **kwargs)
+                    if self.gems_op:
+                        gems = self.get_latency(self.gems_op, *args, **kwargs)
+                    else:
+                        with {package}.use_gems(exclude=["zero_"]):
+                            gems = self.get_latency(self.torch_op, *args, **kwargs)
+                    print(self.op_name, dtype, base / gems)
+                except Exception as exc:
+                    pytest.fail(str(exc))
 
 
-class ReductionLike(Benchmark):
-    pass
+class GenericBenchmark(Benchmark):
+    def __init__(self, *args, input_fn, **kwargs):
+        super().__init__(*args, **kwargs)
+        self.input_fn = input_fn
+
+    def get_input_iter(self, dtype):
+        for shape in self.shapes:
+            yield from self.input_fn(shape, dtype, "cpu")
 
 
-class BlasLike(Benchmark):
-    pass
+def _tensor(shape, dtype):
+    if dtype.is_floating_point or dtype.is_complex:
+        return torch.randn(shape, dtype=dtype)
+    if dtype == torch.bool:
+        return torch.randint(0, 2, shape).bool()
+    return torch.randint(-100, 100, shape, dtype=dtype)
+
+
+class UnaryPointwiseBenchmark(Benchmark):
+    def get_input_iter(self, dtype):
+        for shape in self.shapes:
+            yield (_tensor(shape, dtype),)
+
+
+class BinaryPointwiseBenchmark(Benchmark):
+    def get_input_iter(self, dtype):
+        for shape in self.shapes:
+            yield _tensor(shape, dtype), _tensor(shape, dtype)
+
+
+class UnaryReductionBenchmark(Benchmark):
+    def get_gbps(self, args, latency=None):
+        return 2 * args[0].numel() * args[0].element_size() * 1e-9 / (latency * 1e-3)
+
+    def get_input_iter(self, dtype):
+        for shape in self.shapes:
+            yield _tensor(shape, dtype), 1
+
+    def set_more_shapes(self):
+        return [(16, 128)]
+
+
+class BlasBenchmark(Benchmark):
+    DEFAULT_DTYPES = consts.FLOAT_DTYPES
+
+    def get_tflops(self, op, *args, **kwargs):
+        (m, k), n = args[0].shape, args[1].shape[1]
+        return 2 * m * n * k
+
+    def get_input_iter(self, dtype):
+        for _, m, n, k in self.shapes:
+            yield _tensor((m, k), dtype), _tensor((k, n), dtype)
 '''
 
-FILES['benchmark/test_reduction_perf.py'] = '''\
-"""Stand-in reduction benchmarks, selected by pytest marks as in FlagGems' suite."""
+CORE_SHAPES = '''\
+Benchmark:
+  shapes:
+    - [64, 64]
+    - [8, 16]
+UnaryReductionBenchmark:
+  shapes:
+    - [32, 64]
+BlasBenchmark:
+  shapes:
+    - [1, 16, 8, 4]
+  shape_desc: "B, M, N, K"
+NormBenchmark:
+  shapes:
+    - [4, 8, 16]
+  shape_desc: "N, C, *"
+'''
 
+# -- v5.3 layout: one file per op ----------------------------------------------------------------
+
+V53_TESTS: dict[str, str] = {
+    "test_softmax.py": '''\
 import pytest
 import torch
 
-from benchmark.performance_utils import ReductionLike
+from . import base
 
 
-def _inputs(shape, dtype):
-    return (torch.randn(shape, dtype=dtype), 1)
+@pytest.mark.softmax
+def test_softmax():
+    base.UnaryReductionBenchmark(op_name="softmax", torch_op=torch.nn.functional.softmax).run()
 
 
-@pytest.mark.parametrize(
-    "name, torch_op",
-    [pytest.param("softmax", torch.softmax, marks=pytest.mark.softmax),
-     pytest.param("sum", torch.sum, marks=pytest.mark.sum)],
-)
-def test_general_reduction(name, torch_op):
-    ReductionLike(name, torch_op, torch_op, _inputs).run()
-'''
-
-FILES['benchmark/test_blas_perf.py'] = '''\
-"""Stand-in BLAS benchmarks: shapes are (B, M, N, K); mark mm selects two of them."""
-
+@pytest.mark.softmax_backward
+def test_softmax_backward():
+    base.UnaryReductionBenchmark(op_name="softmax", torch_op=torch.nn.functional.softmax, is_backward=True).run()
+''',
+    "test_add.py": '''\
 import pytest
 import torch
 
-from benchmark.performance_utils import BlasLike
+from . import base, consts
 
 
-def _inputs(shape, dtype):
-    _, m, n, k = shape
-    return (torch.randn(m, k, dtype=dtype), torch.randn(k, n, dtype=dtype))
+@pytest.mark.add
+def test_add():
+    base.BinaryPointwiseBenchmark(op_name="add", torch_op=torch.add,
+                                  dtypes=consts.FLOAT_DTYPES + consts.COMPLEX_DTYPES).run()
 
 
-@pytest.mark.mm
-def test_blas_benchmark():
-    BlasLike("mm", torch.mm, torch.mm, _inputs).run()
-
-
-@pytest.mark.mm
-def test_mm_self_transpose_benchmark():
-    BlasLike("mm_self_transpose", torch.mm, torch.mm, _inputs).run()
-'''
-
-FILES['benchmark/test_norm_perf.py'] = '''\
-"""Stand-in norm benchmark with FlagGems v5.0.2's misspelt function name."""
-
+@pytest.mark.add_
+def test_add_inplace():
+    base.BinaryPointwiseBenchmark(op_name="add_", torch_op=torch.Tensor.add_, is_inplace=True).run()
+''',
+    "test_mm.py": '''\
 import pytest
+import torch
+
+from . import base
+
+
+@pytest.mark.mm
+def test_mm():
+    base.BlasBenchmark(op_name="mm", torch_op=torch.mm).run()
+''',
+    "test_bitwise_not.py": '''\
+import pytest
+import torch
+
+from . import base, consts
+
+
+@pytest.mark.bitwise_not
+def test_bitwise_not():
+    base.UnaryPointwiseBenchmark(op_name="bitwise_not", torch_op=torch.bitwise_not,
+                                 dtypes=consts.INT_DTYPES + consts.BOOL_DTYPES).run()
+''',
+    "test_layer_norm.py": '''\
+import pytest
+import torch
+
+from . import base
+
+
+class NormBenchmark(base.GenericBenchmark):
+    pass
+
+
+def _inputs(shape, dtype, device):
+    x = torch.randn(shape, dtype=dtype)
+    yield x, list(shape[1:]), torch.ones(shape[1:], dtype=dtype), torch.zeros(shape[1:], dtype=dtype)
+
+
+@pytest.mark.layer_norm
+def test_layer_norm():
+    NormBenchmark(op_name="layer_norm", torch_op=torch.layer_norm, input_fn=_inputs).run()
+''',
+    "test_nextafter.py": '''\
+import pytest
+import torch
+
+from . import base
+
+
+@pytest.mark.nextafter_
+def test_nextafter_():
+    base.BinaryPointwiseBenchmark(op_name="nextafter_", torch_op=torch.Tensor.nextafter_, is_inplace=True,
+                                  dtypes=[torch.float32]).run()
+''',
+    "test_nextafter_.py": '''\
+import pytest
+import torch
+
+from . import base
+
+
+@pytest.mark.nextafter_
+def test_nextafter_():
+    base.BinaryPointwiseBenchmark(op_name="nextafter_", torch_op=torch.Tensor.nextafter_, is_inplace=True,
+                                  dtypes=[torch.float32, torch.float64]).run()
+''',
+    "test_skipped.py": '''\
+import pytest
+import torch
+
+import flag_gems
+
+from . import base
+
+
+@pytest.mark.skipif(flag_gems.vendor_name == "fake", reason="Issue 1: not on the fake vendor")
+@pytest.mark.skipped_op
+def test_skipped_op():
+    base.UnaryPointwiseBenchmark(op_name="skipped_op", torch_op=torch.abs).run()
+''',
+    "test_broken.py": '''\
+import pytest
+import torch
+
+import flag_gems
+
+from . import base
+
+
+@pytest.mark.broken_add
+def test_broken_add():
+    base.BinaryPointwiseBenchmark(op_name="broken_add", torch_op=torch.add, gems_op=flag_gems.broken_add,
+                                  dtypes=[torch.float32]).run()
+''',
+    "test_needs_vllm.py": '''\
+import pytest
+import torch
+
+pytest.importorskip("vllm_not_installed_here")
+
+from . import base  # noqa: E402
+
+
+@pytest.mark.needs_vllm
+def test_needs_vllm():
+    base.UnaryPointwiseBenchmark(op_name="needs_vllm", torch_op=torch.abs).run()
+''',
+    "test_own_shapes.py": '''\
+import pytest
+import torch
+
+from . import base
+
+
+class OwnShapesBenchmark(base.UnaryPointwiseBenchmark):
+    def set_shapes(self, path):
+        self.shapes = [(3, 5)]
+
+
+@pytest.mark.own_shapes
+def test_own_shapes():
+    OwnShapesBenchmark(op_name="own_shapes", torch_op=torch.neg, dtypes=[torch.float32]).run()
+''',
+}
+
+# -- v5.0 layout: one file per category, ops selected by mark ------------------------------------
+
+V50_TESTS: dict[str, str] = {
+    "test_reduction_perf.py": '''\
+import pytest
+import torch
+
+from benchmark.performance_utils import UnaryReductionBenchmark
+
+
+@pytest.mark.parametrize("op_name, torch_op", [
+    pytest.param("softmax", torch.nn.functional.softmax, marks=pytest.mark.softmax),
+    pytest.param("sum", torch.sum, marks=pytest.mark.sum),
+])
+def test_general_reduction_perf(op_name, torch_op):
+    UnaryReductionBenchmark(op_name=op_name, torch_op=torch_op, dtypes=[torch.float32]).run()
+''',
+    "test_norm_perf.py": '''\
+import pytest
+import torch
 
 
 @pytest.mark.rms_norm
-def tes_rms_norm():  # not collected by pytest (no test_ prefix), as in FlagGems v5.0.2
+def tes_rms_norm():  # not collected: no test_ prefix (FlagGems v5.0.2 has this typo)
     raise AssertionError("never collected")
-'''
+''',
+}
 
 
-def write_fake_suite(root: Path) -> Path:
-    """Write the stand-in under ``root``; returns ``root / "benchmark"``."""
-    for name, text in FILES.items():
-        path = root / name
+@dataclass(frozen=True)
+class FakeSuite:
+    benchmark: Path  # the benchmark/ directory (--suite)
+    site: Path  # put on PYTHONPATH: the stand-in package and its metadata
+
+
+def write_fake_suite(root: Path, layout: str = "v5.3", version: str = "5.3.4", package: str = "flag_gems",
+                     ref: str | None = "") -> FakeSuite:
+    """A stand-in tree of ``layout`` ("v5.3" or "v5.0") under ``root`` and a stand-in ``package`` of
+    ``version`` in ``root/site``; ``ref`` (default: ``fake-v<version>``) goes to FLAGGEMS_REF (None: no file)."""
+    bench = root / "benchmark"
+    consts_name, base_name, tests = ("consts", "base", V53_TESTS) if layout == "v5.3" else (
+        "attri_util", "performance_utils", V50_TESTS)
+    files = {
+        "__init__.py": "",
+        "conftest.py": CONFTEST.format(package=package),
+        f"{consts_name}.py": CONSTS,
+        f"{base_name}.py": BASE.format(package=package, consts=consts_name),
+        "core_shapes.yaml": CORE_SHAPES,
+        **tests,
+    }
+    for name, text in files.items():
+        path = bench / name
         path.parent.mkdir(parents=True, exist_ok=True)
         path.write_text(text)
-    return root / "benchmark"
+    if ref is not None:
+        (root / "FLAGGEMS_REF").write_text((ref or f"fake-v{version} (tests/data stand-in)") + "\n")
+    site = root / "site"
+    (site / package / "utils").mkdir(parents=True, exist_ok=True)
+    (site / package / "__init__.py").write_text(FLAG_GEMS.format(version=version))
+    (site / package / "utils" / "__init__.py").write_text(FLAG_GEMS_UTILS)
+    info = site / f"{package}-{version}.dist-info"
+    info.mkdir(exist_ok=True)
+    (info / "METADATA").write_text(f"Metadata-Version: 2.1\nName: {package}\nVersion: {version}\n")
+    return FakeSuite(benchmark=bench, site=site)

@@ -1,305 +1,344 @@
-"""Upstream-suite mode without a GPU: FlagGems' shape file written from ours, its result log
-turned into records, the timer swap, the suite checks, and (slow) the whole mode driving a
-stand-in of FlagGems' benchmark directory on the cpu backend.
-
-Synthetic inputs follow FlagGems v5.0.2's formats: benchmark/conftest.py (log file and
-``[INFO] <message>`` lines), attri_util.py (BenchmarkResult.to_json / BenchmarkMetrics) and
-performance_utils.py (shape lookup: op name, then Benchmark class chain).
-"""
+"""Suite mode's planning without a GPU or a process: which tree a path is, what it holds, which
+benchmarks a run selects, their shapes, dtypes and versions (tests/data stand-in trees of both
+FlagGems layouts, written to a temporary directory)."""
 
 from __future__ import annotations
 
 import csv
 import io
-import json
 from pathlib import Path
-from typing import Any
 
 import pytest
 import yaml
 
 from harness.backends import get_backend
-from harness.child.plugins.suite import DoBenchSwap
-from harness.errors import UsageError
-from harness.ops.registry import load_op
-from harness.options import RunOptions
-from harness.results.store import read_json, read_records
-from harness.run.execute import Prepared, execute
-from harness.run.plan import OpPlan, RunPlan
-from harness.run.plugins import PluginPlan
-from harness.suite.convert import (
-    SUITE_PROVIDER,
-    RecordContext,
-    convert_results,
-    match_timings,
-    parse_record_log,
+from harness.errors import EnvironmentProblem, UsageError
+from harness.options import DTYPES, SUITE_DTYPES, RunOptions, resolve_run_options
+from harness.suite.inventory import Inventory, read_inventory
+from harness.suite.layout import locate_suite, major_minor
+from harness.suite.listing import list_suite
+from harness.suite.runner import (
+    installed_version,
+    plan_suite_ops,
+    prepare_suite,
+    suite_command,
+    unchecked_reason,
 )
-from harness.suite.nodes import SUITE_NODES, first_tensor_shape, locate_suite, node_for
-from harness.suite.runner import SuiteRunner, prepare_suite, suite_command
-from harness.suite.shapefile import suite_shape_config
-from harness.suite.timings import TimingEntry, bench_result, parse_timings
-from tests.data.fake_flaggems_suite import write_fake_suite
-
-# -- the shape file -------------------------------------------------------------------------------------
-
-THEIRS = {
-    "BlasBenchmark": {"shapes": [[2, 384, 384, 384], [16, 4096, 4096, 4096]], "shape_desc": "B, M, N, K"},
-    "UnaryReductionBenchmark": {"shapes": [[1048576], [64, 64]]},
-    "mm_self_transpose": {"shapes": [[257, 96]]},
-}
+from harness.suite.select import SuiteOp, all_ops, op_catalog, resolve_nodes, resolve_ops
+from harness.suite.shapefile import (
+    check_override_keys,
+    plan_op_shapes,
+    read_shapes_override,
+    read_suite_shapes,
+    suite_shape_config,
+)
+from tests.data.fake_flaggems_suite import FakeSuite, write_fake_suite
 
 
-def flaggems_lookup(config: dict[str, Any], op_name: str, class_chain: list[str]) -> list[tuple[int, ...]]:
-    """How FlagGems' Benchmark.set_shapes picks shapes: the op's key, else the first class in the chain."""
-    for key in [op_name, *class_chain]:
-        if key in config:
-            return [tuple(s) for s in config[key]["shapes"]]
-    return []
+@pytest.fixture(scope="module")
+def v53(tmp_path_factory: pytest.TempPathFactory) -> FakeSuite:
+    return write_fake_suite(tmp_path_factory.mktemp("v53"))
 
 
-def test_our_shapes_win_over_flaggems_class_level_shapes_and_the_rest_is_kept() -> None:
-    node = SUITE_NODES["mm"]
-    ours = [(4096, 11008, 4096), (8, 16, 32)]
-    config = suite_shape_config(THEIRS, {"mm": [node.to_suite(s) for s in ours]}, {"mm": node.shape_desc})
-    text = yaml.safe_dump(config, sort_keys=False)  # what write_shape_file writes (after a header)
-    loaded = yaml.safe_load(text)
-    assert flaggems_lookup(loaded, "mm", ["BlasBenchmark", "Benchmark"]) == [(1, 4096, 11008, 4096), (1, 8, 16, 32)]
-    assert loaded["mm"]["shape_desc"] == "B, M, N, K"
-    # another benchmark the same mark selects keeps FlagGems' own shapes
-    assert flaggems_lookup(loaded, "mm_self_transpose", ["Benchmark"]) == [(257, 96)]
-    assert flaggems_lookup(loaded, "addmm", ["BlasBenchmark"]) == [(2, 384, 384, 384), (16, 4096, 4096, 4096)]
-    assert "mm" not in THEIRS  # the input is left alone
+@pytest.fixture(scope="module")
+def v50(tmp_path_factory: pytest.TempPathFactory) -> FakeSuite:
+    return write_fake_suite(tmp_path_factory.mktemp("v50"), layout="v5.0", version="5.0.2")
 
 
-def test_mm_shapes_round_trip_between_harness_and_flaggems_conventions() -> None:
-    node = SUITE_NODES["mm"]
-    m, n, k = 128, 64, 32
-    b, m2, n2, k2 = node.to_suite((m, n, k))
-    logged = [[m2, k2], [k2, n2]]  # mm_input_fn yields A (M, K) and B (K, N); sizes logged
-    assert node.from_suite(logged) == (m, n, k)
+@pytest.fixture(scope="module")
+def inv53(v53: FakeSuite) -> Inventory:
+    return read_inventory(locate_suite(v53.benchmark))
 
 
-def test_shape_of_a_logged_call_is_its_first_tensor() -> None:
-    assert first_tensor_shape([[4096, 1024], 1]) == (4096, 1024)  # softmax(x, 1)
-    assert first_tensor_shape([[[8, 32], [32]], {"eps": 1e-5}]) == (8, 32)  # args and kwargs
-    assert first_tensor_shape([1, 2.0]) == ()
+@pytest.fixture(scope="module")
+def inv50(v50: FakeSuite) -> Inventory:
+    return read_inventory(locate_suite(v50.benchmark))
 
 
-def test_a_shape_entry_without_shapes_is_refused() -> None:
-    with pytest.raises(ValueError):
-        suite_shape_config(THEIRS, {"mm": []})
+def ops(inventory: Inventory, *names: str) -> list[SuiteOp]:
+    return resolve_ops(inventory, [(n, "--ops") for n in names])
 
 
-# -- the result log --------------------------------------------------------------------------------------
+# -- layouts -------------------------------------------------------------------------------------
 
 
-def metric(shape: list[int], base: float | None, gems: float | None, **more: Any) -> dict[str, Any]:
-    data = {"legacy_shape": None, "shape_detail": [shape, 1], "latency_base": base, "latency": gems,
-            "gbps_base": None, "gbps": None, "speedup": (base / gems) if base and gems else None,
-            "accuracy": None, "tflops": None, "utilization": None, "compared_speedup": None, "error_msg": None}
-    data.update(more)
-    return data
+def test_both_layouts_and_the_vllm_variant_are_told_apart_by_their_files(tmp_path: Path) -> None:
+    new = locate_suite(write_fake_suite(tmp_path / "a").benchmark)
+    old = locate_suite(write_fake_suite(tmp_path / "b", layout="v5.0", version="5.0.2").benchmark)
+    vllm = locate_suite(write_fake_suite(tmp_path / "c", package="flaggems_vllm", version="0.3.0").benchmark)
+    assert (new.layout, new.package, new.version) == ("v5.3", "flag_gems", (5, 3))
+    assert (old.layout, old.base_module.name, old.version) == ("v5.0", "performance_utils.py", (5, 0))
+    assert (vllm.layout, vllm.package) == ("v5.3", "flaggems_vllm")
 
 
-def result_line(op: str, dtype: str, metrics: list[dict[str, Any]]) -> str:
-    body = {"op_name": op, "dtype": f"torch.{dtype}", "mode": "kernel", "level": "core", "result": metrics}
-    return "[INFO] " + json.dumps(body)
-
-
-LOG = "\n".join([
-    "[INFO] Benchmark record logger enabled",
-    result_line("softmax", "float16", [metric([4096, 1024], 0.020, 0.010), metric([8192, 4096], 0.090, 0.060)]),
-    "[INFO] {'op_name': 'softmax', 'recommended_core_shapes': [(64, 64)], 'shape_desc': 'M, N'}",  # query mode
-    "[INFO] [",  # an indented JSON dump of op attributes follows
-    '  {"op_name": "softmax"}',
-    "]",
-    result_line("softmax", "bfloat16", [metric([4096, 1024], 0.021, None, error_msg="CUDA error: boom")]),
-]) + "\n"
-
-
-def test_result_lines_are_read_and_other_lines_skipped() -> None:
-    parsed = parse_record_log(io.StringIO(LOG))
-    assert [(r.op_name, r.dtype, len(r.metrics)) for r in parsed.results] == [
-        ("softmax", "float16", 2), ("softmax", "bfloat16", 1)]
-    assert parsed.skipped == 1  # the query-mode dict repr
-
-
-def entries(*results: float, samples: int = 5) -> list[TimingEntry]:
-    return [TimingEntry(i + 1, r, tuple(r * (1 + 0.01 * j) for j in range(samples)), "direct")
-            for i, r in enumerate(results)]
-
-
-def test_each_latency_is_paired_with_the_timing_that_returned_it_in_order() -> None:
-    timings = entries(0.5, 0.020, 0.010, 0.010, 0.7)  # 0.5: a call whose result never got logged
-    got = match_timings([0.020, 0.010, 0.010, None, 0.9], timings)
-    assert [e.seq if e else None for e in got] == [2, 3, 4, None, None]
-
-
-CTX = RecordContext(run_id="r1", backend="cuda", device="0", device_name="NVIDIA H200", cache="cold")
-
-
-def test_conversion_gives_harness_records_with_raw_samples_and_our_byte_model() -> None:
-    parsed = parse_record_log(io.StringIO(LOG))
-    spec = load_op("softmax")
-    conv = convert_results(parsed.results, entries(0.020, 0.010, 0.090, 0.060), node_for("softmax"), CTX,
-                           bytes_moved=spec.bytes_moved, flops=spec.flops)
-    first, second, failed = conv.records
-    assert first.case_id == "softmax[flaggems-suite-float16-4096x1024]"  # what the plan expects
-    assert first.status == "pass" and first.timer == "direct" and first.provider == SUITE_PROVIDER
-    assert first.candidate is not None and first.candidate.summary.n == 5
-    assert first.speedup == pytest.approx(2.0, rel=1e-6)
-    assert first.gbps == pytest.approx(2 * 4096 * 1024 * 2 / (first.candidate.summary.median * 1e-3) / 1e9)
-    assert first.correctness is None and "correctness not checked" in first.notes[0]
-    assert first.extra["suite"]["latency"] == 0.010
-    assert second.shape == (8192, 4096)
-    assert failed.status == "error" and "CUDA error: boom" in failed.message and failed.speedup is None
-    assert conv.unmatched == 0
-
-
-def test_a_latency_flaggems_timed_itself_becomes_one_sample_and_says_so() -> None:
-    parsed = parse_record_log(io.StringIO(result_line("softmax", "float32", [metric([64, 64], 0.004, 0.002)])))
-    (record,) = convert_results(parsed.results, [], node_for("softmax"), CTX).records
-    assert record.candidate is not None and record.candidate.samples_ms == (0.002,)
-    assert record.speedup == pytest.approx(2.0)
-    assert any("FlagGems' own timer" in n for n in record.notes)
-
-
-def test_rows_of_other_benchmarks_the_mark_selects_are_reported_not_recorded() -> None:
-    lines = [result_line("mm", "float16", [{**metric([], 1.0, 0.5), "shape_detail": [[64, 32], [32, 16]]}]),
-             result_line("mm_self_transpose", "float16", [metric([257, 96], 0.3, 0.2)])]
-    conv = convert_results(parse_record_log(lines).results, entries(1.0, 0.5, 0.3, 0.2), node_for("mm"), CTX)
-    assert [r.case_id for r in conv.records] == ["mm[flaggems-suite-float16-64x16x32]"]
-    assert conv.other_ops == ("mm_self_transpose",)
-
-
-def test_several_inputs_of_one_shape_stay_apart() -> None:
-    line = result_line("softmax", "float16", [metric([64, 64], 0.004, 0.002), metric([64, 64], 0.005, 0.002)])
-    records = convert_results(parse_record_log([line]).results, [], node_for("softmax"), CTX).records
-    assert [r.provider for r in records] == ["flaggems-suite", "flaggems-suite.v2"]
-
-
-# -- the timer swap ------------------------------------------------------------------------------------
-
-
-def test_do_bench_returns_what_flaggems_asks_for_from_our_samples() -> None:
-    values = [3.0, 1.0, 2.0, 4.0]
-    assert bench_result(values, return_mode="median") == 2.5
-    assert bench_result(values, return_mode="min") == 1.0
-    assert bench_result(values, quantiles=[0.5]) == 2.5
-    assert bench_result(values, quantiles=[0.0, 1.0]) == [1.0, 4.0]
-    assert bench_result(values, return_mode="all") == values
-    with pytest.raises(ValueError):
-        bench_result(values, return_mode="p99")
-
-
-class FixedTimer:
-    name = "direct"
-
-    def measure(self, fn: Any) -> Any:
-        from harness.child.timing.base import Samples
-
-        fn()
-        return Samples((0.3, 0.1, 0.2), "direct", noisy=True)
-
-
-def test_the_swap_replaces_tritons_do_bench_records_samples_and_restores_it(tmp_path: Path) -> None:
-    import triton.testing
-
-    original = triton.testing.do_bench
-    swap = DoBenchSwap(timer=FixedTimer(), sidecar=tmp_path / "timings.jsonl")
-    calls: list[int] = []
-    swap.install()
-    try:
-        got = triton.testing.do_bench(lambda: calls.append(1), warmup=1000, rep=100, return_mode="median")
-    finally:
-        swap.restore()
-    assert triton.testing.do_bench is original
-    assert got == 0.2 and calls
-    (entry,) = parse_timings((tmp_path / "timings.jsonl").read_text().splitlines())
-    assert entry.result == 0.2 and entry.samples_ms == (0.3, 0.1, 0.2) and entry.noisy
-
-
-# -- checks and commands -------------------------------------------------------------------------------
-
-
-def test_suite_directory_is_checked_with_the_fix_in_the_message(tmp_path: Path) -> None:
+def test_a_path_that_is_no_flaggems_tree_is_refused_naming_what_is_there(tmp_path: Path) -> None:
     with pytest.raises(UsageError, match="no such directory"):
-        locate_suite(tmp_path / "nope")
-    other = tmp_path / "bench"
-    other.mkdir()
+        locate_suite(tmp_path / "missing")
+    (tmp_path / "bench").mkdir()
     with pytest.raises(UsageError, match="must be named benchmark"):
+        locate_suite(tmp_path / "bench")
+    other = tmp_path / "x" / "benchmark"
+    other.mkdir(parents=True)
+    (other / "base.py").write_text("")  # base.py alone (no consts.py) is not the v5.3 layout
+    (other / "run.sh").write_text("")
+    with pytest.raises(UsageError, match="found base.py, run.sh"):
         locate_suite(other)
-    new = tmp_path / "new" / "benchmark"
-    new.mkdir(parents=True)
-    (new / "conftest.py").write_text("")
-    (new / "base.py").write_text("")
-    with pytest.raises(UsageError, match="5.3\\+ suite layout"):
-        locate_suite(new)
-    suite = locate_suite(write_fake_suite(tmp_path / "fg"))
-    assert suite.ref.startswith("fake-v5.0.2") and suite.root == (tmp_path / "fg").resolve()
+    (other / "consts.py").write_text("")
+    with pytest.raises(UsageError, match="lacks conftest.py and core_shapes.yaml"):
+        locate_suite(other)
+    (other / "conftest.py").write_text("import torch\n")
+    (other / "core_shapes.yaml").write_text("{}\n")
+    with pytest.raises(UsageError, match="imports none of flaggems_vllm, flag_gems"):
+        locate_suite(other)
 
 
-def test_the_op_process_selects_by_mark_excludes_other_benchmarks_and_injects_shapes(tmp_path: Path) -> None:
-    suite = locate_suite(write_fake_suite(tmp_path / "fg"))
-    work = tmp_path / "run" / "suite" / "mm"
-    cmd = suite_command(node_for("mm"), suite, work, Path("/w/spec.json"), ("float16", "bfloat16"))
-    assert cmd.args == ["../../../fg/benchmark/test_blas_perf.py",
-                        "-m", "mm", "-k", "not backward and not test_mm_self_transpose_benchmark",
-                        "--shape_file", "shapes.yaml"]
-    addopts = " ".join(cmd.addopts)
-    for part in ("--record log", "--level core", "--mode kernel", "--dtypes float16 --dtypes bfloat16",
-                 "-p harness.child.plugins.suite --harness-suite-spec /w/spec.json", f"--rootdir {suite.root}"):
-        assert part in addopts
-    assert cmd.env()["PYTEST_ADDOPTS"].startswith("--level core")
+def test_the_ref_comes_from_flaggems_ref_else_the_trees_version_file(tmp_path: Path) -> None:
+    suite = write_fake_suite(tmp_path, ref=None)
+    assert locate_suite(suite.benchmark).ref == ""
+    version = tmp_path / "src" / "flag_gems" / "_version.py"
+    version.parent.mkdir(parents=True)
+    version.write_text("version = '5.3.4'\n")
+    assert locate_suite(suite.benchmark).ref == "5.3.4"
+    assert major_minor("master (v5.3.4-166-ged2508bcb, ed2508b)") == (5, 3)
+    assert major_minor("flag_gems 10.12.1rc") == (10, 12)
+    assert major_minor("master") is None
 
 
-def test_flaggems_log_file_name_stays_under_the_file_name_limit(tmp_path: Path) -> None:
-    """FlagGems names the log after the invocation arguments ("/" -> "_"); it must stay a legal name."""
-    deep = tmp_path / ("d" * 60) / ("e" * 60)
-    suite = locate_suite(write_fake_suite(deep / "FlagGems"))
-    work = deep / "reports" / "20261129T120000Z-cuda-abc123" / "suite" / "mm"
-    cmd = suite_command(node_for("mm"), suite, work, work / "spec.json", ("float16", "bfloat16", "float32"))
-    args = cmd.args
-    name = "result_{}.log".format("_".join(a.replace(".py", "").replace("=", "_").replace("/", "_") for a in args))
-    assert len(name.replace("_-", "-").encode()) < 255
+# -- inventory ---------------------------------------------------------------------------------
 
 
-def test_suite_mode_refuses_the_cpu_backend_and_missing_ops(tmp_path: Path) -> None:
-    path = str(write_fake_suite(tmp_path))
-    with pytest.raises(UsageError, match="need a GPU FlagGems supports"):
-        prepare_suite(RunOptions(backend="cpu", ops=("softmax",)), path, {})
-    with pytest.raises(UsageError, match="--timer graph"):
-        prepare_suite(RunOptions(backend="cuda", ops=("softmax",), timer="graph"), path, {})
+def test_the_inventory_reads_marks_skips_directions_classes_and_dtypes(inv53: Inventory) -> None:
+    by_node = {f.nodeid: f for f in inv53.functions}
+    softmax_bwd = by_node["test_softmax.py::test_softmax_backward"]
+    assert softmax_bwd.key == "softmax_backward" and softmax_bwd.direction == "backward"
+    assert softmax_bwd.op_names == ("softmax_backward",)
+    add = by_node["test_add.py::test_add"]
+    assert add.dtypes == ("float16", "float32", "bfloat16", "complex64") and add.direction == "forward"
+    assert by_node["test_add.py::test_add_inplace"].marks == ("add_",)
+    assert by_node["test_add.py::test_add_inplace"].builds[0].is_inplace
+    assert by_node["test_skipped.py::test_skipped_op"].skips == (
+        "skipif(flag_gems.vendor_name == 'fake'): Issue 1: not on the fake vendor",)
+    norm = by_node["test_layer_norm.py::test_layer_norm"].builds[0]
+    assert norm.class_chain == ("NormBenchmark", "GenericBenchmark", "Benchmark")  # test file, then base
+    assert not by_node["test_own_shapes.py::test_own_shapes"].builds[0].reads_shape_file
+    assert by_node["test_bitwise_not.py::test_bitwise_not"].dtypes == ("int16", "int32", "bool")
+    assert {"NormBenchmark", "OwnShapesBenchmark", "BlasBenchmark"} <= inv53.class_names
+
+
+def test_v50_ops_are_marks_including_marks_on_parameters(inv50: Inventory) -> None:
+    catalog = op_catalog(inv50)
+    assert set(catalog) == {"softmax", "sum"}
+    assert catalog["softmax"].files == ("test_reduction_perf.py",) and catalog["softmax"].mark == "softmax"
+    assert catalog["softmax"].selected_nodes() == ()
+    assert inv50.uncollected == (("test_norm_perf.py::tes_rms_norm", ("rms_norm",)),)
+
+
+def test_list_suite_prints_a_table_and_a_csv_without_importing_flaggems(v53: FakeSuite) -> None:
+    table = list_suite(v53.benchmark)
+    assert "v5.3 layout, package flag_gems" in table and "Issue 1: not on the fake vendor" in table
+    rows = list(csv.DictReader(io.StringIO(list_suite(v53.benchmark, csv_format=True))))
+    assert len(rows) == 13
+    row = next(r for r in rows if r["function"] == "test_softmax_backward")
+    assert (row["op"], row["op_marks"], row["direction"], row["dtypes"]) == (
+        "softmax_backward", "softmax_backward", "backward", "float16 float32 bfloat16")
+    assert {r["op"] for r in rows if r["function"] == "test_nextafter_"} == {
+        "test_nextafter.py::nextafter_", "test_nextafter_.py::nextafter_"}
+
+
+# -- selection ---------------------------------------------------------------------------------
+
+
+def test_ops_are_function_names_without_test_and_run_exactly_their_node(inv53: Inventory) -> None:
+    (softmax, add_) = ops(inv53, "softmax", "add_inplace")
+    assert softmax.selected_nodes() == ("test_softmax.py::test_softmax",)  # not test_softmax_backward
+    assert add_.id == "add_inplace" and "add_" in add_.keys
+
+
+def test_a_name_in_two_files_must_be_qualified(inv53: Inventory) -> None:
+    with pytest.raises(UsageError, match="nextafter_ is in 2 files: write one of test_nextafter.py::nextafter_, "
+                                         "test_nextafter_.py::nextafter_"):
+        ops(inv53, "nextafter_")
+    (op,) = ops(inv53, "test_nextafter_.py::test_nextafter_")
+    assert op.id == "test_nextafter_.py::nextafter_" and op.selected_nodes() == ("test_nextafter_.py::test_nextafter_",)
+
+
+def test_unknown_names_are_reported_together_with_the_closest_ones(inv53: Inventory) -> None:
+    with pytest.raises(UsageError) as caught:
+        ops(inv53, "softmx", "add_", "nothing_like_it")
+    message = caught.value.message
+    assert "softmx: no such benchmark (closest: softmax" in message
+    assert "'add_' is the op mark of add_inplace (test_add.py)" in message
+    assert "nothing_like_it: no such benchmark (no close match)" in message
+
+
+def test_nodes_run_exactly_the_node_given(inv53: Inventory) -> None:
+    (op,) = resolve_nodes(inv53, ["benchmark/test_mm.py::test_mm[x-1]"])
+    assert op.id == "test_mm.py::test_mm[x-1]" and op.selected_nodes() == ("test_mm.py::test_mm[x-1]",)
+    with pytest.raises(UsageError, match="no such benchmark function .*closest: test_mm.py::test_mm"):
+        resolve_nodes(inv53, ["test_mm.py::test_mmm"])
+
+
+def test_all_covers_every_function_once(inv53: Inventory) -> None:
+    every = all_ops(inv53)
+    assert len(every) == len(inv53.functions) == len({o.id for o in every})
+
+
+# -- shapes ------------------------------------------------------------------------------------
+
+
+def test_a_shapes_file_matches_op_then_class_chain_and_checks_the_arity(v53: FakeSuite, inv53: Inventory,
+                                                                       tmp_path: Path) -> None:
+    upstream = read_suite_shapes(locate_suite(v53.benchmark).shapes_yaml)
+    override = {"GenericBenchmark": [(2, 4, 8)], "softmax": [(7, 9)], "UnaryReductionBenchmark": [(1, 1)],
+                "mm": [(64, 64)], "own_shapes": [(3, 3)]}
+    check_override_keys(override, inv53)
+    norm = plan_op_shapes(ops(inv53, "layer_norm")[0], override, upstream)
+    assert norm.entries == {"layer_norm": [(2, 4, 8)]}  # NormBenchmark -> GenericBenchmark (a class of its chain)
+    config = suite_shape_config(upstream, norm.entries)
+    assert config["layer_norm"]["shapes"] == [[2, 4, 8]] and config["NormBenchmark"] == upstream["NormBenchmark"]
+    softmax = plan_op_shapes(ops(inv53, "softmax")[0], override, upstream)
+    assert softmax.entries == {"softmax": [(7, 9)]}  # the op before its class
+    assert plan_op_shapes(ops(inv53, "softmax_backward")[0], override, upstream).entries == {
+        "softmax_backward": [(1, 1)]}
+    mm = plan_op_shapes(ops(inv53, "mm")[0], override, upstream)
+    assert not mm.entries and "shapes have [2] dimension(s), FlagGems' BlasBenchmark shapes have [4]" in mm.notes[0]
+    own = plan_op_shapes(ops(inv53, "own_shapes")[0], override, upstream)
+    assert not own.entries and "sets its own shapes" in own.notes[0]
+
+
+def test_shapes_file_keys_that_match_nothing_are_refused_with_the_closest(inv53: Inventory, tmp_path: Path) -> None:
+    path = tmp_path / "s.yaml"
+    path.write_text("softmaxx: [[4, 4]]\nNormBenchmark: {shapes: [[1, 2, 3]]}\n")
+    override = read_shapes_override(str(path))  # FlagGems' own {shapes: ...} form is read too
+    assert override["NormBenchmark"] == [(1, 2, 3)]
+    with pytest.raises(UsageError, match="'softmaxx' \\(closest: softmax"):
+        check_override_keys(override, inv53)
+    path.write_text("softmax: [[4, -1]]\n")
+    with pytest.raises(UsageError, match="lists of integers >= 0"):
+        read_shapes_override(str(path))
+
+
+# -- dtypes, versions, the op's command ----------------------------------------------------------
+
+
+def test_suite_runs_accept_any_dtype_flaggems_benchmarks_and_built_in_runs_do_not() -> None:
+    wanted = "int32,bool,complex64,float64,fp8,float8_e5m2"
+    suite = resolve_run_options({"suite": "x", "dtypes": [wanted]}, {})
+    assert suite.dtypes == ("int32", "bool", "complex64", "float64", "float8_e4m3fn", "float8_e5m2")
+    assert set(suite.dtypes) <= set(SUITE_DTYPES)
+    assert resolve_run_options({"suite": "x"}, {}).dtypes == ()  # each benchmark's own
+    assert resolve_run_options({}, {}).dtypes == DTYPES
+    with pytest.raises(UsageError, match="--dtypes: Unknown dtype 'int32' for the harness's own ops"):
+        resolve_run_options({"dtypes": ["int32"]}, {})
+    with pytest.raises(UsageError, match="HARNESS_DTYPES: Unknown dtype 'bool'"):
+        resolve_run_options({}, {"HARNESS_DTYPES": "bool"})
+    with pytest.raises(UsageError, match="Unknown dtype 'int3'"):
+        resolve_run_options({"suite": "x", "dtypes": ["int3"]}, {})
+
+
+def test_the_installed_version_is_read_from_metadata_where_the_op_processes_import(v53: FakeSuite) -> None:
+    assert installed_version("flag_gems", {"PYTHONPATH": str(v53.site)}) == "5.3.4"
+    assert installed_version("flaggems_vllm", {"PYTHONPATH": str(v53.site)}) is None
+
+
+def test_a_version_mismatch_is_refused_unless_allowed(tmp_path: Path) -> None:
+    suite = write_fake_suite(tmp_path / "fg", version="5.0.2", ref="v5.3.4 (v5.3.4, f7c55cb)")
+    env = {"PYTHONPATH": str(suite.site)}
+    options = RunOptions(backend="cpu", suite=str(suite.benchmark), ops=("softmax",), out=str(tmp_path / "run"))
+    with pytest.raises(UsageError, match="the tree is FlagGems 5.3 .* installed flag_gems is 5.0.2"):
+        prepare_suite(options, str(suite.benchmark), env)
+    prepared = prepare_suite(RunOptions(**{**options.to_dict(), "ops": ("softmax",), "allow_version_mismatch": True}),
+                             str(suite.benchmark), env)
+    assert prepared.runner.run_info({})["suite"]["installed"] == "5.0.2"  # type: ignore[attr-defined]
+    with pytest.raises(EnvironmentProblem, match="flag_gems, which is not installed here"):
+        prepare_suite(options, str(suite.benchmark), {"PYTHONPATH": str(tmp_path)})
+    assert not (tmp_path / "run").exists()
+
+
+def test_prepare_plans_open_ops_with_their_own_dtypes_and_refuses_bad_selections(v53: FakeSuite, tmp_path: Path) -> None:
+    env = {"PYTHONPATH": str(v53.site)}
+    options = RunOptions(backend="cpu", suite=str(v53.benchmark), dtypes=(), out=str(tmp_path / "run"))
+    prepared = prepare_suite(options, str(v53.benchmark), env, all_ops_flag=True)
+    plan = prepared.plan
+    assert len(plan.ops) == 13 and all(o.is_open and o.shapes == () and o.dtypes == () for o in plan.ops)
+    assert plan.level == "core" and plan.timer == "cpu"
+    by_op = {o.op: o for o in plan.ops}
+    assert by_op["add"].open_cases == 8  # 4 declared dtypes x the 2 shapes of the Benchmark key
     with pytest.raises(UsageError, match="needs --ops"):
-        prepare_suite(RunOptions(backend="cuda"), path, {})
+        prepare_suite(options, str(v53.benchmark), env)
+    with pytest.raises(UsageError, match="cannot be combined"):
+        prepare_suite(RunOptions(**{**options.to_dict(), "ops": ("mm",)}), str(v53.benchmark), env, all_ops_flag=True)
+    with pytest.raises(UsageError, match="smoke is the harness's own tiny level"):
+        prepare_suite(RunOptions(**{**options.to_dict(), "ops": ("mm",), "level": "smoke"}), str(v53.benchmark), env)
+    assert not (tmp_path / "run").exists()
 
 
-# -- the whole mode, on a stand-in suite ---------------------------------------------------------------
+def test_the_op_process_runs_flaggems_pytest_on_its_node_with_the_plugin(v53: FakeSuite, inv53: Inventory) -> None:
+    tree = locate_suite(v53.benchmark)
+    (op,) = ops(inv53, "softmax")
+    args = suite_command(tree, op, "core", tree.shapes_yaml, Path("/w/spec.json"))
+    assert args[0] == f"{tree.suite_dir}/test_softmax.py"  # the plugin keeps test_softmax alone (its spec)
+    joined = " ".join(args)
+    for part in ("--level core", f"--shape_file {tree.shapes_yaml}", "-p harness.child.plugins.suite",
+                 "--harness-suite-spec /w/spec.json", f"--rootdir {tree.root}", f"-c {'/dev/null'}"):
+        assert part in joined
+    assert "--dtypes" not in args and "--mode" not in args and "--record" not in args
 
 
-@pytest.mark.slow
-def test_suite_mode_runs_flaggems_style_benchmarks_into_records(tmp_path: Path) -> None:
-    suite = locate_suite(write_fake_suite(tmp_path / "FlagGems"))
-    options = RunOptions(backend="cpu", ops=("softmax", "mm", "rms_norm"), dtypes=("float32",),
-                         provider=SUITE_PROVIDER, timer="cpu", progress="plain", op_timeout=300.0)
-    ops = tuple(OpPlan(op=op, device="cpu", dtypes=("float32",), shapes=shapes, provider=SUITE_PROVIDER)
-                for op, shapes in (("softmax", ((32, 64), (16, 8))), ("mm", ((16, 8, 4),)), ("rms_norm", ((8, 8),))))
-    plan = RunPlan(run_id="r1", backend=get_backend("cpu"), level="smoke",
-                   plugins=PluginPlan(("harness.child.plugins.suite",), "cpu", ("suite",)),
-                   devices=("cpu",), ops=ops, options=options)
-    run_dir = tmp_path / "run"
-    out = io.StringIO()
-    code = execute(Prepared(plan=plan, run_dir=run_dir, runner=SuiteRunner(suite)), {"PATH": "/usr/bin:/bin"}, out)
-    assert code == 0, out.getvalue() + (run_dir / "logs" / "mm.log").read_text()
-    records = {r.case_id: r for r in read_records(run_dir / "records.jsonl")}
-    assert set(records) == {"softmax[flaggems-suite-float32-32x64]", "softmax[flaggems-suite-float32-16x8]",
-                            "mm[flaggems-suite-float32-16x8x4]"}  # our shapes, not the suite's
-    assert all(r.status == "pass" and r.timer == "cpu" and r.candidate and r.candidate.summary.n >= 3
-               for r in records.values())
-    info = read_json(run_dir / "run.json")
-    assert info["suite"]["ref"].startswith("fake-v5.0.2") and info["status"] == "complete"
-    ops_status = {o["op"]: o for o in info["ops"]}
-    assert ops_status["rms_norm"]["status"] == "SKIP" and "mark 'rms_norm'" in ops_status["rms_norm"]["notes"]
-    assert "mm_self_transpose" not in (run_dir / "logs" / "mm.log").read_text().split("===")[-1].split("\n", 1)[1]
-    rows = list(csv.DictReader(io.StringIO((run_dir / "summary.csv").read_text())))
-    assert sorted(r["provider"] for r in rows) == ["flaggems-suite"] * 3
+def test_random_ops_are_not_compared_and_deny_listed_ops_are_not_captured(v53: FakeSuite, inv53: Inventory) -> None:
+    assert unchecked_reason(SuiteOp(id="uniform_", functions=())) == "outputs not compared: random output ('uniform_')"
+    assert unchecked_reason(ops(inv53, "softmax")[0]) == ""
+    musa = get_backend("musa")
+    tree = locate_suite(v53.benchmark)
+    plans = plan_suite_ops(tree, inv53, ops(inv53, "softmax"), musa, RunOptions(dtypes=()))
+    assert plans["softmax"].capture_denied == ""
+    denied = SuiteOp(id="unique2", functions=())
+    assert plan_suite_ops(tree, inv53, [denied], musa, RunOptions())["unique2"].capture_denied == (
+        "'unique2' is on the musa capture deny list")
+
+
+def test_shape_config_keeps_flaggems_desc_and_leaves_its_input_alone() -> None:
+    upstream = {"BlasBenchmark": {"shapes": [[2, 8, 8, 8]], "shape_desc": "B, M, N, K"}}
+    config = suite_shape_config(upstream, {"BlasBenchmark": [(1, 4, 4, 4)]})
+    assert yaml.safe_load(yaml.safe_dump(config))["BlasBenchmark"] == {"shapes": [[1, 4, 4, 4]],
+                                                                         "shape_desc": "B, M, N, K"}
+    assert upstream["BlasBenchmark"]["shapes"] == [[2, 8, 8, 8]]
+
+
+def test_flaggems_pytest_gets_the_compat_plugins_planned_for_a_librarys_pytest(v53: FakeSuite, inv53: Inventory) -> None:
+    from harness.suite.runner import _plugins
+
+    musa = _plugins(get_backend("musa"), RunOptions())
+    assert musa.modules == ("harness.child.plugins.suite",) and musa.timer == "graph"
+    assert musa.suite_pytest_args() == ["-p", "harness.child.plugins.skipguards"]
+    assert _plugins(get_backend("cuda"), RunOptions()).suite_modules == ()
+    assert _plugins(get_backend("musa"), RunOptions(plugins=("-skipguards",))).suite_modules == ()
+    tree = locate_suite(v53.benchmark)
+    args = suite_command(tree, ops(inv53, "mm")[0], "core", tree.shapes_yaml, Path("/s.json"), musa.suite_pytest_args())
+    assert args[args.index("harness.child.plugins.suite") + 3:][:2] == ["-p", "harness.child.plugins.skipguards"]
+
+
+def test_the_runner_says_when_pytest_found_nothing_or_a_function_timed_nothing(v53: FakeSuite, inv53: Inventory,
+                                                                               tmp_path: Path) -> None:
+    from harness.run.batch import BatchContext
+    from harness.run.decide import AttemptExit
+    from harness.run.plan import OpPlan, RunPlan
+    from harness.run.spawn import StopToken
+    from harness.suite.runner import SuiteRunner
+
+    tree = locate_suite(v53.benchmark)
+    plans = plan_suite_ops(tree, inv53, ops(inv53, "mm"), get_backend("cpu"), RunOptions(dtypes=()))
+    runner = SuiteRunner(tree, plans)
+    op_plan = OpPlan("mm", "cpu", (), (), "flaggems-suite", open_cases=1)
+    plan = RunPlan(run_id="r", backend=get_backend("cpu"), level="core", plugins=_plugins_for_cpu(), devices=("cpu",),
+                   ops=(op_plan,), options=RunOptions())
+    ctx = BatchContext(plan, tmp_path, {}, StopToken(), None, runner)  # type: ignore[arg-type]
+    assert "pytest collected no benchmark for test_mm.py::test_mm" in runner.collect(ctx, op_plan, AttemptExit(5, pytest_exit=5))[0]
+    assert "timed nothing" in runner.collect(ctx, op_plan, AttemptExit(0, pytest_exit=0))[0]
+    assert runner.collect(ctx, op_plan, None) == ()
+
+
+def _plugins_for_cpu() -> object:
+    from harness.suite.runner import _plugins
+
+    return _plugins(get_backend("cpu"), RunOptions())

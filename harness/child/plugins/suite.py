@@ -1,25 +1,29 @@
 """pytest plugin loaded into FlagGems' own benchmark run (``harness run --suite``).
 
-It pins the device and records the run identity like the harness's device plugin, and it
-replaces FlagGems' timer with the harness's for the length of the session.
+FlagGems' pytest runs its own benchmark functions, its own conftest and its own input
+generators. This plugin pins the device and records its identity like the harness's device
+plugin, builds the harness's timers (``harness.child.plugins.timing.timers_for``), and, once
+collection has imported FlagGems' ``Benchmark`` class, replaces two of its methods for the
+length of the session (``harness.child.latency_seam``):
 
-Why a patch: FlagGems' ``Benchmark.get_latency`` (benchmark/performance_utils.py) calls
-``triton.testing.do_bench`` (``triton.musa_testing.do_bench`` on MUSA) and offers no hook
-to time otherwise. It looks the function up on the module at every call, so replacing the
-module attribute is the one narrow way in. The replacement lives only here, is installed in
-pytest_configure and the originals are put back in pytest_unconfigure. Triton's autotuners
-took their reference to do_bench when FlagGems' kernels were defined, before this runs, so
-FlagGems' autotuning keeps Triton's own timer.
+- ``get_latency``: every latency FlagGems asks for is measured by the harness's timer, the
+  outputs of torch's and FlagGems' calls are compared, and one record per input is appended
+  to records.jsonl from this process;
+- ``set_dtypes``: the benchmark runs the dtypes the run asked for that it declares (skip rows
+  for the others), or its own when it declares none of them (dtype rescue).
 
-Also written: every timed call (value returned plus raw samples) to the spec's timings
-sidecar, and failed benchmark items to the failures sidecar, for the parent to read.
+Why a patch: FlagGems offers no hook to time or check otherwise, and every benchmark of both
+layouts (custom ``run()`` methods included) measures through ``Benchmark.get_latency``. The
+originals are put back in pytest_unconfigure. Benchmark functions that fail or skip outside
+those calls (an input generator that raises, a ``skipif`` mark, a module that does not
+import) get a row with FlagGems' reason.
 """
 
 from __future__ import annotations
 
-import json
+import hashlib
 import sys
-from collections.abc import Callable
+from collections.abc import Callable, Generator
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
@@ -27,105 +31,172 @@ from typing import Any
 import pytest
 
 from harness.backends import get_backend
+from harness.backends.state import read_state
+from harness.child.latency_seam import LatencySeam, RowContext, RowWriter, SuiteTimers
 from harness.child.plugins.identity import probe_accelerator, probe_cpu, write_identity
-from harness.child.timing.base import Budget, Timer, device_api
-from harness.child.timing.cpu import CpuTimer
-from harness.child.timing.direct import DirectTimer
-from harness.child.timing.flush import Flusher
+from harness.child.plugins.timing import timers_for
+from harness.child.timing.base import device_api
 from harness.contract import ChildSpec
-from harness.suite.timings import TimingEntry, bench_result
 
 SPEC_OPTION = "--harness-suite-spec"
-_SWAP_KEY = pytest.StashKey["DoBenchSwap"]()
-
-
-def _append(path: Path, line: str) -> None:
-    with open(path, "a", encoding="utf-8") as fh:
-        fh.write(line + "\n")
-        fh.flush()
-
-
-@dataclass
-class DoBenchSwap:
-    """The harness's do_bench, installed on Triton's testing module(s) and taken out again."""
-
-    timer: Timer
-    sidecar: Path
-    originals: list[tuple[Any, Any]] = field(default_factory=list)
-    calls: int = 0
-
-    def do_bench(
-        self,
-        fn: Callable[[], Any],
-        warmup: Any = None,
-        rep: Any = None,
-        grad_to_none: Any = None,
-        quantiles: Any = None,
-        return_mode: str = "mean",
-        **_ignored: Any,
-    ) -> float | list[float]:
-        # warmup/rep are FlagGems' budgets for Triton's timer; the harness timer uses its own.
-        samples = self.timer.measure(fn)
-        result = bench_result(samples.values, quantiles, return_mode)
-        self.calls += 1
-        _append(self.sidecar, TimingEntry(self.calls, result, samples.values, samples.timer, samples.noisy).to_json())
-        return result
-
-    def install(self) -> None:
-        import triton.testing
-
-        modules = [triton.testing]
-        musa = getattr(sys.modules.get("triton"), "musa_testing", None)
-        if musa is not None and hasattr(musa, "do_bench"):
-            modules.append(musa)
-        for module in modules:
-            self.originals.append((module, module.do_bench))
-            module.do_bench = self.do_bench
-
-    def restore(self) -> None:
-        while self.originals:
-            module, original = self.originals.pop()
-            module.do_bench = original
-
-
-def _flag_gems_facts() -> dict[str, Any]:
-    module = sys.modules.get("flag_gems")
-    if module is None:
-        return {}
-    return {"flag_gems": {"version": str(getattr(module, "__version__", "unknown")),
-                          "vendor": str(getattr(module, "vendor_name", "unknown")),
-                          "device": str(getattr(module, "device", "unknown"))}}
-
-
-def _timer(spec: ChildSpec, api: Any, l2_bytes: int | None) -> Timer:
-    if spec.timer == "cpu" or api is None:
-        timer = CpuTimer(budget=Budget(warmup_ms=spec.warmup_ms, rep_ms=min(spec.rep_ms, 50.0), min_reps=3,
-                                       max_reps=50, target_spread=0.05, cap_ms=200.0))
-        if api is not None:
-            timer.synchronize = api.synchronize
-        return timer
-    flush = Flusher(f"{get_backend(spec.backend).device_type}:0", l2_bytes) if spec.cache == "cold" else None
-    return DirectTimer(api=api, flush=flush, budget=Budget(warmup_ms=spec.warmup_ms, rep_ms=spec.rep_ms))
+SUITE_KEY = "suite"  # the spec's extra section this plugin reads
+_PLUGIN_KEY = pytest.StashKey["SuitePlugin"]()
+_BASE_MODULES = ("base", "performance_utils")  # where FlagGems defines Benchmark (v5.3+, v5.0.x)
 
 
 def pytest_addoption(parser: pytest.Parser) -> None:
     parser.addoption(SPEC_OPTION, help="child spec JSON written by `harness run --suite`")
 
 
-@dataclass
-class FailureSink:
-    """Registered as a plugin while the suite runs: failed benchmark items, for the parent."""
+def _item_seed(seed: int, nodeid: str) -> int:
+    return int.from_bytes(hashlib.sha256(f"{seed}\x00{nodeid}".encode()).digest()[:4], "big")
 
-    path: Path
+
+def _reason(report: pytest.TestReport | pytest.CollectReport) -> str:
+    if isinstance(report.longrepr, tuple):
+        return str(report.longrepr[2]).removeprefix("Skipped: ")
+    text = report.longreprtext or str(report.longrepr)
+    lines = text.splitlines()
+    errors = [ln[1:].strip() for ln in lines if ln.startswith("E ") and ln[1:].strip()]  # pytest's "E   ..." lines
+    return (errors[-1] if errors else next((ln.strip() for ln in reversed(lines) if ln.strip()), "failed"))[-1000:]
+
+
+@dataclass(eq=False)  # registered with pluggy, which hashes its plugins
+class SuitePlugin:
+    """The op process's state, registered as a plugin so its hooks reach it."""
+
+    spec: ChildSpec
+    package: str
+    seam: LatencySeam
+    identity: dict[str, Any]
+    patched: list[tuple[type, str, Any]] = field(default_factory=list)
+    module_skips: int = 0
+
+    # -- collection ---------------------------------------------------------------------------
+
+    def pytest_collectreport(self, report: pytest.CollectReport) -> None:
+        if report.failed:  # a module that does not import: FlagGems' benchmark cannot run here
+            self.seam.begin_item(report.nodeid)
+            self.seam.item_outcome("error", f"collection of {report.nodeid} failed: {_reason(report)}")
+        elif report.skipped:  # a module-level skip (pytest.importorskip, pytest.skip(allow_module_level=True))
+            self.seam.begin_item(report.nodeid)
+            self.seam.item_outcome("skip", _reason(report))
+            self.module_skips += 1
+
+    def pytest_collection_modifyitems(self, config: pytest.Config, items: list[pytest.Item]) -> None:
+        """Keep the op's nodes: a function's every parametrization, or exactly a node given."""
+        nodes = set(self.spec.extra[SUITE_KEY].get("nodes") or ())
+        if not nodes:
+            return  # selected by mark
+        prefix = Path(self.spec.extra[SUITE_KEY]["suite_dir"]).name + "/"
+        kept: list[pytest.Item] = []
+        dropped: list[pytest.Item] = []
+        for item in items:
+            node = item.nodeid.removeprefix(prefix)
+            (kept if node in nodes or node.split("[", 1)[0] in nodes else dropped).append(item)
+        if dropped:
+            config.hook.pytest_deselected(items=dropped)
+            items[:] = kept
+
+    def pytest_collection_finish(self, session: pytest.Session) -> None:
+        self._write_identity()
+        if session.items:
+            benchmark = self._benchmark_class()
+            if benchmark is None:
+                raise pytest.UsageError(
+                    f"no {'/'.join(_BASE_MODULES)} module defining Benchmark.get_latency was imported from "
+                    f"{self.spec.extra[SUITE_KEY]['suite_dir']}; the harness cannot time this FlagGems tree")
+            self._patch(benchmark)
+
+    def _benchmark_class(self) -> type | None:
+        suite_dir = Path(self.spec.extra[SUITE_KEY]["suite_dir"]).resolve()
+        for name, module in list(sys.modules.items()):
+            path = getattr(module, "__file__", None)
+            if name.rsplit(".", 1)[-1] not in _BASE_MODULES or not path or Path(path).resolve().parent != suite_dir:
+                continue
+            cls = getattr(module, "Benchmark", None)
+            if isinstance(cls, type) and callable(getattr(cls, "get_latency", None)):
+                return cls
+        return None
+
+    def _patch(self, benchmark: type) -> None:
+        seam = self.seam
+        original_set_dtypes = benchmark.set_dtypes  # type: ignore[attr-defined]
+
+        def get_latency(bench: Any, op: Callable[..., Any], *args: Any, **kwargs: Any) -> float:
+            return seam.get_latency(bench, op, args, kwargs)
+
+        def set_dtypes(bench: Any, user_dtypes: Any = None) -> None:
+            seam.set_dtypes(bench, original_set_dtypes, user_dtypes)
+
+        for name, replacement in (("get_latency", get_latency), ("set_dtypes", set_dtypes)):
+            self.patched.append((benchmark, name, benchmark.__dict__[name]))
+            setattr(benchmark, name, replacement)
+
+    def restore(self) -> None:
+        while self.patched:
+            cls, name, original = self.patched.pop()
+            setattr(cls, name, original)
+
+    def _write_identity(self) -> None:
+        module = sys.modules.get(self.package)
+        if module is not None:
+            self.identity["flag_gems"] = {
+                "package": self.package,
+                "version": str(getattr(module, "__version__", "unknown")),
+                "vendor": str(getattr(module, "vendor_name", "unknown")),
+                "device": str(getattr(module, "device", "unknown")),
+            }
+        write_identity(self.spec.run_dir, self.spec.device, self.identity)
+
+    # -- items --------------------------------------------------------------------------------
+
+    @pytest.hookimpl(tryfirst=True)
+    def pytest_runtest_setup(self, item: pytest.Item) -> None:
+        import torch
+
+        torch.manual_seed(_item_seed(self.spec.seed, item.nodeid))  # FlagGems' inputs, the same every run
+        self.seam.begin_item(item.nodeid)
+
+    @pytest.hookimpl(hookwrapper=True)
+    def pytest_runtest_call(self, item: pytest.Item) -> Generator[None, Any, None]:
+        yield
+        self.seam.end_item()  # inside the item, before its report: pending rows are written first
 
     def pytest_runtest_logreport(self, report: pytest.TestReport) -> None:
-        if not report.failed:
-            return
-        lines = (report.longreprtext or str(report.longrepr)).splitlines()
-        errors = [ln[1:].strip() for ln in lines if ln.startswith("E ")]  # pytest's "E   <error>" lines
-        last = next((ln for ln in reversed(errors) if ln), None) or next(
-            (ln.strip() for ln in reversed(lines) if ln.strip()), "failed")
-        _append(self.path, json.dumps({"nodeid": report.nodeid, "when": report.when, "message": last[-500:]}))
+        if report.skipped and report.when in ("setup", "call"):
+            self.seam.item_outcome("skip", _reason(report))
+        elif report.failed:
+            self.seam.item_outcome("error", f"{report.when}: {_reason(report)}" if report.when != "call"
+                                   else _reason(report))
+
+    def pytest_sessionfinish(self, session: pytest.Session, exitstatus: int) -> None:
+        """A node selected in a module that skips itself is a usage error to pytest ("found no
+        collectors"); here it is a skipped benchmark, whose row says why. Then the device's clocks,
+        temperature and power right after the op, while it is warm."""
+        import json
+
+        if exitstatus == pytest.ExitCode.USAGE_ERROR and self.module_skips and not session.items:
+            session.exitstatus = pytest.ExitCode.OK
+
+        state = read_state(get_backend(self.spec.backend)).get(self.spec.device)
+        if state:
+            line = {"op": self.spec.op, "device": self.spec.device, **state}
+            with open(Path(self.spec.run_dir) / "device_state.jsonl", "a", encoding="utf-8") as fh:
+                fh.write(json.dumps(line, sort_keys=True) + "\n")
+
+
+def _device(spec: ChildSpec) -> tuple[str, dict[str, Any]]:
+    """Pin torch to the one device this process sees; (torch device, identity)."""
+    backend = get_backend(spec.backend)
+    if backend.torch_namespace is None:
+        return "cpu", probe_cpu()
+    api = device_api(backend.torch_namespace, backend.torch_extension, backend.graph_class)
+    if not api.namespace.is_available() or api.namespace.device_count() < 1:
+        raise pytest.UsageError(f"backend {backend.name!r}: torch.{backend.torch_namespace} sees no device "
+                                f"(device {spec.device} was selected); run `harness doctor`.")
+    api.namespace.set_device(0)
+    return f"{backend.device_type}:0", probe_accelerator(backend, api.namespace)
 
 
 @pytest.hookimpl(trylast=True)
@@ -133,24 +204,34 @@ def pytest_configure(config: pytest.Config) -> None:
     path = config.getoption(SPEC_OPTION)
     if not path:
         return  # loaded without a spec: stay out of the way
-    spec = ChildSpec.load(Path(path))
+    try:
+        spec = ChildSpec.load(Path(path))
+    except ValueError as exc:
+        raise pytest.UsageError(str(exc)) from None
+    facts = spec.extra[SUITE_KEY]
     backend = get_backend(spec.backend)
-    api = None
-    if backend.torch_namespace is not None:
-        api = device_api(backend.torch_namespace, backend.torch_extension)
-        api.namespace.set_device(0)
-        identity = probe_accelerator(backend, api.namespace)
-    else:  # only the harness's own tests drive a (fake) suite on the cpu backend
-        identity = probe_cpu()
-    identity.update(_flag_gems_facts())
+    torch_device, identity = _device(spec)
     write_identity(spec.run_dir, spec.device, identity)
-    swap = DoBenchSwap(timer=_timer(spec, api, identity.get("l2_bytes")), sidecar=Path(spec.extra["timings"]))
-    swap.install()
-    config.stash[_SWAP_KEY] = swap
-    config.pluginmanager.register(FailureSink(Path(spec.extra["failures"])), "harness-suite-failures")
+    timers = timers_for(spec, backend, torch_device, identity.get("l2_bytes"))
+    package = str(facts["package"])
+    ctx = RowContext(
+        run_id=spec.run_id, op=spec.op, provider=spec.provider, backend=spec.backend, device=spec.device,
+        device_name=str(identity.get("device_name", "")), cache=spec.cache if spec.timer != "cpu" else "n/a",
+        seed=spec.seed, records=spec.records_path, skip_cases=frozenset(spec.skip_cases),
+        notes=tuple(facts.get("notes", ())), unchecked=str(facts.get("unchecked", "")), peaks=backend.peaks,
+    )
+
+    def under_gems() -> bool:
+        return getattr(sys.modules.get(package), "current_work_registrar", None) is not None
+
+    seam = LatencySeam(RowWriter(ctx), SuiteTimers(timers.primary, timers.fallback, str(facts.get("capture_denied", ""))),
+                       spec.dtypes, under_gems=under_gems, level=str(facts.get("level", "")))
+    plugin = SuitePlugin(spec=spec, package=package, seam=seam, identity=identity)
+    config.stash[_PLUGIN_KEY] = plugin
+    config.pluginmanager.register(plugin, "harness-suite")
 
 
 def pytest_unconfigure(config: pytest.Config) -> None:
-    swap = config.stash.get(_SWAP_KEY, None)
-    if swap is not None:
-        swap.restore()
+    plugin = config.stash.get(_PLUGIN_KEY, None)
+    if plugin is not None:
+        plugin.restore()

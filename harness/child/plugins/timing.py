@@ -10,6 +10,7 @@ from dataclasses import dataclass
 
 import pytest
 
+from harness.backends.base import Backend
 from harness.child.plugins.session import HarnessSession, get_session
 from harness.child.timing.base import Budget, Timer, device_api
 from harness.child.timing.cpu import CpuTimer
@@ -17,6 +18,7 @@ from harness.child.timing.direct import DirectTimer
 from harness.child.timing.flush import Flusher
 from harness.child.timing.graph import GraphTimer
 from harness.child.timing.profiler import ProfilerTimer
+from harness.contract import ChildSpec
 
 
 @dataclass(frozen=True)
@@ -26,8 +28,14 @@ class Timers:
 
 
 def build_timers(session: HarnessSession) -> Timers:
-    spec = session.spec
-    backend = session.backend
+    return timers_for(session.spec, session.backend, session.torch_device, session.identity.get("l2_bytes"))
+
+
+def timers_for(spec: ChildSpec, backend: Backend, torch_device: str, l2_bytes: int | None,
+               op_id: str | None = None) -> Timers:
+    """The timers of an op process: the harness's own cases and a library's suite (whose op
+    process has no HarnessSession) build them here alike. ``op_id`` is the name the capture deny
+    list is keyed by (default: the spec's op)."""
     budget = Budget(warmup_ms=spec.warmup_ms, rep_ms=spec.rep_ms)
     if spec.timer == "cpu":
         timer = CpuTimer(budget=Budget(warmup_ms=spec.warmup_ms, rep_ms=min(spec.rep_ms, 50.0), min_reps=3,
@@ -37,18 +45,18 @@ def build_timers(session: HarnessSession) -> Timers:
         return Timers(timer, None)
     assert backend.torch_namespace is not None
     api = device_api(backend.torch_namespace, backend.torch_extension, backend.graph_class)
-    flush = Flusher(session.torch_device, session.identity.get("l2_bytes")) if spec.cache == "cold" else None
+    flush = Flusher(torch_device, l2_bytes) if spec.cache == "cold" else None
     direct = DirectTimer(api=api, flush=flush, budget=budget)
     if spec.timer == "direct":
         return Timers(direct, None)
     if spec.timer == "graph":
         # Rows of kernels of a few microseconds are timed by the profiler (timing/graph.py says why).
-        small = (ProfilerTimer(api=api, device=session.torch_device, flush=flush, budget=budget)
+        small = (ProfilerTimer(api=api, device=torch_device, flush=flush, budget=budget)
                  if backend.capabilities.profiler else None)
-        return Timers(GraphTimer(api=api, backend=backend, op_id=spec.op, flush=flush, budget=budget,
+        return Timers(GraphTimer(api=api, backend=backend, op_id=op_id or spec.op, flush=flush, budget=budget,
                                  small_timer=small), direct)
     if spec.timer == "profiler":
-        return Timers(ProfilerTimer(api=api, device=session.torch_device, flush=flush, budget=budget), None)
+        return Timers(ProfilerTimer(api=api, device=torch_device, flush=flush, budget=budget), None)
     raise pytest.UsageError(f"timer {spec.timer!r} is not available in this harness version")
 
 

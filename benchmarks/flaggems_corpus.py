@@ -1,0 +1,497 @@
+"""FlagGems' benchmark corpus under the harness on one H200: a stratified sample, the caliber
+table, throughput against FlagGems' own runner, and the projected nightly (docs/flaggems.md).
+
+    python3 benchmarks/flaggems_corpus.py plan                         # CPU: the sample and the time plan
+    STEPS="sample1" python3 benchmarks/flaggems_corpus.py run          # GPU call 1 (about 9 minutes)
+    STEPS="sample2 caliber throughput" python3 benchmarks/flaggems_corpus.py run   # GPU call 2 (about 9)
+    python3 benchmarks/flaggems_corpus.py merge OUT1 OUT2 --out benchmarks/results/h200-flaggems-corpus
+
+Steps of ``run`` (STEPS, default all, each bounded by its budget in seconds):
+
+- ``sampleK`` (K = 1..PARTS; SAMPLE1_BUDGET_S 440, SAMPLE2_BUDGET_S 230): part K of a stratified sample of the
+  corpus (SAMPLE_SIZE ops, default 160; strata: backward, in-place, and the Benchmark class each
+  forward op derives from; parts interleave, so each is stratified too), as one harness run:
+  ``harness run --backend cuda --suite SUITE --ops-file PART --dtypes bfloat16 --level core``.
+  A run cut by its budget is interrupted cleanly and keeps what it measured. Writes
+  $OUT/sample-K/{ops_status.csv,summary.csv,run.json} and $OUT/triage-K.csv.
+- ``caliber`` (CALIBER_BUDGET_S, default 150): up to CALIBER_OPS (20) ops of the latest sample part
+  with bf16 kernels under 20 us (graph timer): FlagGems' own runner (``pytest NODES --mode kernel
+  --level core --dtypes bfloat16 --record log``, its do_bench; ``--warmup``/``--iter`` 100 ms to fit
+  the budget), the harness's direct timer, its graph timer (the sample), and the profiler timer for
+  the first PROFILED (6). Writes $OUT/caliber.csv.
+- ``throughput`` (THROUGHPUT_BUDGET_S, default 90): for up to THROUGHPUT_FILES (6) files, FlagGems'
+  own runner on the file's benchmarks that passed in the sample with bf16 (its defaults: 1000 ms
+  warm-up, 100 ms per call; its process start measured once with --collect-only) against the sum
+  of the harness's per-op wall times for the same benchmarks. Writes $OUT/throughput.csv.
+
+Every call also writes $OUT/corpus.json (what ran, counts, the projection from what is there) and
+$OUT/corpus.log. Needs, carried next to the working tree: .whl/ (benchmarks/fetch_device_wheels.sh)
+with .whl/flaggems-v5.3.4/ (benchmarks/fetch_flaggems.sh) and .flaggems/v5.3.4/benchmark.
+"""
+
+from __future__ import annotations
+
+import argparse
+import csv
+import hashlib
+import io
+import json
+import os
+import signal
+import statistics
+import subprocess
+import sys
+import time
+from collections import Counter, defaultdict
+from collections.abc import Iterable, Mapping, Sequence
+from pathlib import Path
+from typing import Any
+
+REPO = Path(__file__).resolve().parents[1]
+sys.path.insert(0, str(REPO))
+
+from harness.suite.inventory import read_inventory  # noqa: E402
+from harness.suite.layout import locate_suite  # noqa: E402
+from harness.suite.select import SuiteOp, all_ops  # noqa: E402
+
+SUITE = Path(os.environ.get("SUITE", REPO / ".flaggems" / "v5.3.4" / "benchmark"))
+RUNS = Path(os.environ.get("RUNS", "/tmp/flaggems-corpus"))
+SITE = Path(os.environ.get("SITE", "/tmp/site"))
+DEVICES = os.environ.get("DEVICES", "0").split()
+BACKEND = os.environ.get("BACKEND", "cuda")  # cpu: a dry run of the plumbing on a stand-in tree (tests/data)
+SAMPLE_SIZE = int(os.environ.get("SAMPLE_SIZE", "160"))
+PARTS = int(os.environ.get("PARTS", "2"))
+OP_TIMEOUT = os.environ.get("OP_TIMEOUT", "120")
+# Seconds per step: call 1 = sample1 (+ about 30 s of set-up) and call 2 = sample2 + caliber +
+# throughput (+ set-up) each stay under 9 minutes.
+BUDGETS = {"sample": float(os.environ.get("SAMPLE1_BUDGET_S", "440")),
+           "sample2": float(os.environ.get("SAMPLE2_BUDGET_S", "230")),
+           "caliber": float(os.environ.get("CALIBER_BUDGET_S", "150")),
+           "throughput": float(os.environ.get("THROUGHPUT_BUDGET_S", "90"))}
+CALIBER_OPS = int(os.environ.get("CALIBER_OPS", "20"))
+PROFILED = int(os.environ.get("PROFILED", "6"))
+THROUGHPUT_FILES = int(os.environ.get("THROUGHPUT_FILES", "6"))
+SMALL_MS = 0.020  # "kernels under 20 us"
+GPUS = (1, 2, 8)
+LOG: list[str] = []
+
+
+def say(*parts: Any) -> None:
+    line = " ".join(str(p) for p in parts)
+    LOG.append(line)
+    print(line, flush=True)
+
+
+# -- the sample (pure) ---------------------------------------------------------------------------
+
+
+def category(op: SuiteOp, base_classes: frozenset[str]) -> str:
+    """The stratum: backward and in-place apart, else the base-module Benchmark class the op's
+    class derives from ("Benchmark" for a class of its own test file deriving from it directly)."""
+    function = op.functions[0]
+    if function.direction == "backward":
+        return "backward"
+    if any(b.is_inplace for b in function.builds):
+        return "inplace"
+    if not function.builds:
+        return "custom run"
+    root = next((c for c in function.builds[0].class_chain if c in base_classes), "Benchmark")
+    return "GenericBenchmark*" if root.startswith("GenericBenchmark") else root
+
+
+def _rank(key: str) -> int:
+    return int.from_bytes(hashlib.sha256(key.encode()).digest()[:8], "big")
+
+
+def stratified_sample(ops: Sequence[SuiteOp], size: int, base_classes: frozenset[str]) -> list[SuiteOp]:
+    """``size`` ops, every stratum in proportion (at least 2 each), in round-robin order over the
+    strata so any prefix of the list is stratified too; deterministic."""
+    strata: dict[str, list[SuiteOp]] = defaultdict(list)
+    for op in sorted(ops, key=lambda o: _rank(o.id)):
+        strata[category(op, base_classes)].append(op)
+    total = sum(len(v) for v in strata.values())
+    quota = {k: min(len(v), max(2, round(size * len(v) / total))) for k, v in strata.items()}
+    picked = {k: v[: quota[k]] for k, v in strata.items()}
+    order: list[SuiteOp] = []
+    for i in range(max(quota.values())):
+        for name in sorted(picked):
+            if i < len(picked[name]):
+                order.append(picked[name][i])
+    return order
+
+
+def parts_of(sample: Sequence[SuiteOp], weights: Sequence[float]) -> list[list[SuiteOp]]:
+    """Consecutive slices of the sample, sized by ``weights`` (the parts' time budgets). The sample's
+    order is stratified prefix by prefix, so a part cut short by its budget stays stratified."""
+    total, bounds, acc = sum(weights), [0], 0.0
+    for w in weights:
+        acc += w
+        bounds.append(round(len(sample) * acc / total))
+    return [list(sample[a:b]) for a, b in zip(bounds, bounds[1:], strict=False)]
+
+
+def part_weights() -> list[float]:
+    return [BUDGETS["sample"] if k == 1 else BUDGETS["sample2"] for k in range(1, PARTS + 1)]
+
+
+# -- the projection (pure) -------------------------------------------------------------------------
+
+
+def lpt_makespan(costs: Iterable[float], gpus: int) -> float:
+    """Longest processing time first onto ``gpus`` devices: the harness shards by weight likewise."""
+    loads = [0.0] * gpus
+    for cost in sorted(costs, reverse=True):
+        loads[loads.index(min(loads))] += cost
+    return max(loads)
+
+
+def project(ops: Sequence[SuiteOp], measured: Mapping[str, float], base_classes: frozenset[str],
+            start_s: float = 10.0) -> dict[str, Any]:
+    """The full corpus's nightly on 1, 2, 8 GPUs: each op costs what it cost in the sample, an op not
+    sampled the mean of its stratum (else of all); one process start per device is added."""
+    strata = {op.id: category(op, base_classes) for op in ops}
+    by_stratum: dict[str, list[float]] = defaultdict(list)
+    for op in ops:
+        if op.id in measured:
+            by_stratum[strata[op.id]].append(measured[op.id])
+    overall = statistics.fmean(measured.values()) if measured else 0.0
+    means = {k: statistics.fmean(v) for k, v in by_stratum.items()}
+    costs = [measured.get(op.id, means.get(strata[op.id], overall)) for op in ops]
+    return {"ops": len(ops), "measured_ops": len(measured), "mean_op_s": round(overall, 2),
+            "per_stratum_mean_s": {k: round(v, 2) for k, v in sorted(means.items())},
+            "hours": {str(g): round((lpt_makespan(costs, g) + start_s) / 3600, 3) for g in GPUS}}
+
+
+# -- files ---------------------------------------------------------------------------------------
+
+
+def read_csv(path: Path) -> list[dict[str, str]]:
+    return list(csv.DictReader(io.StringIO(path.read_text()))) if path.is_file() else []
+
+
+def write_csv(path: Path, rows: Sequence[Mapping[str, Any]], columns: Sequence[str] | None = None) -> None:
+    path.parent.mkdir(parents=True, exist_ok=True)
+    columns = list(columns or (rows[0].keys() if rows else ["empty"]))
+    with path.open("w", newline="") as fh:
+        writer = csv.DictWriter(fh, fieldnames=columns, extrasaction="ignore", lineterminator="\n")
+        writer.writeheader()
+        writer.writerows(rows)
+
+
+def read_records(run_dir: Path) -> list[dict[str, Any]]:
+    path = run_dir / "records.jsonl"
+    rows = []
+    for line in path.read_text().splitlines() if path.is_file() else []:
+        try:
+            rows.append(json.loads(line))
+        except json.JSONDecodeError:
+            pass
+    return rows
+
+
+def triage_rows(run_dir: Path) -> list[dict[str, str]]:
+    """Every op that did not pass and every row that did not pass, with FlagGems' or the harness's words."""
+    out = [{"op": o["op"], "case": "", "status": o["status"], "message": o["notes"][:400]}
+           for o in read_csv(run_dir / "ops_status.csv") if o["status"] in ("FAIL", "ERROR", "CRASH", "TIMEOUT", "SKIP")]
+    out += [{"op": r["op"], "case": r["case_id"], "status": r["status"], "message": r.get("message", "")[:400]}
+            for r in read_records(run_dir) if r["status"] in ("fail", "error")]
+    return out
+
+
+# -- running -------------------------------------------------------------------------------------
+
+
+def child_env() -> dict[str, str]:
+    vendor = {"GEMS_VENDOR": "nvidia"} if BACKEND == "cuda" else {}
+    return {**os.environ, "PYTHONPATH": f"{SITE}{os.pathsep}{REPO}", "PYTHONUNBUFFERED": "1", **vendor}
+
+
+def bounded(cmd: Sequence[str], budget_s: float, cwd: Path | None = None, log: Path | None = None,
+            env: Mapping[str, str] | None = None) -> tuple[int, float]:
+    """Run ``cmd`` for at most ``budget_s``; past it, SIGTERM (the harness then finalizes an
+    interrupted run), SIGKILL 60 s later. (exit code, wall seconds)."""
+    start = time.monotonic()
+    out = log.open("ab") if log else subprocess.DEVNULL
+    child = subprocess.Popen(list(cmd), cwd=cwd, env=dict(env or child_env()), stdout=out, stderr=subprocess.STDOUT,
+                             start_new_session=True)
+    try:
+        code = child.wait(timeout=max(1.0, budget_s))
+    except subprocess.TimeoutExpired:
+        os.killpg(child.pid, signal.SIGTERM)
+        try:
+            code = child.wait(timeout=60)
+        except subprocess.TimeoutExpired:
+            os.killpg(child.pid, signal.SIGKILL)
+            code = child.wait()
+    if log:
+        out.close()  # type: ignore[union-attr]
+    return code, time.monotonic() - start
+
+
+def setup() -> None:
+    """The carried wheels into SITE (PyPI's flag_gems 5.0.2 left out: the tree is v5.3.4)."""
+    if os.environ.get("SKIP_SETUP"):
+        return
+    wheels = [str(w) for w in (REPO / ".whl").glob("*.whl") if not w.name.startswith("flag_gems-")]
+    wheels += [str(w) for w in (REPO / ".whl").glob("flaggems-v5.3.4/*.whl")]
+    subprocess.run([sys.executable, "-m", "pip", "install", "-q", "--no-index", "--no-deps", "--no-compile",
+                    "--target", str(SITE), *wheels], check=True)
+    probe = subprocess.run([sys.executable, "-c", "import flag_gems; print(flag_gems.__version__, flag_gems.vendor_name)"],
+                           env=child_env(), capture_output=True, text=True, timeout=300)
+    say("flag_gems:", probe.stdout.strip() or probe.stderr.strip()[-400:])
+
+
+def harness_run(name: str, extra: Sequence[str], budget: float) -> Path:
+    run_dir = RUNS / name
+    cmd = [sys.executable, "-m", "harness", "run", "--backend", BACKEND, "--suite", str(SUITE), "--level", "core",
+           "--dtypes", "bfloat16", "--devices", *DEVICES, "--op-timeout", OP_TIMEOUT, "--progress", "plain",
+           "--out", str(run_dir), *extra]
+    code, wall = bounded(cmd, budget, log=RUNS / f"{name}.log")
+    info = json.loads((run_dir / "run.json").read_text()) if (run_dir / "run.json").is_file() else {}
+    statuses = Counter(o["status"] for o in info.get("ops", []))
+    say(f"{name}: exit {code}, {wall:.0f} s, run {info.get('status', '?')}, ops {dict(statuses)}")
+    return run_dir
+
+
+def step_sample(k: int, sample: Sequence[SuiteOp], out: Path, base_classes: frozenset[str]) -> None:
+    part = parts_of(sample, part_weights())[k - 1]
+    ops_file = RUNS / f"sample-{k}.txt"
+    ops_file.write_text("".join(f"{op.id}\n" for op in part))
+    say(f"sample part {k}: {len(part)} ops, {dict(Counter(category(o, base_classes) for o in part))}")
+    budget = part_weights()[k - 1]
+    run_dir = harness_run(f"sample-{k}", ["--ops-file", str(ops_file)], budget)
+    for name in ("ops_status.csv", "summary.csv", "run.json"):
+        if (run_dir / name).is_file():
+            (out / f"sample-{k}").mkdir(parents=True, exist_ok=True)
+            (out / f"sample-{k}" / name).write_bytes((run_dir / name).read_bytes())
+    write_csv(out / f"triage-{k}.csv", triage_rows(run_dir), ("op", "case", "status", "message"))
+    # (one call writes at most 8 files: sample-K/ 3, triage-K, caliber, throughput, corpus.json, corpus.log)
+
+
+def latest_sample() -> Path | None:
+    runs = sorted(RUNS.glob("sample-*/records.jsonl"))
+    return runs[-1].parent if runs else None
+
+
+def flaggems_own(nodes: Sequence[str], work: Path, budget: float, options: Sequence[str]) -> tuple[list[dict[str, Any]], float]:
+    """FlagGems' own pytest on ``nodes`` with ``--record log``; its BenchmarkResult lines and the wall
+    time. Options travel in PYTEST_ADDOPTS: FlagGems names its log after the command line."""
+    work.mkdir(parents=True, exist_ok=True)
+    for old in work.glob("result_*.log"):
+        old.unlink()
+    addopts = [*nodes, "--record", "log", *options, "-c", os.devnull, "--rootdir", str(SUITE.parent),
+               "-p", "no:cacheprovider", "-q", "-W", "ignore::pytest.PytestUnknownMarkWarning"]
+    env = {**child_env(), "PYTEST_ADDOPTS": " ".join(addopts)}
+    code, wall = bounded([sys.executable, "-m", "pytest"], budget, cwd=work, log=work / "pytest.log", env=env)
+    results = []
+    for log in work.glob("result_*.log"):
+        for line in log.read_text(errors="replace").splitlines():
+            if line.startswith("[INFO] {"):
+                try:
+                    results.append(json.loads(line[len("[INFO] "):]))
+                except json.JSONDecodeError:
+                    pass
+    return results, wall
+
+
+def _by_order(records: Iterable[Mapping[str, Any]]) -> dict[tuple[str, str, int], Mapping[str, Any]]:
+    """Rows keyed (op_name, dtype, n-th input of that op_name and dtype): both runners walk the same inputs."""
+    seen: Counter[tuple[str, str]] = Counter()
+    keyed = {}
+    for r in records:
+        key = (r["op_name"], r["dtype"])
+        keyed[(*key, seen[key])] = r
+        seen[key] += 1
+    return keyed
+
+
+def _harness_rows(run_dir: Path | None) -> dict[tuple[str, str, int], Mapping[str, Any]]:
+    if run_dir is None:
+        return {}
+    rows = [{"op_name": r["extra"]["suite"].get("op_name", r["op"]), "dtype": r["dtype"], "op": r["op"],
+             "speedup": r.get("speedup"), "base": (r.get("baseline") or {}).get("summary", {}).get("median"),
+             "cand": (r.get("candidate") or {}).get("summary", {}).get("median"),
+             "shape": r["extra"]["suite"].get("shape_detail"), "timer": r["timer"]}
+            for r in read_records(run_dir) if r["status"] == "pass" and "suite" in r.get("extra", {})]
+    return _by_order(rows)
+
+
+def step_caliber(out: Path) -> None:
+    sample = latest_sample()
+    if sample is None:
+        say("caliber: no sample run here; run a sample step first")
+        return
+    small: dict[str, dict[str, Any]] = {}
+    for r in read_records(sample):
+        cand = (r.get("candidate") or {}).get("summary", {}).get("median")
+        if r["status"] == "pass" and r["dtype"] == "bfloat16" and r["timer"] in ("graph", "cpu") and cand and cand < SMALL_MS:
+            small.setdefault(r["op"], r)
+    chosen = [op for op in small if "::" not in op][:CALIBER_OPS]
+    say(f"caliber: {len(small)} ops of {sample.name} have bf16 kernels under 20 us; {len(chosen)} taken")
+    if not chosen:
+        return
+    budget = BUDGETS["caliber"]
+    nodes = [str(SUITE / small[op]["extra"]["suite"]["nodeid"]) for op in chosen]
+    own, own_wall = flaggems_own(nodes, RUNS / "caliber-own", 0.35 * budget,
+                                 ["--level", "core", "--mode", "kernel", "--dtypes", "bfloat16",
+                                  "--warmup", "100", "--iter", "100"])
+    say(f"caliber: FlagGems' own runner, {len(own)} result lines in {own_wall:.0f} s")
+    own_rows = _by_order({"op_name": res["op_name"], "dtype": str(res["dtype"]).removeprefix("torch."),
+                          "speedup": m.get("speedup"), "base": m.get("latency_base"), "cand": m.get("latency"),
+                          "shape": m.get("shape_detail")} for res in own for m in res.get("result", []))
+    ops_file = RUNS / "caliber.txt"
+    ops_file.write_text("\n".join(chosen) + "\n")
+    direct = harness_run("caliber-direct", ["--ops-file", str(ops_file), "--timer", "direct"], 0.45 * budget)
+    ops_file.write_text("\n".join(chosen[:PROFILED]) + "\n")
+    profiler = harness_run("caliber-profiler", ["--ops-file", str(ops_file), "--timer", "profiler"], 0.2 * budget)
+    graph_rows, direct_rows, prof_rows = _harness_rows(sample), _harness_rows(direct), _harness_rows(profiler)
+    table = []
+    for key, g in graph_rows.items():
+        if g["op"] not in chosen:
+            continue
+        o, d, p = own_rows.get(key, {}), direct_rows.get(key, {}), prof_rows.get(key, {})
+        table.append({"op": g["op"], "op_name": key[0], "dtype": key[1], "input": key[2], "shape": json.dumps(g["shape"]),
+                      "flaggems_own_speedup": o.get("speedup"), "own_torch_ms": o.get("base"), "own_gems_ms": o.get("cand"),
+                      "direct_speedup": d.get("speedup"), "direct_torch_ms": d.get("base"), "direct_gems_ms": d.get("cand"),
+                      "graph_speedup": g["speedup"], "graph_torch_ms": g["base"], "graph_gems_ms": g["cand"],
+                      "profiler_speedup": p.get("speedup"), "profiler_torch_ms": p.get("base"),
+                      "profiler_gems_ms": p.get("cand")})
+    write_csv(out / "caliber.csv", table)
+    say(f"caliber: {len(table)} rows ({len({r['op'] for r in table})} ops) -> caliber.csv")
+
+
+def step_throughput(out: Path) -> None:
+    samples = sorted(p.parent for p in RUNS.glob("sample-*/ops_status.csv"))
+    if not samples:
+        say("throughput: no sample run here; run a sample step first")
+        return
+    inventory = read_inventory(locate_suite(SUITE))
+    status = {o["op"]: o for d in samples for o in read_csv(d / "ops_status.csv")}
+    by_file: dict[str, list[SuiteOp]] = defaultdict(list)
+    for op in all_ops(inventory):
+        if status.get(op.id, {}).get("status") == "PASS" and "bfloat16" in op.functions[0].dtypes:
+            by_file[op.functions[0].file].append(op)
+    files = sorted(by_file, key=_rank)[:THROUGHPUT_FILES]
+    say(f"throughput: {len(by_file)} files have benchmarks that passed with bf16 in the sample; {len(files)} taken")
+    deadline = time.monotonic() + BUDGETS["throughput"]
+    rows: list[dict[str, Any]] = []
+    startup: float | None = None
+    for file in files:
+        if deadline - time.monotonic() < 20:
+            break
+        nodes = [str(SUITE / o.functions[0].nodeid) for o in by_file[file]]
+        if startup is None:  # FlagGems' process start and collection, once: the same for every file
+            _, startup = flaggems_own([*nodes, "--collect-only"], RUNS / "tp-own",
+                                      min(60.0, (deadline - time.monotonic()) / 2), [])
+        results, wall = flaggems_own(nodes, RUNS / "tp-own", deadline - time.monotonic(),
+                                     ["--level", "core", "--mode", "kernel", "--dtypes", "bfloat16"])
+        harness_s = sum(float(status[o.id]["elapsed_s"]) for o in by_file[file])
+        rows.append({"file": file, "benchmarks": len(nodes), "flaggems_rows": sum(len(r.get("result", [])) for r in results),
+                     "flaggems_wall_s": round(wall, 1), "flaggems_start_s": round(startup, 1),
+                     "harness_rows": sum(int(status[o.id]["rows"]) for o in by_file[file]),
+                     "harness_op_wall_s": round(harness_s, 1),
+                     "harness_over_flaggems": round(harness_s / wall, 3) if wall else None})
+        say(f"  {file}: FlagGems {wall:.1f} s (its start {startup:.1f} s), harness {harness_s:.1f} s")
+    write_csv(out / "throughput.csv", rows)
+
+
+def summarize(sample_dirs: Sequence[Path], out: Path, extra: Mapping[str, Any] | None = None) -> dict[str, Any]:
+    """Counts per status, wall time and the projection over every sample part in ``sample_dirs``."""
+    ops_rows = [row for d in sample_dirs for row in read_csv(d / "ops_status.csv")]
+    walls = []
+    for d in sample_dirs:
+        info = json.loads((d / "run.json").read_text()) if (d / "run.json").is_file() else {}
+        if info.get("started_at") and info.get("finished_at"):
+            from datetime import datetime
+
+            walls.append((datetime.fromisoformat(info["finished_at"]) - datetime.fromisoformat(info["started_at"])).total_seconds())
+    done = {r["op"]: float(r["elapsed_s"]) for r in ops_rows if r["status"] in ("PASS", "FAIL", "ERROR", "CRASH", "TIMEOUT", "SKIP")}
+    inventory = read_inventory(locate_suite(SUITE))
+    corpus = all_ops(inventory)
+    summary = {"suite": str(SUITE), "ref": inventory.tree.ref, "sample_parts": [str(d) for d in sample_dirs],
+               "ops_planned": len(ops_rows), "ops_ended": len(done),
+               "ops_by_status": dict(Counter(r["status"] for r in ops_rows)),
+               "strata_ended": dict(Counter(category(o, inventory.base_classes) for o in corpus if o.id in done)),
+               "wall_s": round(sum(walls), 1), "projection": project(corpus, done, inventory.base_classes),
+               **(extra or {})}
+    (out / "corpus.json").write_text(json.dumps(summary, indent=2) + "\n")
+    say("summary:", json.dumps({k: summary[k] for k in ("ops_ended", "ops_by_status", "wall_s")}),
+        "projected hours on 1/2/8 GPUs:", summary["projection"]["hours"])
+    return summary
+
+
+# -- commands ------------------------------------------------------------------------------------
+
+
+def cmd_plan() -> None:
+    inventory = read_inventory(locate_suite(SUITE))
+    corpus = all_ops(inventory)
+    sample = stratified_sample(corpus, SAMPLE_SIZE, inventory.base_classes)
+    print(f"{SUITE}: {len(corpus)} benchmarks; sample of {len(sample)} in {PARTS} parts")
+    strata_all = Counter(category(o, inventory.base_classes) for o in corpus)
+    strata_sample = Counter(category(o, inventory.base_classes) for o in sample)
+    for name in sorted(strata_all):
+        print(f"  {name:28} {strata_all[name]:4} in the corpus, {strata_sample[name]:3} sampled")
+    for k, part in enumerate(parts_of(sample, part_weights()), start=1):
+        print(f"  part {k}: {len(part)} ops, first: {', '.join(o.id for o in part[:6])} ...")
+    call2 = BUDGETS["sample2"] + BUDGETS["caliber"] + BUDGETS["throughput"]
+    print(f"budgets (s): {BUDGETS}; call 1 = sample1 ({BUDGETS['sample']:.0f} s + about 30 s of set-up); call 2 = "
+          f"sample2 + caliber + throughput ({call2:.0f} s + set-up)")
+
+
+def cmd_run(out: Path) -> None:
+    steps = os.environ.get("STEPS", " ".join([f"sample{k}" for k in range(1, PARTS + 1)] + ["caliber", "throughput"])).split()
+    RUNS.mkdir(parents=True, exist_ok=True)
+    out.mkdir(parents=True, exist_ok=True)
+    begin = time.monotonic()
+    say(f"steps {steps}, suite {SUITE}, devices {DEVICES}")
+    setup()
+    inventory = read_inventory(locate_suite(SUITE))
+    sample = stratified_sample(all_ops(inventory), SAMPLE_SIZE, inventory.base_classes)
+    for step in steps:
+        say(f"=== {step} ({time.monotonic() - begin:.0f} s)")
+        if step.startswith("sample"):
+            step_sample(int(step.removeprefix("sample") or 1), sample, out, inventory.base_classes)
+        elif step == "caliber":
+            step_caliber(out)
+        elif step == "throughput":
+            step_throughput(out)
+        else:
+            say(f"unknown step {step!r}")
+    summarize(sorted(p.parent for p in RUNS.glob("sample-*/ops_status.csv")), out,
+              {"steps": steps, "script_wall_s": round(time.monotonic() - begin, 1)})
+    (out / "corpus.log").write_text("\n".join(LOG) + "\n")
+
+
+def cmd_merge(dirs: Sequence[Path], out: Path) -> None:
+    """The calls' outputs into one: ops_status.csv, summary.csv, triage.csv, corpus.json (CPU only)."""
+    out.mkdir(parents=True, exist_ok=True)
+    parts = sorted(p for d in dirs for p in d.glob("sample-*") if p.is_dir())
+    for name in ("ops_status.csv", "summary.csv"):
+        rows = [row for p in parts for row in read_csv(p / name)]
+        write_csv(out / name, rows)
+    write_csv(out / "triage.csv", [row for d in dirs for t in sorted(d.glob("triage-*.csv")) for row in read_csv(t)],
+              ("op", "case", "status", "message"))
+    for name in ("caliber.csv", "throughput.csv"):
+        found = [d / name for d in dirs if (d / name).is_file()]
+        if found:
+            (out / name).write_bytes(found[-1].read_bytes())
+    summarize(parts, out)
+
+
+def main(argv: Sequence[str] | None = None) -> None:
+    parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+    parser.add_argument("command", choices=("plan", "run", "merge"))
+    parser.add_argument("dirs", nargs="*", type=Path, help="merge: the $OUT folders of the GPU calls")
+    parser.add_argument("--out", type=Path, default=Path(os.environ.get("OUT", "/tmp/flaggems-corpus-out")))
+    args = parser.parse_args(argv)
+    if args.command == "plan":
+        cmd_plan()
+    elif args.command == "run":
+        cmd_run(args.out)
+    else:
+        cmd_merge(args.dirs, args.out)
+
+
+if __name__ == "__main__":
+    main()

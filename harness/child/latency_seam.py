@@ -1,0 +1,560 @@
+"""FlagGems' ``Benchmark.get_latency``, taken over: the harness times, checks and records each row.
+
+Every FlagGems benchmark (both layouts, custom ``run()`` methods included) measures through
+``Benchmark.get_latency(self, op, *args, **kwargs)``: first torch's op (the baseline), then
+FlagGems' (``self.gems_op``, or torch's op inside ``flag_gems.use_gems()``) on the same argument
+objects. :class:`LatencySeam` answers those calls in the op process:
+
+- baseline call: copy the arguments before anything runs (in-place ops mutate them), compute
+  torch's output from a copy, time the call with the harness's timer;
+- candidate call: compute FlagGems' output from the untouched copy, compare it with torch's
+  (tolerance by dtype; a mismatch fails the row and nothing more is timed), time the call,
+  and append one Measurement to records.jsonl;
+- backward benchmarks (``is_backward``): the timed call is ``autograd.grad`` of the op's output,
+  as FlagGems' own; the comparison covers the output and the gradients for one ``dout``.
+
+Graph capture failures split three ways as for the harness's own cases: recoverable -> the row
+is timed by the direct timer (both sides), with the reason; fatal -> an error row; poisoned
+-> an error row, then the process ends under ``POISONED_EXIT``. Other exceptions become error
+rows and FlagGems' loop goes on to its next input. The latency returned to FlagGems is the
+median the harness measured, so FlagGems' own printout stays meaningful.
+
+Hook points for other timing work (a further timer, IR capture, autotune record/replay): the
+timers come from ``harness.child.plugins.timing.timers_for``; :meth:`LatencySeam.measure` is
+the one place a call is timed; :class:`RowWriter` is the one place a row is written.
+"""
+
+from __future__ import annotations
+
+import datetime as _dt
+import math
+import os
+import statistics
+import time
+from collections.abc import Callable, Iterator, Mapping, Sequence
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any, NoReturn
+
+from harness.backends.base import Peaks
+from harness.child.measure import roofline
+from harness.child.outputs import (
+    clone_tree,
+    compare_outputs,
+    describe_args,
+    dtype_name,
+    first_tensor_shape,
+)
+from harness.child.timing.base import CaptureFatal, CaptureRefused, Samples, Timer
+from harness.contract import POISONED_EXIT
+from harness.errors import ContextPoisoned
+from harness.results.schema import Correctness, Fallback, Measurement, Timing, case_id
+from harness.results.store import append_record
+
+__all__ = ["LatencySeam", "RowContext", "RowWriter", "SuiteTimers"]
+
+NO_SHAPE: tuple[int, ...] = ()
+NO_DTYPE = "any"  # rows of a benchmark function that failed or was skipped before any input
+
+
+def _now() -> str:
+    return _dt.datetime.now(_dt.UTC).isoformat(timespec="seconds")
+
+
+@dataclass(frozen=True)
+class SuiteTimers:
+    primary: Timer
+    fallback: Timer | None  # the direct timer behind a graph timer
+    denied: str = ""  # why graph capture is not tried for this op (its capture deny list entry), else ""
+
+
+@dataclass(frozen=True)
+class RowContext:
+    """What every row of this op process shares."""
+
+    run_id: str
+    op: str
+    provider: str
+    backend: str
+    device: str
+    device_name: str
+    cache: str
+    seed: int
+    records: Path
+    skip_cases: frozenset[str] = frozenset()
+    notes: tuple[str, ...] = ()  # said on every row (a --shapes-file entry that was not applied)
+    unchecked: str = ""  # why outputs are not compared for this op (random ops), else ""
+    peaks: Peaks | None = None
+
+
+@dataclass
+class RowWriter:
+    """Case ids (a second input of the same dtype and shape gets ``provider.v2``) and records."""
+
+    ctx: RowContext
+    counts: dict[tuple[str, tuple[int, ...]], int] = field(default_factory=dict)
+    written: int = 0
+
+    def key(self, dtype: str, shape: tuple[int, ...]) -> tuple[str, str]:
+        """(provider, case id) of the next row of this dtype and shape."""
+        n = self.counts.get((dtype, shape), 0) + 1
+        self.counts[(dtype, shape)] = n
+        provider = self.ctx.provider if n == 1 else f"{self.ctx.provider}.v{n}"
+        return provider, case_id(self.ctx.op, provider, dtype, shape)
+
+    def recorded(self, key: str) -> bool:
+        return key in self.ctx.skip_cases
+
+    def write(self, provider: str, dtype: str, shape: tuple[int, ...], status: str, timer: str,
+              direction: str = "forward", notes: Sequence[str] = (), **fields: Any) -> Measurement:
+        ctx = self.ctx
+        record = Measurement(
+            run_id=ctx.run_id, op=ctx.op, provider=provider, dtype=dtype, shape=tuple(shape),
+            backend=ctx.backend, device=ctx.device, device_name=ctx.device_name, timer=timer,
+            status=status, cache=ctx.cache, seed=ctx.seed, direction=direction,
+            notes=tuple(dict.fromkeys([*notes, *ctx.notes])), **fields,
+        )
+        append_record(ctx.records, record)
+        self.written += 1
+        return record
+
+    def other(self, status: str, message: str, timer: str, facts: Mapping[str, Any], dtype: str = NO_DTYPE,
+              direction: str = "forward", notes: Sequence[str] = ()) -> None:
+        """A row that timed nothing (a skipped dtype, a benchmark that failed before any input)."""
+        provider, key = self.key(dtype, NO_SHAPE)
+        if not self.recorded(key):
+            self.write(provider, dtype, NO_SHAPE, status, timer, direction=direction, notes=notes, message=message,
+                       started_at=_now(), extra={"suite": dict(facts)})
+
+
+def _median(samples: Samples | None) -> float:
+    """What FlagGems gets back from get_latency (ms): the median the harness measured."""
+    return float(statistics.median(samples.values)) if samples is not None and samples.values else 1.0
+
+
+def _identity(value: Any) -> tuple[int, ...]:
+    return tuple(id(v) for v in value)
+
+
+@dataclass
+class _Pending:
+    """A baseline call waiting for its candidate."""
+
+    bench: Any
+    arg_ids: tuple[int, ...]
+    dtype: str
+    shape: tuple[int, ...]
+    provider: str
+    key: str
+    facts: dict[str, Any]
+    direction: str
+    notes: list[str]
+    started: float
+    started_at: str
+    skip: bool = False
+    snapshot: Any = None  # (args, kwargs) copied before anything ran
+    reference: Any = None  # torch's outputs (and mutated inputs, gradients)
+    dout: Any = None
+    error: str = ""
+    baseline: Samples | None = None
+    baseline_fn: Callable[[], Any] | None = None
+    fallback: Fallback | None = None
+
+
+@dataclass
+class _Timed:
+    """A row whose both sides ran: what its record needs."""
+
+    pending: _Pending
+    bench: Any
+    args: tuple[Any, ...]
+    kwargs: dict[str, Any]
+    samples: Samples
+    correctness: Correctness | None
+
+
+class LatencySeam:
+    """The replacement of ``Benchmark.get_latency`` and ``Benchmark.set_dtypes`` for one op process."""
+
+    def __init__(self, writer: RowWriter, timers: SuiteTimers, dtypes: Sequence[str],
+                 under_gems: Callable[[], bool] = lambda: False, level: str = "") -> None:
+        self.writer = writer
+        self.timers = timers
+        self.dtypes = tuple(dtypes)  # requested; () = every dtype each benchmark declares
+        self.under_gems = under_gems
+        self.level = level
+        self.pending: _Pending | None = None
+        self.item = ""  # the pytest node running now
+        self.item_rows = 0
+        self.current_dtype: Any = None
+        self.rescued: dict[int, str] = {}  # id(bench) -> the dtype-rescue note of its rows
+        self.deferred: _Timed | None = None  # a row whose torch side is to be timed again (direct)
+
+    # -- items ---------------------------------------------------------------------------------
+
+    def begin_item(self, nodeid: str) -> None:
+        self.item, self.item_rows, self.current_dtype = nodeid, 0, None
+
+    def end_item(self) -> None:
+        self.complete_deferred()
+        self.flush_pending("FlagGems' benchmark timed only torch for this input (no FlagGems call followed)")
+
+    def _facts(self, bench: Any = None, **more: Any) -> dict[str, Any]:
+        facts: dict[str, Any] = {"nodeid": self.item, "level": self.level}
+        if bench is not None:
+            facts.update(op_name=str(getattr(bench, "op_name", "")), bench_class=type(bench).__name__,
+                         inplace=bool(getattr(bench, "is_inplace", False)),
+                         autograd=bool(getattr(bench, "is_backward", False)))
+        facts.update(more)
+        return facts
+
+    def _direction(self, bench: Any) -> str:
+        names = (self.item, str(getattr(bench, "op_name", "")))
+        return "backward" if getattr(bench, "is_backward", False) or any("backward" in n for n in names) else "forward"
+
+    def item_outcome(self, status: str, message: str) -> None:
+        """A failed or skipped benchmark function: its row (FlagGems' reason), unless it already
+        wrote rows for this reason (a failure after some inputs still gets one)."""
+        if status == "skip" and self.item_rows:
+            return
+        self.writer.other(status, message, self.timers.primary.name, self._facts(),
+                          direction="backward" if "backward" in self.item else "forward")
+        self.item_rows += 1
+
+    # -- dtypes --------------------------------------------------------------------------------
+
+    def set_dtypes(self, bench: Any, original: Callable[[Any, Any], None], user_dtypes: Any) -> None:
+        """Narrow the benchmark to the requested dtypes it declares; a requested dtype it lacks
+        gets a skip row; when it declares none of them, it runs its own (dtype rescue)."""
+        original(bench, user_dtypes)
+        self._track_inputs(bench)
+        if not self.dtypes:
+            return
+        declared = [d for d in getattr(bench, "dtypes", []) or [] if d is not None]
+        by_name = {dtype_name(d): d for d in declared}
+        chosen = [by_name[name] for name in self.dtypes if name in by_name]
+        own = ", ".join(by_name) or "none"
+        op_name = str(getattr(bench, "op_name", ""))
+        if not chosen:
+            bench.to_bench_dtypes = list(declared)
+            self.rescued[id(bench)] = (f"dtype rescue: FlagGems' {op_name} benchmark declares none of "
+                                       f"{', '.join(self.dtypes)}; ran its own dtypes ({own})")
+            return
+        bench.to_bench_dtypes = chosen
+        for name in self.dtypes:
+            if name not in by_name:
+                self.writer.other("skip", f"FlagGems' {op_name} benchmark does not declare {name} (it declares {own}); "
+                                  f"FlagGems refuses it: \"Given dtype(s) can't be supported by this op\"",
+                                  self.timers.primary.name, self._facts(bench), dtype=name,
+                                  direction=self._direction(bench))
+                self.item_rows += 1
+
+    def _track_inputs(self, bench: Any) -> None:
+        """Know the dtype of each input: FlagGems' loop does not pass it to get_latency."""
+        original = bench.get_input_iter
+        if getattr(original, "_harness_tracked", False):
+            return
+        seam = self
+
+        def tracked(dtype: Any) -> Iterator[Any]:
+            for item in original(dtype):
+                seam.current_dtype = dtype
+                yield item
+
+        tracked._harness_tracked = True  # type: ignore[attr-defined]
+        bench.get_input_iter = tracked
+
+    # -- get_latency ---------------------------------------------------------------------------
+
+    def get_latency(self, bench: Any, op: Callable[..., Any], args: tuple[Any, ...], kwargs: dict[str, Any]) -> float:
+        pending = self.pending
+        ids = _identity(args) + _identity(kwargs.values())
+        gems_op = getattr(bench, "gems_op", None)
+        explicit = gems_op is not None and op is gems_op
+        if pending is not None and pending.bench is bench and (
+                ids == pending.arg_ids or op is not getattr(bench, "torch_op", None) or self.under_gems()):
+            self.pending = None
+            return self._candidate(pending, bench, op, args, kwargs, ids)
+        if pending is not None:
+            self.flush_pending("FlagGems' benchmark timed only torch for this input (no FlagGems call followed)")
+        if explicit or self.under_gems():
+            return self._alone(bench, op, args, kwargs)
+        self.complete_deferred()  # outside use_gems(): torch's side of the previous row may be timed again
+        return self._baseline(bench, op, args, kwargs, ids)
+
+    def _dtype(self, args: tuple[Any, ...], kwargs: Mapping[str, Any]) -> str:
+        if self.current_dtype is not None:
+            return dtype_name(self.current_dtype)
+        import torch
+
+        first = next((a for a in (*args, *kwargs.values()) if isinstance(a, torch.Tensor)), None)
+        return dtype_name(first.dtype) if first is not None else NO_DTYPE
+
+    def _start(self, bench: Any, args: tuple[Any, ...], kwargs: dict[str, Any], ids: tuple[int, ...]) -> _Pending:
+        dtype = self._dtype(args, kwargs)
+        shape = first_tensor_shape(args, kwargs)
+        provider, key = self.writer.key(dtype, shape)
+        notes = [self.rescued[id(bench)]] if id(bench) in self.rescued else []
+        self.item_rows += 1
+        return _Pending(bench=bench, arg_ids=ids, dtype=dtype, shape=shape, provider=provider, key=key,
+                        facts=self._facts(bench, shape_detail=describe_args(args, kwargs)),
+                        direction=self._direction(bench), notes=notes, started=time.perf_counter(),
+                        started_at=_now(), skip=self.writer.recorded(key))
+
+    def _baseline(self, bench: Any, op: Callable[..., Any], args: tuple[Any, ...], kwargs: dict[str, Any],
+                  ids: tuple[int, ...]) -> float:
+        pending = self._start(bench, args, kwargs, ids)
+        self.pending = pending
+        if pending.skip:  # recorded by an earlier attempt (resume, retry)
+            return 1.0
+        try:
+            pending.snapshot = clone_tree((args, kwargs))
+            if not self.writer.ctx.unchecked:
+                snap_args, snap_kwargs = clone_tree(pending.snapshot)
+                pending.reference, pending.dout = self._outputs(bench, op, snap_args, snap_kwargs, None)
+            fn = self._timed_fn(bench, op, args, kwargs)
+            pending.baseline_fn = fn
+            pending.baseline, pending.fallback = self.measure(fn)
+        except ContextPoisoned as poisoned:
+            self._poisoned(pending, poisoned)
+        except CaptureFatal as fatal:
+            pending.error = f"torch's call: fatal device error during graph capture: {fatal}"
+        except Exception as exc:  # noqa: BLE001 - the row says what torch's call raised
+            pending.error = f"torch's call raised {type(exc).__name__}: {str(exc)[:500]}"
+        return _median(pending.baseline)
+
+    def _timed_fn(self, bench: Any, op: Callable[..., Any], args: tuple[Any, ...], kwargs: dict[str, Any]) -> Callable[[], Any]:
+        """What FlagGems' get_latency times: the call, or for a backward benchmark autograd.grad
+        of its output (the forward built once, here, inside use_gems for FlagGems' side)."""
+        if not getattr(bench, "is_backward", False):
+            return lambda: op(*args, **kwargs)
+        import torch
+
+        out = op(*args, **kwargs)
+        dout = torch.randn_like(out)
+        xs = [a for a in args if isinstance(a, torch.Tensor) and a.requires_grad]
+        return lambda: torch.autograd.grad((out,), xs, grad_outputs=(dout,), retain_graph=True)
+
+    def _outputs(self, bench: Any, op: Callable[..., Any], args: Any, kwargs: Any, dout: Any) -> tuple[Any, Any]:
+        """(what to compare, the dout used): the output, the inputs an in-place or ``out=`` call
+        wrote, and for a backward benchmark the gradients for ``dout`` (made from the first
+        call's output when None)."""
+        import torch
+
+        out = op(*args, **kwargs)
+        compared: list[Any] = [out]
+        if getattr(bench, "is_inplace", False) or "out" in kwargs:
+            compared.append([a for a in args if isinstance(a, torch.Tensor)])
+        if getattr(bench, "is_backward", False):
+            xs = [a for a in args if isinstance(a, torch.Tensor) and a.requires_grad]
+            if dout is None:
+                gen = torch.Generator(device=out.device).manual_seed(self.writer.ctx.seed)
+                dout = torch.randn(out.shape, dtype=out.dtype, device=out.device, generator=gen)
+            compared.append(list(torch.autograd.grad((out,), xs, grad_outputs=(dout,))))
+        return compared, dout
+
+    def measure(self, fn: Callable[[], Any]) -> tuple[Samples, Fallback | None]:
+        """Time ``fn`` with the primary timer; a refused graph capture (or a denied one) times it
+        with the direct timer and says why."""
+        timers = self.timers
+        if timers.denied and timers.fallback is not None:
+            return timers.fallback.measure(fn), Fallback("capture", "denied", timers.denied)
+        try:
+            return timers.primary.measure(fn), None
+        except CaptureRefused as refused:
+            if timers.fallback is None:
+                raise
+            return timers.fallback.measure(fn), Fallback(refused.phase, refused.reason, refused.detail)
+
+    def _candidate(self, pending: _Pending, bench: Any, op: Callable[..., Any], args: tuple[Any, ...],
+                   kwargs: dict[str, Any], ids: tuple[int, ...]) -> float:
+        base_ms = _median(pending.baseline)
+        if pending.skip:
+            return base_ms
+        try:
+            return self._finish(pending, bench, op, args, kwargs, ids, base_ms)
+        except ContextPoisoned as poisoned:
+            self._poisoned(pending, poisoned)
+
+    def _poisoned(self, pending: _Pending, poisoned: ContextPoisoned) -> NoReturn:
+        """The device context is dead: the row says so and the op's process ends now (FlagGems'
+        loop would catch the exception and carry on with a dead context); the run goes on."""
+        self._row(pending, "error", message=f"poisoned: {poisoned}", extra_notes=("poisoned",))
+        os._exit(POISONED_EXIT)
+
+    def _finish(self, pending: _Pending, bench: Any, op: Callable[..., Any], args: tuple[Any, ...],
+                kwargs: dict[str, Any], ids: tuple[int, ...], base_ms: float) -> float:
+        if pending.error:
+            self._row(pending, "error", message=pending.error)
+            return base_ms
+        correctness: Correctness | None = None
+        unchecked = self.writer.ctx.unchecked
+        if not unchecked and ids != pending.arg_ids:
+            unchecked = "torch and FlagGems were given different inputs by the benchmark; outputs not compared"
+        if unchecked:
+            pending.notes.append(unchecked)
+        try:
+            if not unchecked:
+                snap_args, snap_kwargs = pending.snapshot
+                got, _ = self._outputs(bench, op, snap_args, snap_kwargs, pending.dout)
+                pending.snapshot = None
+                comparison = compare_outputs(got, pending.reference)
+                del got
+                pending.reference = None
+                correctness = comparison.correctness
+                pending.notes.extend(comparison.notes)
+                if not correctness.passed:
+                    self._row(pending, "fail", correctness=correctness, message=_mismatch(pending.key, correctness))
+                    return base_ms
+            fn = self._timed_fn(bench, op, args, kwargs)
+            fallback: Fallback | None = pending.fallback
+            if fallback is not None and self.timers.fallback is not None:
+                samples = self.timers.fallback.measure(fn)  # torch's side fell back: so does this one
+            else:
+                samples, fallback = self.measure(fn)
+        except CaptureFatal as fatal:
+            self._row(pending, "error", correctness=correctness, message=f"fatal device error, no latency: {fatal}",
+                      extra_notes=("fatal",))
+            return base_ms
+        except (ContextPoisoned, KeyboardInterrupt):
+            raise
+        except Exception as exc:  # noqa: BLE001 - FlagGems' call raised: the row says so, the loop goes on
+            self._row(pending, "error", correctness=correctness,
+                      message=f"FlagGems' call raised {type(exc).__name__}: {str(exc)[:500]}")
+            return base_ms
+        done = _Timed(pending, bench, args, kwargs, samples, correctness)
+        if fallback is not None and pending.fallback is None:
+            # One timer per row: torch's side must be timed again by the direct timer, but not
+            # here, inside FlagGems' use_gems() (torch's call would run FlagGems' kernels). The
+            # row is completed at the next call outside it (the next input, or the item's end).
+            pending.fallback = fallback
+            self.deferred = done
+        else:
+            self._passed(done)
+        return _median(samples)
+
+    def complete_deferred(self) -> None:
+        """Time torch's side of a row again with the direct timer, outside use_gems(), and write it."""
+        done, self.deferred = self.deferred, None
+        if done is None:
+            return
+        assert self.timers.fallback is not None and done.pending.baseline_fn is not None
+        try:
+            done.pending.baseline = self.timers.fallback.measure(done.pending.baseline_fn)
+        except ContextPoisoned as poisoned:
+            self._poisoned(done.pending, poisoned)
+        except KeyboardInterrupt:
+            raise
+        except Exception as exc:  # noqa: BLE001
+            self._row(done.pending, "error", message=f"torch's call raised {type(exc).__name__} when timed again by "
+                                                     f"the direct timer: {str(exc)[:500]}")
+            return
+        self._passed(done)
+
+    def _passed(self, done: _Timed) -> None:
+        pending, bench, args, kwargs, samples, correctness = (done.pending, done.bench, done.args, done.kwargs,
+                                                              done.samples, done.correctness)
+        assert pending.baseline is not None
+        base, cand = Timing.of(pending.baseline.values), Timing.of(samples.values)
+        base_ms, cand_ms = base.summary.median, cand.summary.median
+        gbps, base_gbps = _gbps(bench, args, cand_ms), _gbps(bench, args, base_ms)
+        flops = _flops(bench, args, kwargs)
+        tflops = flops / (cand_ms * 1e-3) / 1e12 if flops and cand_ms > 0 else None
+        notes = [f"{side} noisy (IQR/median did not settle)" for side, s in
+                 (("candidate", samples), ("baseline", pending.baseline)) if s.noisy]
+        extra: dict[str, Any] = {"suite": pending.facts}
+        if flops:
+            extra["flops"] = flops
+        if base_gbps is not None:
+            extra["baseline_gbps"] = base_gbps
+        extra.update(roofline(self.writer.ctx.peaks, gbps, tflops, pending.dtype))
+        self._row(pending, "pass", timer=samples.timer, correctness=correctness, baseline=base, candidate=cand,
+                  speedup=base_ms / cand_ms if cand_ms > 0 else None, gbps=gbps, tflops=tflops,
+                  extra_notes=tuple(notes), extra=extra)
+
+    def _row(self, pending: _Pending, status: str, timer: str | None = None, extra_notes: Sequence[str] = (),
+             extra: dict[str, Any] | None = None, **fields: Any) -> None:
+        self.writer.write(pending.provider, pending.dtype, pending.shape, status,
+                          timer or (pending.baseline.timer if pending.baseline else self.timers.primary.name),
+                          direction=pending.direction, notes=[*pending.notes, *extra_notes],
+                          fallback=pending.fallback, started_at=pending.started_at,
+                          duration_s=time.perf_counter() - pending.started,
+                          extra=extra if extra is not None else {"suite": pending.facts}, **fields)
+
+    def _alone(self, bench: Any, op: Callable[..., Any], args: tuple[Any, ...], kwargs: dict[str, Any]) -> float:
+        """A FlagGems call with no torch call before it: timed, not compared (no reference)."""
+        pending = self._start(bench, args, kwargs, ())
+        if pending.skip:
+            return 1.0
+        try:
+            samples, pending.fallback = self.measure(self._timed_fn(bench, op, args, kwargs))
+        except ContextPoisoned as poisoned:
+            self._poisoned(pending, poisoned)
+        except KeyboardInterrupt:
+            raise
+        except Exception as exc:  # noqa: BLE001
+            self._row(pending, "error", message=f"FlagGems' call raised {type(exc).__name__}: {str(exc)[:500]}")
+            return 1.0
+        self._row(pending, "skip", timer=samples.timer,
+                  message="FlagGems' benchmark timed only FlagGems for this input (no torch call before it): "
+                          f"{_median(samples):.6g} ms, nothing to compare with",
+                  candidate=Timing.of(samples.values))
+        return _median(samples)
+
+    def flush_pending(self, message: str) -> None:
+        pending, self.pending = self.pending, None
+        if pending is None or pending.skip:
+            return
+        if pending.error:
+            self._row(pending, "error", message=pending.error)
+            return
+        self._row(pending, "skip", message=message,
+                  baseline=Timing.of(pending.baseline.values) if pending.baseline else None)
+
+
+def _mismatch(key: str, c: Correctness) -> str:
+    if c.shape_mismatch:
+        what = f"output shape differs: {c.shape_mismatch}"
+    elif c.nan:
+        what = "NaN in FlagGems' output where torch's is finite"
+    elif c.nonfinite:
+        what = f"{c.nonfinite} non-finite value(s) where torch's output is finite"
+    else:
+        what = f"{c.mismatched} of {c.numel} elements outside atol={c.atol:g} rtol={c.rtol:g}"
+    errors = (f"; max abs err {c.max_abs:.3g}, max rel err {c.max_rel:.3g}"
+              if c.max_abs is not None and c.max_rel is not None else "")
+    return f"{key}: FlagGems' output does not match torch's ({what}){errors}"
+
+
+def _overrides(bench: Any, name: str) -> bool:
+    """Whether a class below FlagGems' Benchmark defines ``name`` (it states bytes or FLOPs)."""
+    for cls in type(bench).__mro__:
+        if name in vars(cls):
+            return cls.__name__ != "Benchmark"
+    return False
+
+
+def _gbps(bench: Any, args: Sequence[Any], latency_ms: float) -> float | None:
+    """GB/s by the benchmark's own get_gbps, where it states its bytes (a class overrides it,
+    or it measures gbps itself)."""
+    metrics = getattr(bench, "to_bench_metrics", None) or []
+    if latency_ms <= 0 or not (_overrides(bench, "get_gbps") or "gbps" in metrics):
+        return None
+    try:
+        value = bench.get_gbps(list(args), latency=latency_ms)
+    except Exception:  # noqa: BLE001 - the base class raises NotImplementedError: no byte count
+        return None
+    return float(value) if isinstance(value, (int, float)) and math.isfinite(value) else None
+
+
+def _flops(bench: Any, args: Sequence[Any], kwargs: Mapping[str, Any]) -> float | None:
+    """FLOPs by the benchmark's get_tflops (it returns a count), where it states them."""
+    metrics = getattr(bench, "to_bench_metrics", None) or []
+    if not (_overrides(bench, "get_tflops") or "tflops" in metrics):
+        return None
+    try:
+        value = bench.get_tflops(bench.torch_op, *args, **kwargs)
+    except Exception:  # noqa: BLE001
+        return None
+    return float(value) if isinstance(value, (int, float)) and math.isfinite(value) and value > 0 else None
+

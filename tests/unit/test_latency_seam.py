@@ -1,0 +1,277 @@
+"""The op process's answer to FlagGems' get_latency, in process on the CPU: pairing torch's and
+FlagGems' calls, copies for in-place ops, output checks, the graph timer's three capture failures,
+dtype narrowing and rescue, resume, and the output comparison itself."""
+
+from __future__ import annotations
+
+import contextlib
+from collections.abc import Callable, Iterator
+from pathlib import Path
+from typing import Any
+
+import pytest
+import torch
+
+from harness.child.latency_seam import LatencySeam, RowContext, RowWriter, SuiteTimers
+from harness.child.outputs import compare_outputs, describe_args, first_tensor_shape
+from harness.child.timing.base import CaptureFatal, CaptureRefused, Samples
+from harness.contract import POISONED_EXIT
+from harness.errors import ContextPoisoned
+from harness.results.schema import Measurement
+from harness.results.store import read_records
+
+
+class Timer:
+    """Calls the function twice; says it took ``ms``; can refuse, break or poison instead."""
+
+    def __init__(self, name: str = "graph", ms: float = 2.0, fail: type[Exception] | None = None,
+                 fail_after: int = 0) -> None:
+        self.name, self.ms, self.fail, self.fail_after, self.calls = name, ms, fail, fail_after, 0
+
+    def measure(self, fn: Callable[[], Any]) -> Samples:
+        self.calls += 1
+        if self.fail is not None and self.calls > self.fail_after:
+            if self.fail is CaptureRefused:
+                raise CaptureRefused("capture", "capture-failed", "operation not permitted when stream is capturing")
+            raise self.fail("boom")
+        fn()
+        fn()
+        return Samples((self.ms, self.ms * 1.5, self.ms * 0.5), self.name)
+
+
+class Bench:
+    """What the seam reads of FlagGems' Benchmark."""
+
+    def __init__(self, op_name: str, torch_op: Callable[..., Any], gems_op: Callable[..., Any] | None = None,
+                 dtypes: list[Any] | None = None, is_inplace: bool = False, is_backward: bool = False) -> None:
+        self.op_name, self.torch_op, self.gems_op = op_name, torch_op, gems_op
+        self.dtypes = dtypes or [torch.float32]
+        self.to_bench_dtypes = self.dtypes
+        self.is_inplace, self.is_backward = is_inplace, is_backward
+        self.to_bench_metrics = ["latency_base", "latency", "speedup"]
+
+    def set_dtypes(self, wanted: Any) -> None:
+        self.to_bench_dtypes = wanted or self.dtypes
+
+    def get_input_iter(self, dtype: Any) -> Iterator[tuple[Any, ...]]:
+        yield (torch.randn(8, 4).to(dtype), torch.randn(8, 4).to(dtype))
+
+    def get_tflops(self, op: Any, *args: Any, **kwargs: Any) -> int:
+        return 64
+
+
+class Gems:
+    active = False
+
+
+@contextlib.contextmanager
+def use_gems() -> Iterator[None]:
+    Gems.active = True
+    try:
+        yield
+    finally:
+        Gems.active = False
+
+
+def seam_for(tmp_path: Path, timer: Timer | None = None, fallback: Timer | None = None, dtypes: tuple[str, ...] = (),
+             skip: frozenset[str] = frozenset(), unchecked: str = "", denied: str = "") -> LatencySeam:
+    ctx = RowContext(run_id="r", op="add", provider="flaggems-suite", backend="cuda", device="0", device_name="H",
+                     cache="cold", seed=0, records=tmp_path / "records.jsonl", skip_cases=skip,
+                     notes=("said on every row",), unchecked=unchecked)
+    return LatencySeam(RowWriter(ctx), SuiteTimers(timer or Timer(), fallback, denied), dtypes,
+                       under_gems=lambda: Gems.active, level="core")
+
+
+def run(seam: LatencySeam, bench: Bench, gems: Callable[..., Any] | None = None) -> None:
+    """FlagGems' run(): per dtype and input, torch's call then FlagGems' (explicit or under use_gems)."""
+    seam.set_dtypes(bench, type(bench).set_dtypes, None)
+    seam.begin_item("test_x.py::test_x")
+    for dtype in bench.to_bench_dtypes:
+        for item in bench.get_input_iter(dtype):
+            args = list(item)
+            seam.get_latency(bench, bench.torch_op, tuple(args), {})
+            if bench.gems_op is not None:
+                seam.get_latency(bench, bench.gems_op, tuple(args), {})
+            else:
+                with use_gems():
+                    seam.get_latency(bench, gems or bench.torch_op, tuple(args), {})
+    seam.end_item()
+
+
+def rows(tmp_path: Path) -> list[Measurement]:
+    path = tmp_path / "records.jsonl"
+    return read_records(path) if path.exists() else []
+
+
+def test_a_row_pairs_torch_and_flaggems_checks_outputs_and_keeps_both_timings(tmp_path: Path) -> None:
+    seam = seam_for(tmp_path)
+    run(seam, Bench("add", torch.add, dtypes=[torch.float32, torch.bfloat16]))
+    first, second = rows(tmp_path)
+    assert first.case_id == "add[flaggems-suite-float32-8x4]" and second.dtype == "bfloat16"
+    assert first.status == "pass" and first.timer == "graph" and first.direction == "forward"
+    assert first.correctness is not None and first.correctness.passed and first.correctness.atol == 1e-4
+    assert first.baseline is not None and first.candidate is not None and first.speedup == 1.0
+    assert first.tflops == pytest.approx(64 / 2e-3 / 1e12) and first.extra["flops"] == 64
+    assert first.extra["suite"]["shape_detail"] == [[8, 4], [8, 4]] and "said on every row" in first.notes
+
+
+def test_a_wrong_flaggems_output_fails_the_row_and_is_not_timed(tmp_path: Path) -> None:
+    timer = Timer()
+    run(seam_for(tmp_path, timer), Bench("add", torch.add), gems=lambda a, b: a + b + 1)
+    (row,) = rows(tmp_path)
+    assert row.status == "fail" and row.speedup is None and row.candidate is None
+    assert "FlagGems' output does not match torch's (32 of 32 elements outside" in row.message
+    assert timer.calls == 1  # torch's side only
+
+
+def test_in_place_ops_are_compared_from_copies_taken_before_torch_ran(tmp_path: Path) -> None:
+    run(seam_for(tmp_path), Bench("add_", torch.Tensor.add_, is_inplace=True))
+    (row,) = rows(tmp_path)
+    assert row.status == "pass", row.message  # the timing loops mutated the inputs; the copies did not
+
+
+def test_backward_benchmarks_compare_gradients_and_say_backward(tmp_path: Path) -> None:
+    class Backward(Bench):
+        def get_input_iter(self, dtype: Any) -> Iterator[tuple[Any, ...]]:
+            yield (torch.randn(8, 4, dtype=dtype).requires_grad_(), 1)
+
+    run(seam_for(tmp_path), Backward("softmax_backward", torch.softmax, is_backward=True))
+    (row,) = rows(tmp_path)
+    assert row.status == "pass" and row.direction == "backward" and row.correctness is not None
+    assert row.correctness.numel == 2 * 32  # the output and the gradient
+
+
+def test_different_inputs_to_the_two_sides_are_timed_but_not_compared(tmp_path: Path) -> None:
+    seam = seam_for(tmp_path)
+    bench = Bench("pack", torch.neg, gems_op=lambda x: -x)
+    seam.begin_item("test_pack.py::test_pack")
+    seam.get_latency(bench, bench.torch_op, (torch.ones(4),), {})
+    seam.get_latency(bench, bench.gems_op, (torch.ones(4) * 2,), {})  # type: ignore[arg-type]
+    seam.end_item()
+    (row,) = rows(tmp_path)
+    assert row.status == "pass" and row.correctness is None and any("different inputs" in n for n in row.notes)
+
+
+def test_random_ops_are_timed_without_comparison(tmp_path: Path) -> None:
+    run(seam_for(tmp_path, unchecked="outputs not compared: random output ('uniform_')"),
+        Bench("uniform_", lambda a, b: a.uniform_(), is_inplace=True))
+    (row,) = rows(tmp_path)
+    assert row.status == "pass" and row.correctness is None and "random output" in " ".join(row.notes)
+
+
+def test_a_refused_capture_times_the_whole_row_with_the_direct_timer(tmp_path: Path) -> None:
+    graph, direct = Timer("graph", fail=CaptureRefused, fail_after=1), Timer("direct", ms=3.0)
+    run(seam_for(tmp_path, graph, direct), Bench("add", torch.add))
+    (row,) = rows(tmp_path)
+    # torch's side was captured, FlagGems' was refused: torch's is timed again by direct, outside use_gems
+    assert row.status == "pass" and row.timer == "direct" and direct.calls == 2
+    assert row.fallback is not None and row.fallback.reason == "capture-failed"
+    assert row.baseline is not None and row.baseline.summary.median == 3.0
+
+
+def test_a_deny_listed_op_is_timed_direct_and_says_why(tmp_path: Path) -> None:
+    graph, direct = Timer("graph"), Timer("direct")
+    run(seam_for(tmp_path, graph, direct, denied="'add' is on the musa capture deny list"), Bench("add", torch.add))
+    (row,) = rows(tmp_path)
+    assert graph.calls == 0 and row.timer == "direct" and row.fallback is not None
+    assert row.fallback.reason == "denied" and "deny list" in row.fallback.detail
+
+
+def test_a_fatal_capture_errors_the_row_and_the_loop_goes_on(tmp_path: Path) -> None:
+    run(seam_for(tmp_path, Timer("graph", fail=CaptureFatal, fail_after=1), Timer("direct")),
+        Bench("add", torch.add, dtypes=[torch.float32, torch.float16]))
+    first, second = rows(tmp_path)
+    assert first.status == "error" and "fatal device error" in first.message and "fatal" in first.notes
+    assert second.status == "error"  # every later capture is fatal too in this stand-in
+
+
+def test_a_poisoned_context_writes_its_row_and_ends_the_process(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    exits: list[int] = []
+
+    def fake_exit(code: int) -> None:
+        exits.append(code)
+        raise SystemExit(code)
+
+    monkeypatch.setattr("harness.child.latency_seam.os._exit", fake_exit)
+    with pytest.raises(SystemExit):
+        run(seam_for(tmp_path, Timer("graph", fail=ContextPoisoned), Timer("direct")), Bench("add", torch.add))
+    (row,) = rows(tmp_path)
+    assert exits == [POISONED_EXIT] and row.status == "error" and "poisoned" in row.notes
+
+
+def test_requested_dtypes_narrow_the_benchmark_and_missing_ones_skip(tmp_path: Path) -> None:
+    seam = seam_for(tmp_path, dtypes=("bfloat16", "int32"))
+    run(seam, Bench("add", torch.add, dtypes=[torch.float16, torch.bfloat16, None]))
+    skipped, passed = rows(tmp_path)
+    assert (skipped.status, skipped.dtype) == ("skip", "int32") and "does not declare int32" in skipped.message
+    assert (passed.status, passed.dtype) == ("pass", "bfloat16")
+
+
+def test_a_benchmark_declaring_none_of_the_dtypes_runs_its_own_and_says_so(tmp_path: Path) -> None:
+    run(seam_for(tmp_path, dtypes=("bfloat16",)), Bench("bitwise_not", torch.bitwise_and, dtypes=[torch.int32]))
+    (row,) = rows(tmp_path)
+    assert row.status == "pass" and row.dtype == "int32"
+    assert "dtype rescue: FlagGems' bitwise_not benchmark declares none of bfloat16; ran its own dtypes (int32)" in row.notes
+
+
+def test_rows_recorded_by_an_earlier_attempt_are_not_measured_again(tmp_path: Path) -> None:
+    timer = Timer()
+    run(seam_for(tmp_path, timer, skip=frozenset({"add[flaggems-suite-float32-8x4]"})),
+        Bench("add", torch.add, dtypes=[torch.float32, torch.float16]))
+    (row,) = rows(tmp_path)
+    assert row.dtype == "float16" and timer.calls == 2
+
+
+def test_a_second_input_of_the_same_dtype_and_shape_gets_its_own_case(tmp_path: Path) -> None:
+    class Twice(Bench):
+        def get_input_iter(self, dtype: Any) -> Iterator[tuple[Any, ...]]:
+            yield (torch.randn(8, 4), torch.randn(8, 4))
+            yield (torch.randn(8, 4), torch.randn(4))
+
+    run(seam_for(tmp_path), Twice("add", torch.add))
+    assert [r.provider for r in rows(tmp_path)] == ["flaggems-suite", "flaggems-suite.v2"]
+
+
+def test_a_raising_call_is_an_error_row_and_a_failed_function_gets_one_too(tmp_path: Path) -> None:
+    def broken(a: Any, b: Any) -> Any:
+        raise RuntimeError("triton compile failed")
+
+    seam = seam_for(tmp_path)
+    run(seam, Bench("add", torch.add), gems=broken)
+    seam.begin_item("test_y.py::test_y")
+    seam.item_outcome("skip", "Issue 1: not on this vendor")
+    error, skipped = rows(tmp_path)
+    assert error.status == "error" and "FlagGems' call raised RuntimeError: triton compile failed" in error.message
+    assert (skipped.status, skipped.dtype, skipped.shape) == ("skip", "any", ())
+
+
+# -- the output comparison ---------------------------------------------------------------------------
+
+
+def test_outputs_compare_leaf_by_leaf_with_the_tolerance_of_their_dtype() -> None:
+    x = torch.randn(16, 8)
+    values, indices = torch.sort(x, dim=1)
+    assert compare_outputs((values, indices.flip(1)), (values, indices)).correctness.passed  # indices beside values
+    assert not compare_outputs(torch.arange(4), torch.arange(4).flip(0)).correctness.passed  # integers: exact
+    c = torch.randn(4, dtype=torch.complex64)
+    assert compare_outputs(c, c.clone()).correctness.passed
+    assert not compare_outputs(c, c * 2).correctness.passed
+    assert compare_outputs(x.bfloat16() * 1.001, x.bfloat16()).correctness.atol == 1.6e-2
+    assert compare_outputs([True, 3, 2.0], [True, 3, 2.0 + 1e-9]).correctness.passed
+    mismatch = compare_outputs((x, x), x).correctness
+    assert not mismatch.passed and mismatch.shape_mismatch == "2 outputs vs 1 from torch"
+    assert not compare_outputs(x, x[:4]).correctness.passed
+
+
+def test_argument_pictures_and_row_shapes() -> None:
+    x = torch.zeros(4, 8)
+    assert describe_args((x, 1, [x], torch.float16), {"eps": 1e-5}) == [[[4, 8], 1, [[4, 8]], "float16"], {"eps": 1e-5}]
+    assert first_tensor_shape(([1, (x,)],), {}) == (4, 8) and first_tensor_shape((1,), {"w": x}) == (4, 8)
+    assert first_tensor_shape((1, 2), {}) == ()
+
+
+def test_equal_infinities_match_and_opposite_ones_do_not() -> None:
+    ref = torch.tensor([float("inf"), -float("inf"), 1.0, float("nan")])
+    assert compare_outputs(ref.clone(), ref).correctness.passed  # lgamma at the poles: inf on both sides
+    opposite = compare_outputs(torch.tensor([-float("inf"), -float("inf"), 1.0, float("nan")]), ref).correctness
+    assert not opposite.passed and opposite.mismatched == 1
