@@ -42,6 +42,8 @@ SKIP: list[tuple[str, str]] = [
     (r"^harness history site", "needs a history database of nightly runs (tests/unit/test_html.py builds one)"),
     (r"\.\.\.|\w\|\w| \| ", "a synopsis of alternatives, not one command"),
     (r"^harness ab ", "four runs; tests/test_autotune_ab_cpu.py runs `harness ab` on the cpu backend"),
+    (r"^harness merge ", "joins parts made on several machines; tests/test_shard_merge_cpu.py runs --shard and "
+     "merge on the cpu backend"),
 ]
 PLACEHOLDERS = ("reports/<run-id>", "BASE_RUN", "HEAD_RUN")
 
