@@ -398,7 +398,7 @@ class LatencySeam:
                 snap_args, snap_kwargs = pending.snapshot
                 got, _ = self._outputs(bench, op, snap_args, snap_kwargs, pending.dout)
                 pending.snapshot = None
-                comparison = compare_outputs(got, pending.reference)
+                comparison = compare_outputs(got, pending.reference, pending.dtype)
                 del got
                 pending.reference = None
                 correctness = comparison.correctness

@@ -275,3 +275,18 @@ def test_equal_infinities_match_and_opposite_ones_do_not() -> None:
     assert compare_outputs(ref.clone(), ref).correctness.passed  # lgamma at the poles: inf on both sides
     opposite = compare_outputs(torch.tensor([-float("inf"), -float("inf"), 1.0, float("nan")]), ref).correctness
     assert not opposite.passed and opposite.mismatched == 1
+
+
+def test_a_floating_output_of_lower_precision_inputs_gets_the_inputs_tolerance() -> None:
+    """bf16 inputs, fp32 output (a GEMM accumulating in fp32): bf16's rounding holds, not fp32's."""
+    import torch
+
+    from harness.child.outputs import compare_outputs
+
+    ref = torch.full((64,), 1.0, dtype=torch.float32)
+    cand = ref + 4e-3  # bf16-sized difference
+    assert not compare_outputs(cand, ref).correctness.passed
+    assert compare_outputs(cand, ref, "bfloat16").correctness.passed
+    assert not compare_outputs(cand + 1.0, ref, "bfloat16").correctness.passed
+    exact = torch.tensor([True, False])
+    assert not compare_outputs(~exact, exact, "bfloat16").correctness.passed  # bool stays exact
