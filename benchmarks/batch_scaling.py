@@ -40,11 +40,11 @@ from harness.backends import enumerate_devices, resolve_backend  # noqa: E402
 from harness.backends.base import read_visibility  # noqa: E402
 from harness.compare.compare import compare_records  # noqa: E402
 from harness.compare.stats import Criteria  # noqa: E402
-from harness.ops.registry import BUILTIN_OP_IDS  # noqa: E402
+from harness.ops.registry import BUILTIN  # noqa: E402
 from harness.options import resolve_run_options  # noqa: E402
 from harness.results.schema import Measurement  # noqa: E402
 from harness.results.store import read_records  # noqa: E402
-from harness.run import execute, prepare  # noqa: E402
+from harness.run.execute import execute, prepare  # noqa: E402
 from harness.run.plan import shard_ops  # noqa: E402
 
 TARGET_RATIO = 1.8
@@ -126,7 +126,7 @@ def main(argv: Sequence[str] | None = None) -> int:
     p.add_argument("--backend", default="auto")
     p.add_argument("--devices", nargs=2, metavar="ID",
                    help="the two devices, as for `harness run --devices` (default: the first two visible)")
-    p.add_argument("--ops", nargs="+", default=list(BUILTIN_OP_IDS),
+    p.add_argument("--ops", nargs="+", default=list(BUILTIN),
                    help="default: every built-in op (the memory-bound ones and mm)")
     p.add_argument("--level", default="auto", help="auto = core on accelerators (smoke on cpu)")
     p.add_argument("--dtypes", nargs="+", default=["float16", "bfloat16", "float32"],

@@ -27,7 +27,7 @@ def main() -> int:
     args = parser.parse_args()
     import torch
 
-    from harness.ops.registry import builtin_ops
+    from harness.ops.registry import load_ops
     from harness.ops.shapes import load_level
 
     backend, api, info = cuda_setup(args.backend)
@@ -54,7 +54,7 @@ def main() -> int:
     core = load_level("core")
     rows = []
     gen = torch.Generator(device=device)
-    for op in builtin_ops().values():
+    for op in load_ops().values():
         shapes = core[op.id]
         shape = (4096, 4096, 4096) if op.id == "mm" else max(shapes, key=math.prod)
         gen.manual_seed(0)

@@ -40,11 +40,11 @@ def main() -> int:
     import torch
     import triton.testing as tt
 
-    from harness.ops.registry import builtin_ops
+    from harness.ops.registry import load_ops
 
     backend, api, info = cuda_setup(args.backend)
     device = f"{backend.device_type}:0"
-    ops = builtin_ops()
+    ops = load_ops()
     rows = []
     for op_id, shape in CALIBRATION:
         op = ops[op_id]
