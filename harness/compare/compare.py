@@ -157,6 +157,17 @@ class Comparison:
         when no row at all could be compared (a gate that compared nothing proves nothing)."""
         return bool(self.regressions or self.failing or not self.compared)
 
+    def failures(self) -> list[str]:
+        """Why the gate fails, one phrase each (empty when it passes): what every report heads with."""
+        found = []
+        if self.regressions:
+            found.append(f"{len(self.regressions)} regression(s)")
+        if self.failing:
+            found.append(f"{len(self.failing)} case(s) failing in head")
+        if not self.compared:
+            found.append("no row could be compared")
+        return found
+
 
 def run_mismatches(base_info: Mapping[str, Any], head_info: Mapping[str, Any]) -> list[Mismatch]:
     """The identity fields on which two runs differ (empty when they are alike)."""

@@ -136,14 +136,7 @@ def render_compare_markdown(c: Comparison, title: str = "Performance comparison"
     crit = c.criteria
     compared = [r for r in c.rows if r.compared]
     if c.gate_failed:
-        parts = []
-        if c.regressions:
-            parts.append(f"{len(c.regressions)} regression(s)")
-        if c.failing:
-            parts.append(f"{len(c.failing)} case(s) failing in head")
-        if not c.compared:
-            parts.append("no row could be compared")
-        headline = f"## {title}: FAIL ({', '.join(parts)})"
+        headline = f"## {title}: FAIL ({', '.join(c.failures())})"
     else:
         headline = f"## {title}: PASS"
     info = c.head.info

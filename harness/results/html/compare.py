@@ -136,13 +136,7 @@ def render_compare_html(c: Comparison, title: str = "Performance comparison",
     under the two runs, as in compare.md."""
     rows = compare_rows(c)
     crit = c.criteria
-    problems = []
-    if c.regressions:
-        problems.append(f"{len(c.regressions)} regression(s)")
-    if c.failing:
-        problems.append(f"{len(c.failing)} case(s) failing in head")
-    if not c.compared:
-        problems.append("no row could be compared")
+    problems = c.failures()
     info = c.head.info
     ident = info.get("identity") or {}
     measured = [r for r in rows if r["ratio"] is not None and r["ci_low"] is not None]
