@@ -21,7 +21,7 @@ import shutil
 import subprocess
 import sys
 import tempfile
-from collections.abc import Iterator, Mapping, Sequence
+from collections.abc import Callable, Iterator, Mapping, Sequence
 from contextlib import contextmanager
 from dataclasses import dataclass
 from pathlib import Path
@@ -242,14 +242,18 @@ def run_ab(
     repeats: int = 2,
     order: str = "abba",
     replay: bool = True,
+    precheck: Callable[[], None] | None = None,
 ) -> AbResult:
-    """Run both sides interleaved into out/repeats/, pool them into out/a and out/b."""
+    """Run both sides interleaved into out/repeats/, pool them into out/a and out/b.
+    ``precheck`` runs after the inputs are checked and before anything is created."""
     check_run_args(run_args)
     for side in sides.values():
         check_side(side)
     pythons = {name: _check_python(side) for name, side in sides.items()}
     if out.exists() and any(out.iterdir()):
         raise UsageError(f"A/B output directory {out} is not empty. Choose another --out or remove it.")
+    if precheck is not None:
+        precheck()
     out = out.resolve()
     steps = plan_steps(repeats, order, out / "repeats", replay)
     out.mkdir(parents=True, exist_ok=True)

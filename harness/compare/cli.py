@@ -358,12 +358,33 @@ def _cmd_gate_run(ns: argparse.Namespace, env: Mapping[str, str], stdout: TextIO
 
         side_runner = container_side_runner(ns.container, ns.devices, out, env, read_project_config())
     sides = run_gate({"base": ns.base_ref, "head": ns.head_ref}, out, run_args, ns.repeats, env,
-                     repo=Path(ns.repo), side_runner=side_runner, replay=not ns.no_replay)
+                     repo=Path(ns.repo), side_runner=side_runner, replay=not ns.no_replay,
+                     precheck=lambda: _refuse_pipeline_only_early(run_args, ns.container, ns.allow_cpu,
+                                                                  "harness gate-run"))
     # The two versions of the tree may carry two harness versions: that is what is compared.
     comparison = compare_runs(sides["base"], sides["head"], _criteria(ns), allow_mismatch=False,
                               allow_cpu=ns.allow_cpu, spread=spread, deliberate=("harness",))
     _write_comparison(comparison, out.resolve(), stdout)
     return _gate_outcome(comparison, f"gate {ns.base_ref} -> {ns.head_ref}")
+
+
+def _refuse_pipeline_only_early(run_args: Sequence[str], container: str | None, allow_cpu: bool, what: str) -> None:
+    """gate-run and ab on a backend whose timings are not judged (cpu) are refused before their
+    runs start, not after them: the backend the runs will use, from the run arguments (or the
+    container's backend), auto resolved as `harness run` resolves it."""
+    if allow_cpu:
+        return
+    from harness.backends import resolve_backend
+    from harness.cli import parse_run_args
+
+    name = container or parse_run_args(run_args).backend or "auto"
+    backend = resolve_backend(name)
+    if not backend.timings_comparable:
+        raise UsageError(
+            f"{what}: the runs would be on the {backend.name} backend, whose timings show that the "
+            "pipeline runs, not how fast the kernels are, so they are not judged. Run on an accelerator, "
+            "or pass --allow-cpu (a test of the pipeline)."
+        )
 
 
 def _run_args(ns: argparse.Namespace) -> list[str]:
@@ -389,7 +410,8 @@ def _cmd_ab(ns: argparse.Namespace, env: Mapping[str, str], stdout: TextIO) -> i
     run_args = _run_args(ns)
     out = _checked_out(ns) or Path(ns.out)
     spread = _spread(ns)
-    result = run_ab(sides, run_args, out, env, repeats=ns.repeats, order=ns.order, replay=not ns.no_replay)
+    result = run_ab(sides, run_args, out, env, repeats=ns.repeats, order=ns.order, replay=not ns.no_replay,
+                    precheck=lambda: _refuse_pipeline_only_early(run_args, None, ns.allow_cpu, "harness ab"))
     # A switch may change the software on purpose (--b-python with another torch): named, not refused.
     comparison = compare_runs(result.pooled["a"], result.pooled["b"], _criteria(ns), allow_mismatch=False,
                               allow_cpu=ns.allow_cpu, spread=spread, deliberate=tuple(ENVIRONMENT_FIELDS))

@@ -280,6 +280,7 @@ def run_gate(
     python: str = sys.executable,
     side_runner: SideRunner | None = None,
     replay: bool = True,
+    precheck: Callable[[], None] | None = None,
 ) -> dict[str, Path]:
     """Run both sides interleaved and write out/base and out/head; returns those two paths.
 
@@ -290,6 +291,8 @@ def run_gate(
     if out.exists() and any(out.iterdir()):
         raise UsageError(f"Gate output directory {out} is not empty. Choose another --out or remove it.")
     check_refs(repo.resolve(), refs)  # before anything is created
+    if precheck is not None:
+        precheck()
     out = out.resolve()
     out.mkdir(parents=True, exist_ok=True)
     workdir = Path(tempfile.mkdtemp(prefix="harness-gate-"))

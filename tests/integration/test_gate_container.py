@@ -25,7 +25,7 @@ def test_gate_runs_each_side_in_the_same_confined_image(  # type: ignore[no-unty
     try:
         done = subprocess.run(
             [sys.executable, "-m", "harness", "gate-run", "--container", "cpu", "--base-ref", str(base),
-             "--head-ref", str(head), "--repeats", "1", "--threshold", "500", "--out", str(out), "--",
+             "--head-ref", str(head), "--repeats", "1", "--threshold", "500", "--allow-cpu", "--out", str(out), "--",
              "--ops", "add", "--dtypes", "fp32"],
             cwd=ROOT, capture_output=True, text=True, env={**container_env, "PYTHONPATH": str(ROOT)}, timeout=900,
         )

@@ -22,7 +22,7 @@ from harness.compare.ab import (
 )
 from harness.compare.cli import add_parsers, dispatch
 from harness.errors import GateFailed, UsageError
-from tests.unit.test_compare import _fake_tree
+from tests.unit.test_compare import _as_cuda_runs, _fake_tree
 
 
 def test_sides_alternate_and_a_goes_first_in_either_order() -> None:
@@ -78,7 +78,7 @@ def test_env_assignments_are_checked() -> None:
 def _ab(argv: Sequence[str]) -> tuple[int, str]:
     parser = argparse.ArgumentParser(prog="harness")
     add_parsers(parser.add_subparsers(dest="command"))
-    ns = parser.parse_args(["ab", *argv])
+    ns = parser.parse_args(["ab", *_as_cuda_runs(argv)])
     out = io.StringIO()
     env = {k: v for k, v in os.environ.items() if k != "PYTHONPATH"}
     code = dispatch(ns, env, out)

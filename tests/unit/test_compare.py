@@ -375,9 +375,18 @@ def _fake_tree(path: Path, median: float) -> Path:
     return path
 
 
+def _as_cuda_runs(argv: Sequence[str]) -> list[str]:
+    """The stand-in harness writes cuda runs: its run arguments say so, as a real gate's would
+    (gate-run and ab refuse runs on the cpu backend before they start)."""
+    argv = list(argv)
+    if "--" not in argv:
+        argv.append("--")
+    return argv + ["--backend", "cuda"] if "--backend" not in argv[argv.index("--"):] else argv
+
+
 def _gate_run(argv: Sequence[str]) -> tuple[int, str]:
     env = {k: v for k, v in os.environ.items() if k != "PYTHONPATH"}
-    return cli(["gate-run", *argv], env)
+    return cli(["gate-run", *_as_cuda_runs(argv)], env)
 
 
 def test_gate_run_measures_each_version_in_its_own_tree(tmp_path: Path) -> None:
@@ -390,7 +399,7 @@ def test_gate_run_measures_each_version_in_its_own_tree(tmp_path: Path) -> None:
     runs = {p.name: json.loads((p / "run.json").read_text()) for p in (out / "repeats").iterdir()}
     assert sorted(runs) == ["base-1", "base-2", "head-1", "head-2"]
     assert runs["head-2"]["cwd"] == str(head.resolve())
-    assert runs["base-1"]["args"][-4:] == ["--ops", "softmax", "--level", "smoke"]
+    assert runs["base-1"]["args"][-6:] == ["--ops", "softmax", "--level", "smoke", "--backend", "cuda"]
     pooled = load_run(out / "head")
     assert pooled.info["merged_from"] == ["gate-head-1", "gate-head-2"]
     assert all(r.candidate is not None and r.candidate.summary.n == 200 for r in pooled.records)

@@ -338,7 +338,7 @@ def test_gate_run_replays_each_sides_first_run_in_its_later_runs(tmp_path: Path)
     head = _fake_tree(tmp_path / "v2", median=1.0)
     out = tmp_path / "gate"
     cli(["gate-run", "--base-ref", str(base), "--head-ref", str(head), "--out", str(out), "--repeats", "3",
-         "--", "--ops", "softmax"])
+         "--", "--ops", "softmax", "--backend", "cuda"])
     args = {p.name: json.loads((p / "run.json").read_text())["args"] for p in (out / "repeats").iterdir()}
     for name in ("base", "head"):
         assert "--replay-from" not in args[f"{name}-1"]
