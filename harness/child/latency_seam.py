@@ -8,8 +8,15 @@ objects. :class:`LatencySeam` answers those calls in the op process:
 - baseline call: copy the arguments before anything runs (in-place ops mutate them), compute
   torch's output from a copy, time the call with the harness's timer;
 - candidate call: compute FlagGems' output from the untouched copy, compare it with torch's
-  (tolerance by dtype; a mismatch fails the row and nothing more is timed), time the call,
-  and append one Measurement to records.jsonl;
+  (tolerance by dtype; a mismatch fails the row), time the call, and append one Measurement to
+  records.jsonl;
+- the harness's own tensor work never runs inside FlagGems' ``use_gems()``: there every aten op
+  it registers (``abs``, ``isnan``, boolean-mask indexing, ``sum``...) runs FlagGems' kernels,
+  with FlagGems' bugs (its mask indexing cannot launch past 4,194,240 selected elements on CUDA:
+  "Triton Error [CUDA]: invalid argument"). A candidate called inside ``use_gems()`` is timed
+  there (a mismatch is timed too), and its comparison waits for the next call outside it (the
+  next input's torch call, or the item's end), when the row is written; a candidate called
+  outside it (an explicit ``gems_op``) is compared at once, and a mismatch is not timed;
 - backward benchmarks (``is_backward``): the timed call is ``autograd.grad`` of the op's output,
   as FlagGems' own; the comparison covers the output and the gradients for one ``dout``.
 
@@ -163,7 +170,8 @@ class _Pending:
 
 @dataclass
 class _Timed:
-    """A row whose both sides ran: what its record needs."""
+    """A row whose both sides ran: what its record needs, and what is left to do outside
+    FlagGems' ``use_gems()`` before it is written."""
 
     pending: _Pending
     bench: Any
@@ -171,6 +179,8 @@ class _Timed:
     kwargs: dict[str, Any]
     samples: Samples
     correctness: Correctness | None
+    outputs: Any = None  # FlagGems' outputs, still to be compared with torch's
+    retime: bool = False  # torch's side is to be timed again by the direct timer
 
 
 class LatencySeam:
@@ -188,7 +198,7 @@ class LatencySeam:
         self.item_rows = 0
         self.current_dtype: Any = None
         self.rescued: dict[int, str] = {}  # id(bench) -> the dtype-rescue note of its rows
-        self.deferred: _Timed | None = None  # a row whose torch side is to be timed again (direct)
+        self.deferred: _Timed | None = None  # a row to complete outside use_gems() (compare, time torch again)
 
     # -- items ---------------------------------------------------------------------------------
 
@@ -279,7 +289,7 @@ class LatencySeam:
             self.flush_pending("FlagGems' benchmark timed only torch for this input (no FlagGems call followed)")
         if explicit or self.under_gems():
             return self._alone(bench, op, args, kwargs)
-        self.complete_deferred()  # outside use_gems(): torch's side of the previous row may be timed again
+        self.complete_deferred()  # outside use_gems(): the previous row's comparison and torch re-timing
         return self._baseline(bench, op, args, kwargs, ids)
 
     def _dtype(self, args: tuple[Any, ...], kwargs: Mapping[str, Any]) -> str:
@@ -393,19 +403,18 @@ class LatencySeam:
             unchecked = "torch and FlagGems were given different inputs by the benchmark; outputs not compared"
         if unchecked:
             pending.notes.append(unchecked)
+        later = self.under_gems()  # torch's ops here run FlagGems' kernels: compare after use_gems()
+        got: Any = None
         try:
             if not unchecked:
                 snap_args, snap_kwargs = pending.snapshot
                 got, _ = self._outputs(bench, op, snap_args, snap_kwargs, pending.dout)
                 pending.snapshot = None
-                comparison = compare_outputs(got, pending.reference, pending.dtype)
-                del got
-                pending.reference = None
-                correctness = comparison.correctness
-                pending.notes.extend(comparison.notes)
-                if not correctness.passed:
-                    self._row(pending, "fail", correctness=correctness, message=_mismatch(pending.key, correctness))
-                    return base_ms
+                if not later:
+                    correctness = self._compare(pending, got)
+                    got = None
+                    if correctness is None:
+                        return base_ms
             fn = self._timed_fn(bench, op, args, kwargs)
             fallback: Fallback | None = pending.fallback
             if fallback is not None and self.timers.fallback is not None:
@@ -422,33 +431,67 @@ class LatencySeam:
             self._row(pending, "error", correctness=correctness,
                       message=f"FlagGems' call raised {type(exc).__name__}: {str(exc)[:500]}")
             return base_ms
-        done = _Timed(pending, bench, args, kwargs, samples, correctness)
-        if fallback is not None and pending.fallback is None:
-            # One timer per row: torch's side must be timed again by the direct timer, but not
-            # here, inside FlagGems' use_gems() (torch's call would run FlagGems' kernels). The
-            # row is completed at the next call outside it (the next input, or the item's end).
+        # One timer per row: a candidate that fell back has torch's side timed again by the direct
+        # timer. That, and a comparison, wait until the next call outside FlagGems' use_gems()
+        # (torch's calls here would run FlagGems' kernels): the row is completed there.
+        retime = fallback is not None and pending.fallback is None
+        if retime:
             pending.fallback = fallback
+        done = _Timed(pending, bench, args, kwargs, samples, correctness, outputs=got, retime=retime)
+        if retime or got is not None:
             self.deferred = done
         else:
             self._passed(done)
         return _median(samples)
 
+    def _compare(self, pending: _Pending, got: Any) -> Correctness | None:
+        """Compare FlagGems' outputs with torch's (outside use_gems()); None when they differ or
+        the comparison raised: the row is written (failed, or an error)."""
+        try:
+            comparison = compare_outputs(got, pending.reference, pending.dtype)
+        except (ContextPoisoned, KeyboardInterrupt):
+            raise
+        except Exception as exc:  # noqa: BLE001 - the row says what the comparison raised
+            self._row(pending, "error", message=f"comparing FlagGems' outputs with torch's raised "
+                                                f"{type(exc).__name__}: {str(exc)[:500]}")
+            return None
+        finally:
+            pending.reference = None
+        pending.notes.extend(comparison.notes)
+        if not comparison.correctness.passed:
+            self._row(pending, "fail", correctness=comparison.correctness,
+                      message=_mismatch(pending.key, comparison.correctness))
+            return None
+        return comparison.correctness
+
     def complete_deferred(self) -> None:
-        """Time torch's side of a row again with the direct timer, outside use_gems(), and write it."""
+        """Complete the row left by a candidate inside use_gems(), now outside it: compare its
+        outputs, time torch's side again with the direct timer where the candidate fell back,
+        and write it."""
         done, self.deferred = self.deferred, None
         if done is None:
             return
-        assert self.timers.fallback is not None and done.pending.baseline_fn is not None
-        try:
-            done.pending.baseline = self.timers.fallback.measure(done.pending.baseline_fn)
-        except ContextPoisoned as poisoned:
-            self._poisoned(done.pending, poisoned)
-        except KeyboardInterrupt:
-            raise
-        except Exception as exc:  # noqa: BLE001
-            self._row(done.pending, "error", message=f"torch's call raised {type(exc).__name__} when timed again by "
-                                                     f"the direct timer: {str(exc)[:500]}")
-            return
+        pending = done.pending
+        if done.outputs is not None:
+            got, done.outputs = done.outputs, None
+            try:
+                done.correctness = self._compare(pending, got)
+            except ContextPoisoned as poisoned:
+                self._poisoned(pending, poisoned)
+            if done.correctness is None:
+                return  # written failed (a mismatch) or as an error
+        if done.retime:
+            assert self.timers.fallback is not None and pending.baseline_fn is not None
+            try:
+                pending.baseline = self.timers.fallback.measure(pending.baseline_fn)
+            except ContextPoisoned as poisoned:
+                self._poisoned(pending, poisoned)
+            except KeyboardInterrupt:
+                raise
+            except Exception as exc:  # noqa: BLE001
+                self._row(pending, "error", message=f"torch's call raised {type(exc).__name__} when timed again by "
+                                                    f"the direct timer: {str(exc)[:500]}")
+                return
         self._passed(done)
 
     def _passed(self, done: _Timed) -> None:

@@ -115,13 +115,75 @@ def test_a_row_pairs_torch_and_flaggems_checks_outputs_and_keeps_both_timings(tm
     assert first.extra["suite"]["shape_detail"] == [[8, 4], [8, 4]] and "said on every row" in first.notes
 
 
-def test_a_wrong_flaggems_output_fails_the_row_and_is_not_timed(tmp_path: Path) -> None:
+def test_a_wrong_flaggems_output_fails_the_row_without_its_timings(tmp_path: Path) -> None:
     timer = Timer()
     run(seam_for(tmp_path, timer), Bench("add", torch.add), gems=lambda a, b: a + b + 1)
     (row,) = rows(tmp_path)
     assert row.status == "fail" and row.speedup is None and row.candidate is None
     assert "FlagGems' output does not match torch's (32 of 32 elements outside" in row.message
-    assert timer.calls == 1  # torch's side only
+    assert timer.calls == 2  # inside use_gems() the call is timed before the comparison, which waits
+
+
+def test_a_wrong_explicit_gems_op_is_not_timed(tmp_path: Path) -> None:
+    timer = Timer()
+    run(seam_for(tmp_path, timer), Bench("add", torch.add, gems_op=lambda a, b: a + b + 1))
+    (row,) = rows(tmp_path)
+    assert row.status == "fail" and "32 of 32 elements" in row.message
+    assert timer.calls == 1  # outside use_gems() the comparison comes first: torch's side only
+
+
+@contextlib.contextmanager
+def flaggems_kernels() -> Iterator[None]:
+    """What ``flag_gems.use_gems()`` does to the process: a torch.library registration that
+    replaces aten kernels for the device's dispatch key until it exits. Here on the CPU, for ops
+    FlagGems registers that the harness's comparison calls, with a kernel that fails the way
+    FlagGems' boolean-mask ``index`` does on CUDA past 4,194,240 selected elements."""
+    import warnings
+
+    def launch_fails(*args: Any, **kwargs: Any) -> Any:
+        raise RuntimeError("Triton Error [CUDA]: invalid argument")
+
+    lib = torch.library.Library("aten", "IMPL")
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore")  # "Overriding a previously registered kernel"
+        for name in ("abs", "isnan", "index.Tensor"):
+            lib.impl(name, launch_fails, "CPU")
+    Gems.active = True
+    try:
+        yield
+    finally:
+        Gems.active = False
+        lib._destroy()
+
+
+def test_the_output_comparison_does_not_run_on_flaggems_kernels(tmp_path: Path) -> None:
+    """H200, flag_gems 5.3.4: greater, atan... raised "Triton Error [CUDA]: invalid argument" from
+    16M elements on, under the harness only: the seam compared outputs inside use_gems()."""
+    seam = seam_for(tmp_path)
+    bench = Bench("add", torch.add, dtypes=[torch.float32, torch.bfloat16])
+    seam.set_dtypes(bench, type(bench).set_dtypes, None)
+    seam.begin_item("test_add.py::test_add")
+    for dtype in bench.to_bench_dtypes:
+        for item in bench.get_input_iter(dtype):
+            seam.get_latency(bench, bench.torch_op, item, {})
+            with flaggems_kernels():
+                seam.get_latency(bench, bench.torch_op, item, {})
+    seam.end_item()
+    first, second = rows(tmp_path)
+    assert (first.status, second.status) == ("pass", "pass"), first.message
+    assert first.correctness is not None and first.correctness.passed and first.candidate is not None
+    assert torch.tensor([-1.0]).abs().item() == 1.0  # the stand-in's kernels are gone
+
+
+def test_a_comparison_that_raises_is_an_error_row_that_says_so(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    def broken(*args: Any, **kwargs: Any) -> Any:
+        raise RuntimeError("out of memory")
+
+    monkeypatch.setattr("harness.child.latency_seam.compare_outputs", broken)
+    run(seam_for(tmp_path), Bench("add", torch.add, dtypes=[torch.float32, torch.float16]))
+    first, second = rows(tmp_path)
+    assert first.status == "error" and second.status == "error" and first.candidate is None
+    assert first.message == "comparing FlagGems' outputs with torch's raised RuntimeError: out of memory"
 
 
 def test_in_place_ops_are_compared_from_copies_taken_before_torch_ran(tmp_path: Path) -> None:
