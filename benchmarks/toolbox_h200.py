@@ -18,6 +18,12 @@ run in the order sweep, ir, sweep-mm, flaggems, cache):
    warmed by a first run: what isolation costs per op.
 5. flaggems (only where flag_gems imports): provider flaggems for softmax, mm and add with IR kept,
    then the same replaying the first run's configs (LibTuner replay: rows replayed / replay-miss).
+6. suite (not in the default steps: `--steps suite`, about 4-6 minutes on one H200; only where
+   flag_gems imports): FlagGems' own benchmarks of $TOOLBOX_SUITE_OPS (default "mm softmax", bf16,
+   --level core) from the tree $TOOLBOX_SUITE (default .flaggems/v5.3.4/benchmark), swept by two
+   shards sharing device 0 (--sweep-devices 0,0) and measured replaying, with IR and wall time in
+   FlagGems' process; then the same ops replaying the swept run (--replay-from): shares, keys,
+   conflicts, rows replayed / replay-miss, wall vs device per row.
 
 Writes into --out (5 files): summary.json (every number), toolbox.md (tables for docs), ir.tgz
 (RUN/ir of steps 3 and 5), runs.tgz (the run directories without IR and caches), log.txt.
@@ -226,6 +232,42 @@ def step_flaggems(s: Session) -> None:
     }
 
 
+def step_suite(s: Session) -> None:
+    probe = subprocess.run([sys.executable, "-c", "import flag_gems; print(flag_gems.__version__)"], cwd=ROOT,
+                           env=s.env, capture_output=True, text=True, timeout=120)
+    tree = os.environ.get("TOOLBOX_SUITE", str(ROOT / ".flaggems" / "v5.3.4" / "benchmark"))
+    if probe.returncode != 0 or not Path(tree).is_dir():
+        reason = (probe.stderr.strip().splitlines() or ["flag_gems does not import"])[-1] if probe.returncode else (
+            f"no FlagGems benchmark tree at {tree}")
+        s.say(f"suite: skipped: {reason}")
+        s.summary["steps"]["suite"] = {"skipped": reason}
+        return
+    ops = os.environ.get("TOOLBOX_SUITE_OPS", "mm softmax").split()
+    dtype = os.environ.get("TOOLBOX_SUITE_DTYPE", "bfloat16")
+    common = ["--suite", tree, "--ops", *ops, "--dtypes", dtype, "--op-timeout", "240"]
+    wall = ["--plugins", "+wall"] if s.backend == "cpu" else []
+    swept = s.harness("suite-sweep", *common, "--sweep-devices", "0,0", *wall, limit=330)
+    again = s.harness("suite-replay", *common, "--replay-from", str(swept["run"]), "--ir", "off", *wall, limit=200)
+    sweeps = {}
+    for op in ops:
+        summary = read_json(swept["run"] / "sweep" / op / "sweep.json") or {}
+        sweeps[op] = {"sweep_s": summary.get("elapsed_s"), "keys": summary.get("keys"),
+                      "conflicts": len(summary.get("conflicts") or []), "failed": summary.get("failed"),
+                      "shards": [{k: sh.get(k) for k in ("device", "cases", "ok", "configs", "elapsed_s", "compile_s")}
+                                 for sh in summary.get("shards", [])]}
+    s.summary["steps"]["suite"] = {
+        "version": probe.stdout.strip(), "tree": tree, "rc": swept["rc"], "wall_s": swept["wall_s"],
+        "replay_rc": again["rc"], "replay_wall_s": again["wall_s"], "sweeps": sweeps,
+        "ops": {op: {"status": v["status"], "elapsed_s": v["elapsed_s"], "notes": v["notes"]}
+                for op, v in read_status(swept["run"]).items()},
+        "replay_ops": {op: {"status": v["status"], "elapsed_s": v["elapsed_s"]}
+                       for op, v in read_status(again["run"]).items()},
+        "sweep_marks": {r["case_id"]: r["autotune"] for r in read_rows(swept["run"])},
+        "replay_marks": {r["case_id"]: r["autotune"] for r in read_rows(again["run"])},
+        "per_op": _ir_summary(swept["run"]), "wall_vs_device": _wall(swept["run"]),
+    }
+
+
 def write_markdown(s: Session) -> None:
     st = s.summary["steps"]
     lines = [f"# Toolbox evidence ({s.backend})", "", "Numbers from benchmarks/toolbox_h200.py; summary.json holds all.", ""]
@@ -238,7 +280,7 @@ def write_markdown(s: Session) -> None:
         lines += ["## mm: sweep vs live", "", "| | run wall s | op elapsed s | sweep s |", "|---|---:|---:|---:|",
                   f"| swept (2 shards, device 0) | {m['swept']['wall_s']} | {m['swept']['op_elapsed_s']} | {m['swept']['sweep_s']} |",
                   f"| live | {m['live']['wall_s']} | {m['live']['op_elapsed_s']} | |", ""]
-    for name in ("ir", "flaggems"):
+    for name in ("ir", "flaggems", "suite"):
         if name in st and "per_op" in st[name]:
             lines += [f"## IR ({name})", "", "| op | kernels | compile ms | capture ms | max regs | max spills | max shared |",
                       "|---|---:|---:|---:|---:|---:|---:|"]
@@ -255,14 +297,16 @@ def write_markdown(s: Session) -> None:
         for name, v in st["cache"].items():
             lines.append(f"- {name}: {v['op_elapsed_s']} (run {v['wall_s']} s)")
         lines.append("")
-    if "flaggems" in st:
-        lines += ["## FlagGems", "", f"- {json.dumps({k: v for k, v in st['flaggems'].items() if k not in ('per_op', 'wall_vs_device')})}", ""]
+    for name in ("flaggems", "suite"):
+        if name in st:
+            facts = {k: v for k, v in st[name].items() if k not in ("per_op", "wall_vs_device")}
+            lines += [f"## FlagGems ({name})", "", f"- {json.dumps(facts)}", ""]
     (s.out / "toolbox.md").write_text("\n".join(lines) + "\n")
 
 
 def pack(s: Session) -> None:
     with tarfile.open(s.out / "ir.tgz", "w:gz") as tar:
-        for name in ("ir", "flaggems"):
+        for name in ("ir", "flaggems", "suite-sweep"):
             folder = s.work / name / "ir"
             if folder.is_dir():
                 tar.add(folder, arcname=f"{name}/ir")
@@ -305,8 +349,9 @@ def main() -> int:
     work.mkdir(parents=True, exist_ok=True)
     s = Session(out, work, args.backend, args.budget, args.quick)
     setup(s)
-    steps = {"sweep": step_sweep, "sweep-mm": step_sweep_mm, "ir": step_ir, "cache": step_cache, "flaggems": step_flaggems}
-    needs = {"sweep": 60, "sweep-mm": 90, "ir": 60, "cache": 60, "flaggems": 120}
+    steps = {"sweep": step_sweep, "sweep-mm": step_sweep_mm, "ir": step_ir, "cache": step_cache, "flaggems": step_flaggems,
+             "suite": step_suite}
+    needs = {"sweep": 60, "sweep-mm": 90, "ir": 60, "cache": 60, "flaggems": 120, "suite": 120}
     try:
         for name in args.steps.split(","):
             if s.left() < needs[name]:

@@ -244,11 +244,6 @@ def _cmd_run(ns: argparse.Namespace, env: Mapping[str, str]) -> int:
         prepared = prepare_resume(Path(ns.resume), env)
     else:
         options = resolve_run_options(_cli_values(ns), env, read_project_config())
-        if options.suite and options.replay_from:
-            raise UsageError(
-                "--replay-from does not apply to --suite runs: FlagGems' suite tunes through its own "
-                "LibTuner cache, which the harness does not seed. Drop --replay-from, or --suite."
-            )
         if options.suite and options.shard:
             raise UsageError(
                 "--shard does not apply to --suite runs yet: a suite run is planned by the suite's own "

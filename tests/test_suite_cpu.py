@@ -101,6 +101,8 @@ BAD_INPUT = [
     (("--suite", "{bench}", "--ops", "mm", "--shapes-file", "{shapes}"), "'Blasbenchmark' (closest: BlasBenchmark"),
     (("--suite", "{old}", "--ops", "softmax"), "the tree is FlagGems 5.0 (fake-v5.0.2"),
     (("--suite", "{bench}", "--ops", "mm", "--dtypes", "int33"), "Unknown dtype 'int33'"),
+    (("--suite", "{bench}", "--ops", "mm", "--plugins", "+bogus"), "--plugins +bogus: unknown plugin 'bogus'"),
+    (("--suite", "{bench}", "--ops", "mm", "--sweep-devices", "2", "--replay-from", "{rec}"), "give one of them"),
 ]
 
 
@@ -111,9 +113,13 @@ def test_bad_input_is_one_line_exit_2_and_leaves_nothing_behind(args: tuple[str,
     old = write_fake_suite(tmp_path / "old", layout="v5.0", version="5.0.2")
     shapes = tmp_path / "shapes.yaml"
     shapes.write_text("Blasbenchmark: [[1, 2, 3, 4]]\n")
+    rec = tmp_path / "rec"  # a run directory with recorded autotune configs, for --replay-from
+    (rec / "autotune").mkdir(parents=True)
+    (rec / "autotune" / "meta.json").write_text(json.dumps({"format_version": 1, "backend": "cpu", "device_name": "",
+                                                            "device_arch": "", "triton_version": "3.7.1", "run_id": "r"}))
     work = tmp_path / "work"
     work.mkdir()
-    filled = [a.format(tmp=tmp_path, bench=new.benchmark, old=old.benchmark, shapes=shapes) for a in args]
+    filled = [a.format(tmp=tmp_path, bench=new.benchmark, old=old.benchmark, shapes=shapes, rec=rec) for a in args]
     done = subprocess.run([sys.executable, str(ROOT / "tests" / "cli_probe.py"), "run", "--backend", "cpu", *filled,
                            "--out", str(work / "run")], cwd=work, capture_output=True, text=True, timeout=120,
                           env={"PATH": "/usr/bin:/bin", "PYTHONPATH": f"{ROOT}:{new.site}"})

@@ -28,6 +28,7 @@ __all__ = [
     "SweepFiles",
     "SweepSummary",
     "merge_shards",
+    "open_shares",
     "split_cases",
 ]
 
@@ -81,6 +82,16 @@ def split_cases(case_ids: Sequence[str], devices: Sequence[str]) -> list[tuple[s
     for i, case in enumerate(case_ids):
         shares[i % len(devices)].append(case)
     return [(device, tuple(share)) for device, share in zip(devices, shares, strict=True) if share]
+
+
+def open_shares(devices: Sequence[str]) -> list[tuple[str, tuple[str, ...]]]:
+    """(device, share) per shard of an op whose process finds its own cases (a suite's benchmark):
+    the op's process numbers its candidate calls 0, 1, 2... and shard k of N takes the calls ``i``
+    with ``i % N == k`` (harness.child.suite_tune); each share is said in words."""
+    if not devices:
+        raise ValueError("a sweep needs at least one device")
+    count = len(devices)
+    return [(device, (f"its calls i with i % {count} == {k}",)) for k, device in enumerate(devices)]
 
 
 @dataclass(frozen=True)

@@ -322,20 +322,44 @@ class AutotuneRecorder:
         self.notes: list[str] = []
         self.opaque: list[str] = []
         for name, tuner in self.tuners.items():
-            if is_library_cache(getattr(tuner, "cache", None)):
-                self._wrap_library(name, tuner)
+            self._watch(name, tuner)
+
+    def _watch(self, name: str, tuner: Any) -> None:
+        """Seed (when replaying) and watch one autotuner's cache."""
+        if is_library_cache(getattr(tuner, "cache", None)):
+            self._wrap_library(name, tuner)
+            return
+        if type(getattr(tuner, "cache", None)) not in (dict, TrackingCache):
+            if self.replaying:
+                self.opaque.append(name)
+                self.notes.append(f"{name}: its cache is a {type(tuner.cache).__name__}, not Triton's "
+                                  "dict, so it was not replayed; its rows are marked replay-miss")
+            return
+        if self.replay is not None:
+            self.caches[name], notes = preload(name, tuner, self.replay, self.make_config)
+            self.notes += notes
+        else:
+            self.caches[name] = tuner.cache = TrackingCache(tuner.cache)
+
+    def adopt(self, tuners: Sequence[Any]) -> list[str]:
+        """Watch autotuners found after the recorder was made (a module a benchmark imported
+        late), each under a name not yet taken; the ones already watched are left alone.
+        Returns the new names."""
+        known = {id(t) for t in self.tuners.values()}
+        added: list[str] = []
+        for tuner in tuners:
+            if id(tuner) in known:
                 continue
-            if type(getattr(tuner, "cache", None)) not in (dict, TrackingCache):
-                if self.replaying:
-                    self.opaque.append(name)
-                    self.notes.append(f"{name}: its cache is a {type(tuner.cache).__name__}, not Triton's "
-                                      "dict, so it was not replayed; its rows are marked replay-miss")
-                continue
-            if replay is not None:
-                self.caches[name], notes = preload(name, tuner, replay, make_config)
-                self.notes += notes
-            else:
-                self.caches[name] = tuner.cache = TrackingCache(tuner.cache)
+            known.add(id(tuner))
+            base = kernel_name(tuner)
+            name, n = base, 1
+            while name in self.tuners:
+                n += 1
+                name = f"{base}#{n}"
+            self.tuners[name] = tuner
+            self._watch(name, tuner)
+            added.append(name)
+        return added
 
     def _wrap_library(self, name: str, tuner: Any) -> None:
         if self.replay is not None:

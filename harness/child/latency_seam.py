@@ -26,9 +26,12 @@ is timed by the direct timer (both sides), with the reason; fatal -> an error ro
 rows and FlagGems' loop goes on to its next input. The latency returned to FlagGems is the
 median the harness measured, so FlagGems' own printout stays meaningful.
 
-Hook points for other timing work (a further timer, IR capture, autotune record/replay): the
-timers come from ``harness.child.plugins.timing.timers_for``; :meth:`LatencySeam.measure` is
-the one place a call is timed; :class:`RowWriter` is the one place a row is written.
+Hook points: the timers come from ``harness.child.plugins.timing.timers_for``;
+:meth:`LatencySeam.measure` is the one place a call is timed (and ``SuiteTimers.wall``, when
+set, times it again as a user makes it: the ``wall`` plugin's columns); :class:`RowWriter` is
+the one place a row is written, and its :class:`RowHook` list is told when a row's calls begin
+and adds fields to its record (autotune record/replay: the row's ``autotune`` marker; IR
+capture: its ``ir`` summary; harness.child.plugins.suite installs them).
 """
 
 from __future__ import annotations
@@ -41,7 +44,7 @@ import time
 from collections.abc import Callable, Iterator, Mapping, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Any, NoReturn
+from typing import Any, NoReturn, Protocol
 
 from harness.backends.base import Peaks
 from harness.child.measure import roofline
@@ -58,7 +61,7 @@ from harness.errors import ContextPoisoned
 from harness.results.schema import Correctness, Fallback, Measurement, Timing, case_id
 from harness.results.store import append_record
 
-__all__ = ["LatencySeam", "RowContext", "RowWriter", "SuiteTimers"]
+__all__ = ["LatencySeam", "RowContext", "RowHook", "RowWriter", "SuiteTimers"]
 
 NO_SHAPE: tuple[int, ...] = ()
 NO_DTYPE = "any"  # rows of a benchmark function that failed or was skipped before any input
@@ -73,6 +76,7 @@ class SuiteTimers:
     primary: Timer
     fallback: Timer | None  # the direct timer behind a graph timer
     denied: str = ""  # why graph capture is not tried for this op (its capture deny list entry), else ""
+    wall: Timer | None = None  # the wall timer (a call with its host dispatch), beside the device time
 
 
 @dataclass(frozen=True)
@@ -94,6 +98,20 @@ class RowContext:
     peaks: Peaks | None = None
 
 
+class RowHook(Protocol):
+    """Something that watches each row's calls and adds to its record (autotune, IR)."""
+
+    def begin(self) -> None:
+        """A row's calls are about to run."""
+
+    def fields(self, case: str) -> Mapping[str, Any]:
+        """Fields of the record of row ``case``, from what happened since :meth:`begin`."""
+        ...
+
+    def written(self) -> None:
+        """The row's record is on disk."""
+
+
 @dataclass
 class RowWriter:
     """Case ids (a second input of the same dtype and shape gets ``provider.v2``) and records."""
@@ -101,6 +119,11 @@ class RowWriter:
     ctx: RowContext
     counts: dict[tuple[str, tuple[int, ...]], int] = field(default_factory=dict)
     written: int = 0
+    hooks: list[RowHook] = field(default_factory=list)
+
+    def begin(self) -> None:
+        for hook in self.hooks:
+            hook.begin()
 
     def key(self, dtype: str, shape: tuple[int, ...]) -> tuple[str, str]:
         """(provider, case id) of the next row of this dtype and shape."""
@@ -115,6 +138,8 @@ class RowWriter:
     def write(self, provider: str, dtype: str, shape: tuple[int, ...], status: str, timer: str,
               direction: str = "forward", notes: Sequence[str] = (), **fields: Any) -> Measurement:
         ctx = self.ctx
+        for hook in self.hooks:
+            fields.update(hook.fields(case_id(ctx.op, provider, dtype, tuple(shape))))
         record = Measurement(
             run_id=ctx.run_id, op=ctx.op, provider=provider, dtype=dtype, shape=tuple(shape),
             backend=ctx.backend, device=ctx.device, device_name=ctx.device_name, timer=timer,
@@ -123,6 +148,8 @@ class RowWriter:
         )
         append_record(ctx.records, record)
         self.written += 1
+        for hook in self.hooks:
+            hook.written()
         return record
 
     def other(self, status: str, message: str, timer: str, facts: Mapping[str, Any], dtype: str = NO_DTYPE,
@@ -130,6 +157,7 @@ class RowWriter:
         """A row that timed nothing (a skipped dtype, a benchmark that failed before any input)."""
         provider, key = self.key(dtype, NO_SHAPE)
         if not self.recorded(key):
+            self.begin()
             self.write(provider, dtype, NO_SHAPE, status, timer, direction=direction, notes=notes, message=message,
                        started_at=_now(), extra={"suite": dict(facts)})
 
@@ -164,6 +192,7 @@ class _Pending:
     dout: Any = None
     error: str = ""
     baseline: Samples | None = None
+    baseline_wall: Samples | None = None
     baseline_fn: Callable[[], Any] | None = None
     fallback: Fallback | None = None
 
@@ -181,6 +210,7 @@ class _Timed:
     correctness: Correctness | None
     outputs: Any = None  # FlagGems' outputs, still to be compared with torch's
     retime: bool = False  # torch's side is to be timed again by the direct timer
+    wall: Samples | None = None
 
 
 class LatencySeam:
@@ -306,6 +336,8 @@ class LatencySeam:
         provider, key = self.writer.key(dtype, shape)
         notes = [self.rescued[id(bench)]] if id(bench) in self.rescued else []
         self.item_rows += 1
+        if not self.writer.recorded(key):
+            self.writer.begin()
         return _Pending(bench=bench, arg_ids=ids, dtype=dtype, shape=shape, provider=provider, key=key,
                         facts=self._facts(bench, shape_detail=describe_args(args, kwargs)),
                         direction=self._direction(bench), notes=notes, started=time.perf_counter(),
@@ -325,6 +357,7 @@ class LatencySeam:
             fn = self._timed_fn(bench, op, args, kwargs)
             pending.baseline_fn = fn
             pending.baseline, pending.fallback = self.measure(fn)
+            pending.baseline_wall = self.measure_wall(fn)
         except ContextPoisoned as poisoned:
             self._poisoned(pending, poisoned)
         except CaptureFatal as fatal:
@@ -376,6 +409,10 @@ class LatencySeam:
                 raise
             return timers.fallback.measure(fn), Fallback(refused.phase, refused.reason, refused.detail)
 
+    def measure_wall(self, fn: Callable[[], Any]) -> Samples | None:
+        """The call as a user makes it (host dispatch and launch included), when the wall timer is on."""
+        return self.timers.wall.measure(fn) if self.timers.wall is not None else None
+
     def _candidate(self, pending: _Pending, bench: Any, op: Callable[..., Any], args: tuple[Any, ...],
                    kwargs: dict[str, Any], ids: tuple[int, ...]) -> float:
         base_ms = _median(pending.baseline)
@@ -421,6 +458,7 @@ class LatencySeam:
                 samples = self.timers.fallback.measure(fn)  # torch's side fell back: so does this one
             else:
                 samples, fallback = self.measure(fn)
+            wall = self.measure_wall(fn)
         except CaptureFatal as fatal:
             self._row(pending, "error", correctness=correctness, message=f"fatal device error, no latency: {fatal}",
                       extra_notes=("fatal",))
@@ -437,7 +475,7 @@ class LatencySeam:
         retime = fallback is not None and pending.fallback is None
         if retime:
             pending.fallback = fallback
-        done = _Timed(pending, bench, args, kwargs, samples, correctness, outputs=got, retime=retime)
+        done = _Timed(pending, bench, args, kwargs, samples, correctness, outputs=got, retime=retime, wall=wall)
         if retime or got is not None:
             self.deferred = done
         else:
@@ -511,9 +549,12 @@ class LatencySeam:
         if base_gbps is not None:
             extra["baseline_gbps"] = base_gbps
         extra.update(roofline(self.writer.ctx.peaks, gbps, tflops, pending.dtype))
+        walls: dict[str, Timing] = {}
+        if done.wall is not None and pending.baseline_wall is not None:
+            walls = {"candidate_wall": Timing.of(done.wall.values), "baseline_wall": Timing.of(pending.baseline_wall.values)}
         self._row(pending, "pass", timer=samples.timer, correctness=correctness, baseline=base, candidate=cand,
                   speedup=base_ms / cand_ms if cand_ms > 0 else None, gbps=gbps, tflops=tflops,
-                  extra_notes=tuple(notes), extra=extra)
+                  extra_notes=tuple(notes), extra=extra, **walls)
 
     def _row(self, pending: _Pending, status: str, timer: str | None = None, extra_notes: Sequence[str] = (),
              extra: dict[str, Any] | None = None, **fields: Any) -> None:

@@ -301,7 +301,8 @@ def run_op(ctx: BatchContext, op_plan: OpPlan, on_attempt: Callable[[int], None]
     end: AttemptExit | None = None
     verdict = Verdict("SKIP", "no cases to run")
     sweep_compile: float | None = None
-    if ctx.sweep is not None and ctx.sweep.applies(op_plan) and any(c not in facts.recorded for c in planned):
+    if ctx.sweep is not None and ctx.sweep.applies(op_plan) and (
+            op_plan.is_open or any(c not in facts.recorded for c in planned)):  # an open op: its cases are unknown
         on_attempt(0)
         swept = ctx.sweep.run(ctx, op_plan)
         if swept is None:

@@ -178,7 +178,7 @@ def prepare_resume(run_dir: Path, env: Mapping[str, str]) -> Prepared:
     if "suite" in info:
         from harness.suite.runner import prepare_suite_resume
 
-        return _stored(path, lambda: prepare_suite_resume(run_dir.absolute(), info, options))
+        return _stored(path, lambda: prepare_suite_resume(run_dir.absolute(), info, options, env))
     backend = resolve_backend(str(info.get("backend")))
     options = _checked_replay(options, backend.name)
 

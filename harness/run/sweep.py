@@ -13,7 +13,9 @@ device pinning, the run's caches, --op-timeout, the stop token). A shard holds i
 exclusively: :class:`DeviceLocks` makes a sweep wait until no op is being measured on any of
 its devices, and no op starts on them while it runs. What a shard process runs is a
 :data:`ShardLauncher`; :func:`case_shard_launch` runs the harness's own cases, and a library's
-suite can pass its own (docs/batch.md, "Sweep").
+suite passes its own (harness.suite.runner.SuiteRunner.shard_launch; docs/batch.md, "Sweep"). An
+op whose cases are open (a suite's benchmark) is shared by call number instead of case id
+(harness.autotune.sweep.open_shares).
 """
 
 from __future__ import annotations
@@ -34,6 +36,7 @@ from harness.autotune.sweep import (
     SweepFiles,
     SweepSummary,
     merge_shards,
+    open_shares,
     split_cases,
 )
 from harness.backends import enumerate_devices
@@ -192,8 +195,9 @@ class SweepStep:
         earlier = _earlier(files)
         if earlier is not None:
             return earlier
-        shards = [_Shard(i, d, c) for i, (d, c) in
-                  enumerate(split_cases([c.case_id for c in op_plan.cases()], self.devices))]
+        shares = (open_shares(self.devices) if op_plan.is_open
+                  else split_cases([c.case_id for c in op_plan.cases()], self.devices))
+        shards = [_Shard(i, d, c) for i, (d, c) in enumerate(shares)]
         files.folder.mkdir(parents=True, exist_ok=True)
         begin = time.monotonic()
         with ctx.locks.sweeping(op_plan.device, [s.device for s in shards]):

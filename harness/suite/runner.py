@@ -7,6 +7,11 @@ executor as the harness's own ops (harness.run.batch: process per op, pre-start,
 retries, resume, progress, ops_status.csv, JUnit). In that process
 harness.child.plugins.suite times every call with the harness's timers, checks FlagGems'
 outputs against torch's and appends the records itself; rows carry provider ``flaggems-suite``.
+
+The run's toolbox applies as to the harness's own ops: ``--replay-from`` and the parallel autotune
+sweep (``--sweep-devices``: :meth:`SuiteRunner.shard_launch` starts FlagGems' pytest for a shard's
+share of the op's calls), the optional features ``autotune``, ``ir`` and ``wall`` (carried out by the
+suite plugin, planned by :func:`suite_features`), compat plugins and ``--extra-plugin`` modules.
 """
 
 from __future__ import annotations
@@ -20,6 +25,8 @@ from dataclasses import dataclass, field, replace
 from pathlib import Path
 from typing import Any
 
+from harness.autotune.store import check_replay_source
+from harness.autotune.sweep import SweepFiles
 from harness.backends import enumerate_devices, require_devices, resolve_backend
 from harness.backends.base import Backend, capture_denied
 from harness.contract import ChildSpec, op_file_stem
@@ -28,12 +35,13 @@ from harness.options import RunOptions
 from harness.results.store import read_records
 from harness.run.batch import BatchContext
 from harness.run.decide import AttemptExit
-from harness.run.execute import Prepared, stored_ops
+from harness.run.execute import Prepared, stored_ops, sweep_step
 from harness.run.plan import OpPlan, RunPlan, make_run_id, shard_ops
-from harness.run.plugins import PluginPlan, plan_plugins
+from harness.run.plugins import PluginPlan, check_extra_plugins, plan_plugins
 from harness.run.rundir import check_out_dir
 from harness.run.select import read_dismiss_file, read_ops_file
 from harness.run.spawn import Launch
+from harness.run.sweep import SweepStep
 from harness.suite.inventory import Inventory, read_inventory
 from harness.suite.layout import SuiteTree, locate_suite, major_minor
 from harness.suite.select import SuiteOp, all_ops, op_catalog, resolve_nodes, resolve_ops
@@ -47,8 +55,8 @@ from harness.suite.shapefile import (
     write_shape_file,
 )
 
-__all__ = ["SUITE_PROVIDER", "SuiteOpPlan", "SuiteRunner", "installed_version", "prepare_suite",
-           "prepare_suite_resume", "suite_command", "unchecked_reason"]
+__all__ = ["SUITE_FEATURES", "SUITE_PROVIDER", "SuiteOpPlan", "SuiteRunner", "installed_version", "prepare_suite",
+           "prepare_suite_resume", "suite_command", "suite_features", "unchecked_reason"]
 
 SUITE_PROVIDER = "flaggems-suite"  # rows measured through FlagGems' own benchmark code
 SPEC_OPTION = "--harness-suite-spec"  # the option harness.child.plugins.suite adds to pytest
@@ -63,6 +71,9 @@ UNCHECKED_NAMES: Mapping[str, str] = {
     "cauchy": "random output", "random": "random output", "empty": "uninitialised output",
 }
 DEFAULT_SHAPE_COUNT = 5  # rows per dtype assumed for a benchmark whose shapes cannot be read statically
+# Optional plugins of the harness's own op process whose work the suite plugin does in FlagGems'
+# pytest (on or off as planned for the backend and toggled by --plugins).
+SUITE_FEATURES = ("autotune", "ir", "wall")
 
 
 def _now() -> str:
@@ -154,18 +165,39 @@ def _level(requested: str) -> str:
     return requested
 
 
-def _plugins(backend: Backend, options: RunOptions) -> PluginPlan:
-    """FlagGems' pytest gets the suite plugin, and the compat plugins planned for a library's
-    pytest (``suite_modules``: skipguards where the backend has stale CUDA guards) with the
-    run's toggles; the optional plugins of the harness's own op process do not apply."""
+def suite_features(backend: Backend, options: RunOptions) -> dict[str, bool]:
+    """Which of :data:`SUITE_FEATURES` the suite plugin carries out: as planned for the harness's
+    own op process on this backend, with the run's toggles (``--plugins -autotune +wall``)."""
     planned = plan_plugins(backend, options.timer, options.plugins, (), options.ir)
+    return {name: planned.has(name) for name in SUITE_FEATURES}
+
+
+def _plugins(backend: Backend, options: RunOptions) -> PluginPlan:
+    """FlagGems' pytest gets the suite plugin (which does the work of the autotune, ir and wall
+    plugins there, as toggled), the compat plugins planned for a library's pytest
+    (``suite_modules``: skipguards where the backend has stale CUDA guards) and the run's
+    ``--extra-plugin`` modules."""
+    planned = plan_plugins(backend, options.timer, options.plugins, options.extra_plugins, options.ir)
+    features = suite_features(backend, options)
+    inside = [f"{name}: {'on' if features[name] else 'off'}, inside the suite plugin" for name in SUITE_FEATURES]
     return PluginPlan(
-        modules=("harness.child.plugins.suite",), timer=planned.timer,
+        modules=("harness.child.plugins.suite", *options.extra_plugins), timer=planned.timer,
         reasons=(f"suite: FlagGems' pytest nodes; Benchmark.get_latency answered by the harness ({planned.timer} "
-                 "timer, outputs checked against torch's, records written by the op process)",),
+                 f"timer, outputs checked against torch's, records written by the op process; {'; '.join(inside)})",
+                 *(f"{module}: --extra-plugin" for module in options.extra_plugins)),
         suite_modules=planned.suite_modules, suite_reasons=planned.suite_reasons,
-        off=tuple(r for r in planned.off if r.startswith("skipguards")),
+        off=tuple(r for r in planned.off if r.split(":", 1)[0] in (*SUITE_FEATURES, "skipguards")),
     )
+
+
+def _checked_replay(options: RunOptions, backend: str) -> RunOptions:
+    """Refuse an unusable --replay-from before anything runs (another backend's configs, a
+    directory without recorded configs); the op processes get its absolute path."""
+    if not options.replay_from:
+        return options
+    source = Path(options.replay_from).resolve()
+    check_replay_source(source, backend)
+    return replace(options, replay_from=str(source))
 
 
 def _selected(inventory: Inventory, options: RunOptions, all_ops_flag: bool) -> list[SuiteOp]:
@@ -196,10 +228,9 @@ def _dismissed(inventory: Inventory, path: str | None, selected: Collection[str]
 
 def prepare_suite(options: RunOptions, suite_path: str, env: Mapping[str, str], all_ops_flag: bool = False) -> Prepared:
     """Validate and plan a suite run; nothing is written yet."""
-    if options.replay_from:
-        raise UsageError("--replay-from does not apply to --suite runs: FlagGems' suite tunes through its own "
-                         "LibTuner cache, which the harness does not seed. Drop --replay-from, or --suite.")
     backend = resolve_backend(options.backend)
+    options = _checked_replay(options, backend.name)
+    check_extra_plugins(options.extra_plugins)
     tree = locate_suite(Path(suite_path))
     inventory = read_inventory(tree)
     level = _level(options.level)
@@ -220,13 +251,21 @@ def prepare_suite(options: RunOptions, suite_path: str, env: Mapping[str, str], 
                        open_cases=p.expected_rows) for p in plans.values()]
     plan = RunPlan(run_id=run_id, backend=backend, level=level, plugins=plugins, devices=tuple(devices),
                    ops=shard_ops(op_plans, devices), options=opts)
-    runner = SuiteRunner(tree, plans, installed=installed)
-    return Prepared(plan=plan, run_dir=run_dir.absolute(), runner=runner, dismissed=dismissed)
+    runner = SuiteRunner(tree, plans, installed=installed, features=suite_features(backend, options))
+    return Prepared(plan=plan, run_dir=run_dir.absolute(), runner=runner, dismissed=dismissed,
+                    sweep=_suite_sweep(sweep_step(options, backend, devices, env), runner))
 
 
-def prepare_suite_resume(run_dir: Path, info: Mapping[str, Any], options: RunOptions) -> Prepared:
+def _suite_sweep(sweep: SweepStep | None, runner: SuiteRunner) -> SweepStep | None:
+    """The run's sweep, its shards started as FlagGems' pytest (:meth:`SuiteRunner.shard_launch`)."""
+    return None if sweep is None else replace(sweep, launcher=runner.shard_launch)
+
+
+def prepare_suite_resume(run_dir: Path, info: Mapping[str, Any], options: RunOptions,
+                         env: Mapping[str, str] | None = None) -> Prepared:
     """The suite run stored in ``run_dir`` (its run.json already read into ``info``)."""
     backend = resolve_backend(info["backend"])
+    options = _checked_replay(options, backend.name)
     tree = locate_suite(Path(info["suite"]["path"]))
     inventory = read_inventory(tree)
     stored = stored_ops(info)
@@ -235,8 +274,11 @@ def prepare_suite_resume(run_dir: Path, info: Mapping[str, Any], options: RunOpt
     plans = plan_suite_ops(tree, inventory, ops, backend, options)
     plan = RunPlan(run_id=info["run_id"], backend=backend, level=info["level"], plugins=_plugins(backend, options),
                    devices=tuple(info["devices"]), ops=stored, options=options)
+    runner = SuiteRunner(tree, plans, installed=info["suite"].get("installed"),
+                         features=suite_features(backend, options))
+    sweep = _suite_sweep(sweep_step(options, backend, plan.devices, env or {}), runner)
     return Prepared(plan=plan, run_dir=run_dir, resumed=True, dismissed=dict(info.get("dismissed", {})),
-                    runner=SuiteRunner(tree, plans, installed=info["suite"].get("installed")))
+                    runner=runner, sweep=sweep)
 
 
 # ---------------------------------------------------------------------------------------------
@@ -245,7 +287,8 @@ def prepare_suite_resume(run_dir: Path, info: Mapping[str, Any], options: RunOpt
 
 def suite_command(tree: SuiteTree, op: SuiteOp, level: str, shape_file: Path, spec_path: Path,
                   compat: Sequence[str] = ()) -> list[str]:
-    """pytest's arguments for the op's process: FlagGems' node(s) with its options and the plugin.
+    """pytest's arguments for the op's process: FlagGems' node(s) with its options and the plugin
+    (``compat``: ``-p`` arguments of the compat and ``--extra-plugin`` modules).
 
     The files are collected whole and the plugin keeps the op's nodes (``selected_nodes``, in the
     spec): a node id on the command line in a module that skips itself at import (a missing vLLM)
@@ -268,6 +311,7 @@ class SuiteRunner:
     tree: SuiteTree
     plans: Mapping[str, SuiteOpPlan]
     installed: str | None = None
+    features: Mapping[str, bool] = field(default_factory=dict)  # suite_features: autotune, ir, wall
     _upstream: dict[str, Any] | None = field(default=None, repr=False)
 
     def _upstream_shapes(self) -> dict[str, Any]:
@@ -278,34 +322,79 @@ class SuiteRunner:
     def _work(self, ctx: BatchContext, op: str) -> Path:
         return ctx.run_dir / "suite" / op_file_stem(op)
 
-    def launch(self, ctx: BatchContext, op_plan: OpPlan, attempt: int, skip: Collection[str]) -> Launch:
+    def _shape_file(self, ctx: BatchContext, op: str) -> Path:
+        """FlagGems' core_shapes.yaml, or the op's own copy with its --shapes-file entries."""
+        suite_op = self.plans[op]
+        if not suite_op.shapes.overrides:
+            return self.tree.shapes_yaml
+        shape_file = self._work(ctx, op) / SHAPE_FILE
+        write_shape_file(shape_file, suite_shape_config(self._upstream_shapes(), suite_op.shapes.entries))
+        return shape_file
+
+    def _spec(self, ctx: BatchContext, op_plan: OpPlan, device: str, skip: Collection[str],
+              extra: Mapping[str, Any], suite: Mapping[str, Any]) -> ChildSpec:
         plan, options = ctx.plan, ctx.plan.options
         suite_op = self.plans[op_plan.op]
-        work = self._work(ctx, op_plan.op)
-        work.mkdir(parents=True, exist_ok=True)
-        shape_file = self.tree.shapes_yaml
-        if suite_op.shapes.overrides:
-            shape_file = work / SHAPE_FILE
-            write_shape_file(shape_file, suite_shape_config(self._upstream_shapes(), suite_op.shapes.entries))
-        spec_path = ctx.files.spec(op_plan.op)
-        spec_path.parent.mkdir(exist_ok=True)
-        ChildSpec(
-            run_id=plan.run_id, run_dir=str(ctx.run_dir), backend=plan.backend.name, device=op_plan.device,
+        return ChildSpec(
+            run_id=plan.run_id, run_dir=str(ctx.run_dir), backend=plan.backend.name, device=device,
             op=op_plan.op, provider=op_plan.provider, dtypes=op_plan.dtypes, shapes=(), seed=options.seed,
             timer=plan.timer, cache=options.cache, warmup_ms=options.warmup_ms, rep_ms=options.rep_ms,
             skip_cases=tuple(sorted(skip)),
-            extra={"suite": {"suite_dir": str(self.tree.suite_dir), "package": self.tree.package, "level": plan.level,
+            extra={**({"ir": "full"} if options.ir == "full" else {}), **extra,
+                   "suite": {"suite_dir": str(self.tree.suite_dir), "package": self.tree.package, "level": plan.level,
                              "nodes": list(suite_op.op.selected_nodes()),
                              "notes": list(suite_op.shapes.notes), "unchecked": suite_op.unchecked,
-                             "capture_denied": suite_op.capture_denied, "started_at": _now()}},
-        ).dump(spec_path)
-        args = suite_command(self.tree, suite_op.op, plan.level, shape_file, spec_path, plan.plugins.suite_pytest_args())
+                             "capture_denied": suite_op.capture_denied, "started_at": _now(),
+                             **{name: bool(self.features.get(name)) for name in SUITE_FEATURES}, **suite}},
+        )
+
+    def _command(self, ctx: BatchContext, op: str, spec_path: Path) -> list[str]:
+        plan = ctx.plan
+        extra = [arg for module in plan.options.extra_plugins for arg in ("-p", module)]
+        return suite_command(self.tree, self.plans[op].op, plan.level, self._shape_file(ctx, op), spec_path,
+                             [*plan.plugins.suite_pytest_args(), *extra])
+
+    def launch(self, ctx: BatchContext, op_plan: OpPlan, attempt: int, skip: Collection[str]) -> Launch:
+        options = ctx.plan.options
+        suite_op = self.plans[op_plan.op]
+        work = self._work(ctx, op_plan.op)
+        work.mkdir(parents=True, exist_ok=True)
+        replay: dict[str, str] = {}
+        if options.replay_from:
+            replay["replay_from"] = options.replay_from
+        if ctx.sweep is not None and ctx.sweep.applies(op_plan):  # the sweep's merged configs (harness.run.sweep)
+            replay["replay_file"] = str(ctx.sweep.replay_file(ctx.run_dir, op_plan.op))
+        spec_path = ctx.files.spec(op_plan.op)
+        spec_path.parent.mkdir(exist_ok=True)
+        self._spec(ctx, op_plan, op_plan.device, skip, replay, {}).dump(spec_path)
+        args = self._command(ctx, op_plan.op, spec_path)
         # Pre-started, the process also imports the suite's package (3 s and more a process on the H200
         # machine), so that import overlaps the op before it too; docs/flaggems.md "Selection".
         return Launch(pytest_args=tuple(args), exit_path=ctx.files.exit_file(op_plan.op), cwd=work,
                       preload=(self.tree.package,),
                       header=f"FlagGems suite ({self.tree.ref or self.tree.layout}) {suite_op.op.id}, attempt "
                              f"{attempt} on device {op_plan.device}")
+
+    def shard_launch(self, ctx: BatchContext, op_plan: OpPlan, index: int, device: str,
+                     cases: Sequence[str]) -> Launch:
+        """A sweep shard of a suite op (a harness.run.sweep.ShardLauncher): FlagGems' pytest on the
+        op's nodes, the suite plugin in tune mode running FlagGems' calls numbered ``i`` with
+        ``i % N == index`` once each (N: the sweep's shard count; harness.child.suite_tune), recording
+        what the autotuners chose into ``shard-<index>.json`` and each call's outcome into
+        ``shard-<index>.result.json``. ``cases`` is the share in words (the op's cases are open)."""
+        files = SweepFiles(ctx.run_dir, op_plan.op)
+        files.folder.mkdir(parents=True, exist_ok=True)
+        self._work(ctx, op_plan.op).mkdir(parents=True, exist_ok=True)  # a --shapes-file copy goes there
+        count = len(ctx.sweep.devices) if ctx.sweep is not None else 1
+        spec = self._spec(ctx, op_plan, device, (), {"mode": "tune", "autotune_out": str(files.shard(index)),
+                                                     "shard_result": str(files.shard_result(index))},
+                          {"sweep": {"index": index, "count": count}})
+        spec.dump(files.shard_spec(index))
+        args = self._command(ctx, op_plan.op, files.shard_spec(index))
+        return Launch(pytest_args=tuple(args), exit_path=files.shard_exit(index), cwd=files.folder,
+                      preload=(self.tree.package,),
+                      header=f"sweep shard {index} of {op_plan.op} (FlagGems suite) on device {device}: "
+                             f"{'; '.join(cases)}")
 
     def collect(self, ctx: BatchContext, op_plan: OpPlan, end: AttemptExit | None) -> tuple[str, ...]:
         """The op process wrote its records itself; what it cannot say is said here: a selection

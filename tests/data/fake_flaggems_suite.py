@@ -6,7 +6,8 @@ layouts. ``Benchmark`` has FlagGems' method names and call order (``init_user_co
 ``get_latency(gems_op)`` or ``get_latency(torch_op)`` inside ``flag_gems.use_gems()``), shape
 lookup by op_name then class chain, ``--level``/``--shape_file``/``--dtypes`` options. The
 stand-in ``flag_gems`` runs on the CPU: ``use_gems()`` changes nothing but the flag the real one
-sets (``current_work_registrar``), and ``broken_add`` is wrong on purpose.
+sets (``current_work_registrar``), and ``broken_add`` is wrong on purpose. ``flag_gems.tuned`` has
+two autotuned kernels for the autotune and sweep tests (``tuned=True`` adds their benchmarks).
 
 Kept as text and written to a temporary directory by :func:`write_fake_suite`, so the harness's
 own pytest run never collects it.
@@ -61,6 +62,111 @@ def use_gems(exclude=None):
 
 def broken_add(a, b):
     return a + b + 1
+'''
+
+# Two kernels tuned as FlagGems tunes: one by Triton's Autotuner (a dict cache), one by a LibTuner
+# stand-in (an Autotuner whose cache has the interface of FlagGems' ConfigCache: table_name, get,
+# set, in, [key], [key] = config, over a 'database'), both keyed on the next power of two of n, so
+# 100 and 120 share key 128. The made-up benchmarker favours BLOCK $FAKE_GEMS_FAVOUR_<shard> in sweep
+# shard <shard> ($HARNESS_SWEEP_SHARD), else $FAKE_GEMS_FAVOUR (32); tuned_fail raises for
+# n == $FAKE_GEMS_TUNE_FAIL.
+FLAG_GEMS_TUNED = '''\
+import os
+
+import torch
+import triton
+import triton.language as tl
+from triton.runtime.autotuner import Autotuner
+
+_BENCHED = {}
+
+
+def _note_block(nargs):
+    _BENCHED["block"] = nargs["BLOCK"]
+
+
+def _favour():
+    shard = os.environ.get("HARNESS_SWEEP_SHARD")
+    if shard is not None and os.environ.get(f"FAKE_GEMS_FAVOUR_{shard}"):
+        return int(os.environ[f"FAKE_GEMS_FAVOUR_{shard}"])
+    return int(os.environ.get("FAKE_GEMS_FAVOUR", "32"))
+
+
+def _bench(kernel_call, quantiles=None):
+    kernel_call()
+    ms = 1.0 if _BENCHED["block"] == _favour() else 2.0
+    return [ms, ms, ms]
+
+
+def _configs():
+    return [triton.Config({"BLOCK": b}, num_warps=w, pre_hook=_note_block) for b, w in ((16, 1), (32, 2), (64, 4))]
+
+
+@triton.jit
+def copy_kernel(x_ptr, out_ptr, n, bucket, BLOCK: tl.constexpr):
+    offs = tl.program_id(0) * BLOCK + tl.arange(0, BLOCK)
+    mask = offs < n
+    tl.store(out_ptr + offs, tl.load(x_ptr + offs, mask=mask), mask=mask)
+
+
+@triton.jit
+def double_kernel(x_ptr, out_ptr, n, bucket, BLOCK: tl.constexpr):
+    offs = tl.program_id(0) * BLOCK + tl.arange(0, BLOCK)
+    mask = offs < n
+    tl.store(out_ptr + offs, tl.load(x_ptr + offs, mask=mask) * 2, mask=mask)
+
+
+class ConfigCache:
+    """FlagGems' flag_gems.utils.libentry.ConfigCache interface, over a dict 'database'."""
+
+    def __init__(self, table_name, model):
+        self.table_name, self.model = table_name, model
+
+    def __contains__(self, key):
+        return self.get(key) is not None
+
+    def __getitem__(self, key):
+        found = self.get(key)
+        if found is None:
+            raise KeyError(key)
+        return found
+
+    def __setitem__(self, key, config):
+        self.set(key, config)
+
+    def get(self, key):
+        return self.model.get((self.table_name, key))
+
+    def set(self, key, config):
+        self.model[(self.table_name, key)] = config
+
+
+DATABASE = {}
+
+
+class LibTuner(Autotuner):
+    def __init__(self, fn, configs, key):
+        super().__init__(fn, fn.arg_names, configs, key, None, None, do_bench=_bench)
+        self.cache = ConfigCache(f"{fn.__name__}_v1", DATABASE)
+
+
+copy_tuned = triton.autotune(configs=_configs(), key=["bucket"], do_bench=_bench)(copy_kernel)
+double_tuned = LibTuner(double_kernel, _configs(), ["bucket"])
+
+
+def tuned_double(x):
+    n = x.numel()
+    grid = lambda meta: (triton.cdiv(n, meta["BLOCK"]),)  # noqa: E731
+    copied, out = torch.empty_like(x), torch.empty_like(x)
+    copy_tuned[grid](x, copied, n, triton.next_power_of_2(n))
+    double_tuned[grid](copied, out, n, triton.next_power_of_2(n))
+    return out
+
+
+def tuned_fail(x):
+    if x.numel() == int(os.environ.get("FAKE_GEMS_TUNE_FAIL", "-1")):
+        raise RuntimeError(f"no config fits n={x.numel()}")
+    return tuned_double(x)
 '''
 
 FLAG_GEMS_UTILS = '''\
@@ -439,6 +545,40 @@ def test_own_shapes():
 ''',
 }
 
+# Benchmarks of flag_gems.tuned (write_fake_suite(tuned=True)): their own shapes, n = 100, 120, 200,
+# 300, or those of $FAKE_GEMS_SIZES (n,n,...).
+V53_TUNED_TESTS: dict[str, str] = {
+    "test_tuned.py": '''\
+import os
+
+import pytest
+import torch
+
+from flag_gems import tuned
+
+from . import base
+
+
+class TunedBenchmark(base.UnaryPointwiseBenchmark):
+    def set_shapes(self, path):
+        self.shapes = [(int(n),) for n in os.environ.get("FAKE_GEMS_SIZES", "100,120,200,300").split(",")]
+
+
+def _double(x):
+    return x * 2
+
+
+@pytest.mark.tuned_double
+def test_tuned_double():
+    TunedBenchmark(op_name="tuned_double", torch_op=_double, gems_op=tuned.tuned_double, dtypes=[torch.float32]).run()
+
+
+@pytest.mark.tuned_fail
+def test_tuned_fail():
+    TunedBenchmark(op_name="tuned_fail", torch_op=_double, gems_op=tuned.tuned_fail, dtypes=[torch.float32]).run()
+''',
+}
+
 # -- v5.0 layout: one file per category, ops selected by mark ------------------------------------
 
 V50_TESTS: dict[str, str] = {
@@ -475,12 +615,15 @@ class FakeSuite:
 
 
 def write_fake_suite(root: Path, layout: str = "v5.3", version: str = "5.3.4", package: str = "flag_gems",
-                     ref: str | None = "") -> FakeSuite:
+                     ref: str | None = "", tuned: bool = False) -> FakeSuite:
     """A stand-in tree of ``layout`` ("v5.3" or "v5.0") under ``root`` and a stand-in ``package`` of
-    ``version`` in ``root/site``; ``ref`` (default: ``fake-v<version>``) goes to FLAGGEMS_REF (None: no file)."""
+    ``version`` in ``root/site``; ``ref`` (default: ``fake-v<version>``) goes to FLAGGEMS_REF (None: no file).
+    ``tuned``: also the benchmarks of the autotuned stand-in kernels (v5.3 layout)."""
     bench = root / "benchmark"
     consts_name, base_name, tests = ("consts", "base", V53_TESTS) if layout == "v5.3" else (
         "attri_util", "performance_utils", V50_TESTS)
+    if tuned:
+        tests = {**tests, **V53_TUNED_TESTS}
     files = {
         "__init__.py": "",
         "conftest.py": CONFTEST.format(package=package),
@@ -499,6 +642,7 @@ def write_fake_suite(root: Path, layout: str = "v5.3", version: str = "5.3.4", p
     (site / package / "utils").mkdir(parents=True, exist_ok=True)
     (site / package / "__init__.py").write_text(FLAG_GEMS.format(version=version))
     (site / package / "utils" / "__init__.py").write_text(FLAG_GEMS_UTILS)
+    (site / package / "tuned.py").write_text(FLAG_GEMS_TUNED)
     info = site / f"{package}-{version}.dist-info"
     info.mkdir(exist_ok=True)
     (info / "METADATA").write_text(f"Metadata-Version: 2.1\nName: {package}\nVersion: {version}\n")

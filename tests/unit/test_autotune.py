@@ -306,5 +306,7 @@ def test_harness_run_refuses_a_replay_from_another_backend_before_running(
                 env={"HARNESS_REPLAY_FROM": str(tmp_path / "missing")})
     assert code == 2 and "no autotune/meta.json" in capsys.readouterr().err
     assert not out.exists()
+    # A suite run replays too, and is refused another backend's configs the same way, before its tree is read.
     code = main(["run", "--suite", str(tmp_path), "--replay-from", str(source), "--out", str(out)], env={})
-    assert code == 2 and "does not apply to --suite" in capsys.readouterr().err
+    assert code == 2 and "recorded on backend 'cuda'" in capsys.readouterr().err
+    assert not out.exists()

@@ -352,3 +352,100 @@ def test_a_floating_output_of_lower_precision_inputs_gets_the_inputs_tolerance()
     assert not compare_outputs(cand + 1.0, ref, "bfloat16").correctness.passed
     exact = torch.tensor([True, False])
     assert not compare_outputs(~exact, exact, "bfloat16").correctness.passed  # bool stays exact
+
+
+class Hook:
+    """A RowHook that numbers the rows it saw begin and says so on each record."""
+
+    def __init__(self) -> None:
+        self.begun = self.saved = 0
+
+    def begin(self) -> None:
+        self.begun += 1
+
+    def fields(self, case: str) -> dict[str, Any]:
+        return {"autotune": "replayed" if self.begun % 2 else "replay-miss", "ir": {"case": case}}
+
+    def written(self) -> None:
+        self.saved += 1
+
+
+def test_row_hooks_begin_with_each_row_and_add_to_its_record(tmp_path: Path) -> None:
+    seam = seam_for(tmp_path, dtypes=("float32", "float16", "int8"))
+    hook = Hook()
+    seam.writer.hooks.append(hook)
+    run(seam, Bench("add", torch.add, dtypes=[torch.float32, torch.float16]))
+    written = rows(tmp_path)
+    # the int8 skip row (written by set_dtypes), then the float32 and float16 rows
+    assert [(r.dtype, r.status, r.autotune) for r in written] == [
+        ("int8", "skip", "replayed"), ("float32", "pass", "replay-miss"), ("float16", "pass", "replayed")]
+    assert [r.ir for r in written] == [{"case": r.case_id} for r in written]
+    assert hook.begun == hook.saved == 3
+
+
+def test_rows_recorded_earlier_do_not_begin_a_hook(tmp_path: Path) -> None:
+    seam = seam_for(tmp_path, skip=frozenset({"add[flaggems-suite-float32-8x4]"}))
+    hook = Hook()
+    seam.writer.hooks.append(hook)
+    run(seam, Bench("add", torch.add))
+    assert rows(tmp_path) == [] and hook.begun == hook.saved == 0
+
+
+def test_the_wall_timer_times_both_sides_again_when_it_is_on(tmp_path: Path) -> None:
+    wall = Timer("wall", ms=7.0)
+    ctx_seam = seam_for(tmp_path)
+    seam = LatencySeam(ctx_seam.writer, SuiteTimers(Timer(), None, wall=wall), (), under_gems=lambda: Gems.active)
+    run(seam, Bench("add", torch.add))
+    (row,) = rows(tmp_path)
+    assert row.candidate_wall is not None and row.baseline_wall is not None
+    assert row.candidate_wall.summary.median == row.baseline_wall.summary.median == 7.0 and wall.calls == 2
+    assert row.candidate is not None and row.candidate.summary.median == 2.0  # the device time is its own
+
+
+def test_without_the_wall_timer_rows_have_device_times_only(tmp_path: Path) -> None:
+    run(seam_for(tmp_path), Bench("add", torch.add))
+    (row,) = rows(tmp_path)
+    assert row.candidate_wall is None and row.baseline_wall is None
+
+
+
+class Sizes(Bench):
+    def get_input_iter(self, dtype: Any) -> Iterator[tuple[Any, ...]]:
+        for n in (1, 2, 3, 4, 5):
+            yield (torch.full((n,), float(n)), torch.ones(n))
+
+
+def test_a_sweep_shard_runs_its_share_of_flaggems_calls_once_and_writes_nothing(tmp_path: Path) -> None:
+    from harness.child.suite_tune import TuneSeam
+
+    seen: list[int] = []
+
+    def gems(a: torch.Tensor, b: torch.Tensor) -> torch.Tensor:
+        seen.append(a.numel())
+        if a.numel() == 4:
+            raise RuntimeError("no config fits n=4")
+        return a + b
+
+    def torch_add(a: torch.Tensor, b: torch.Tensor) -> torch.Tensor:
+        raise AssertionError("torch's calls are not run in a sweep shard")
+
+    timer = Timer()
+    ctx = seam_for(tmp_path).writer.ctx
+    recorder = Hook()
+    shard = TuneSeam(ctx, SuiteTimers(timer, None), (), index=1, count=2, recorder=recorder,
+                     under_gems=lambda: Gems.active)
+    run(shard, Sizes("add", torch_add, gems_op=gems))
+    assert seen == [2, 4]  # FlagGems' calls 1 and 3 (of 0..4): i % 2 == 1
+    assert shard.calls == 5 and timer.calls == 0 and rows(tmp_path) == []
+    assert shard.outcomes == {"add[flaggems-suite-float32-2]": "ok",
+                              "add[flaggems-suite-float32-4]": "error: FlagGems' call raised RuntimeError: no config "
+                                                               "fits n=4"}
+    assert recorder.begun == recorder.saved == 2
+
+    # The other shard takes the rest; under use_gems() (no explicit gems_op) alike.
+    seen.clear()
+    other = TuneSeam(ctx, SuiteTimers(timer, None), (), index=0, count=2, recorder=None, under_gems=lambda: Gems.active)
+    run(other, Sizes("add", torch.add), gems=gems)
+    assert other.calls == 5 and sorted(other.outcomes) == [f"add[flaggems-suite-float32-{n}]" for n in (1, 3, 5)]
+    other.item_outcome("error", "setup: an input generator raised")
+    assert other.outcomes["test_x.py::test_x"] == "error: setup: an input generator raised"

@@ -167,3 +167,25 @@ def test_a_cache_swapped_at_run_time_is_wrapped_again_and_the_case_marked(tmp_pa
     tuner.run(64, 64)
     assert rec.marker() == "replay-miss"
     assert isinstance(tuner.cache, LibraryCache) and tuner.cache.table_name == "mm_kernel_flagtune"
+
+
+def test_autotuners_found_later_are_adopted_under_free_names_and_seeded(tmp_path: Path) -> None:
+    first = FakeLibTuner(Model(), favour=64)
+    rec = recorder(first, tmp_path / "a.json", None)
+    rec.begin_case()
+    first.run(100, 256)
+    rec.save()
+    recorded = read_op_autotune(tmp_path / "a.json")
+
+    # Replaying: the op's process finds a second tuner of the same kernel name after it started.
+    replayed = FakeLibTuner(Model(), favour=32)
+    rep = AutotuneRecorder(op="mm", path=tmp_path / "b.json", tuners={}, replay=recorded, make_config=make_config)
+    assert rep.adopt([replayed]) == ["mm_kernel"] and rep.adopt([replayed]) == []  # once
+    late = FakeLibTuner(Model(), favour=32)
+    assert rep.adopt([replayed, late]) == ["mm_kernel#2"]
+    rep.begin_case()
+    assert replayed.run(100, 256).kwargs["BLOCK_M"] == 64 and replayed.benchmarked == 0  # seeded on adoption
+    assert rep.marker() == "replayed"
+    rep.begin_case()
+    late.run(100, 256)  # mm_kernel#2 was not recorded: tuned live
+    assert rep.marker() == "replay-miss"

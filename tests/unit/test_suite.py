@@ -342,3 +342,89 @@ def _plugins_for_cpu() -> object:
     from harness.suite.runner import _plugins
 
     return _plugins(get_backend("cpu"), RunOptions())
+
+
+def test_the_suite_plugin_does_the_autotune_ir_and_wall_plugins_work_as_toggled() -> None:
+    from harness.suite.runner import _plugins, suite_features
+
+    cpu, cuda = get_backend("cpu"), get_backend("cuda")
+    assert suite_features(cpu, RunOptions()) == {"autotune": True, "ir": False, "wall": False}
+    assert suite_features(cuda, RunOptions()) == {"autotune": True, "ir": True, "wall": True}
+    assert suite_features(cuda, RunOptions(plugins=("-autotune", "-wall"), ir="off")) == {
+        "autotune": False, "ir": False, "wall": False}
+    assert suite_features(cpu, RunOptions(plugins=("+wall",)))["wall"] is True
+    plan = _plugins(cpu, RunOptions(plugins=("-autotune",), extra_plugins=("tests.data.extra_plugin",)))
+    assert plan.modules == ("harness.child.plugins.suite", "tests.data.extra_plugin")
+    assert "autotune: off, inside the suite plugin" in plan.reasons[0]
+    assert any(line.startswith("autotune: off") for line in plan.off)
+    with pytest.raises(UsageError, match="unknown plugin 'bogus'"):
+        _plugins(cpu, RunOptions(plugins=("+bogus",)))
+
+
+def _ctx(runner: object, tmp_path: Path, options: RunOptions, sweep: object = None) -> object:
+    from harness.run.batch import BatchContext
+    from harness.run.plan import OpPlan, RunPlan
+    from harness.run.spawn import StopToken
+    from harness.suite.runner import _plugins
+
+    op_plan = OpPlan("mm", "cpu", (), (), "flaggems-suite", open_cases=1)
+    plan = RunPlan(run_id="r", backend=get_backend("cpu"), level="core", plugins=_plugins(get_backend("cpu"), options),
+                   devices=("cpu",), ops=(op_plan,), options=options)
+    return BatchContext(plan, tmp_path, {}, StopToken(), None, runner, sweep=sweep)  # type: ignore[arg-type]
+
+
+def test_the_measuring_process_replays_and_a_sweep_shard_tunes_its_share(v53: FakeSuite, inv53: Inventory,
+                                                                          tmp_path: Path) -> None:
+    from harness.contract import ChildSpec
+    from harness.run.sweep import SweepStep
+    from harness.suite.runner import SuiteRunner, suite_features
+
+    tree = locate_suite(v53.benchmark)
+    options = RunOptions(dtypes=(), replay_from="/runs/earlier", extra_plugins=("tests.data.extra_plugin",))
+    plans = plan_suite_ops(tree, inv53, ops(inv53, "mm"), get_backend("cpu"), options)
+    runner = SuiteRunner(tree, plans, features=suite_features(get_backend("cpu"), options))
+    sweep = SweepStep(("cpu", "cpu", "cpu"), launcher=runner.shard_launch)
+    ctx = _ctx(runner, tmp_path, options, sweep)
+    op_plan = ctx.plan.ops[0]  # type: ignore[attr-defined]
+
+    launch = runner.launch(ctx, op_plan, 1, ())  # type: ignore[arg-type]
+    spec = ChildSpec.load(tmp_path / "specs" / "mm.json")
+    assert spec.extra["replay_from"] == "/runs/earlier"
+    assert spec.extra["replay_file"] == str(tmp_path / "sweep" / "mm" / "configs.json")
+    assert {k: spec.extra["suite"][k] for k in ("autotune", "ir", "wall")} == {"autotune": True, "ir": False,
+                                                                               "wall": False}
+    assert "mode" not in spec.extra
+    assert " ".join(launch.pytest_args).endswith("-p tests.data.extra_plugin -c /dev/null --rootdir "
+                                                 f"{tree.root} -p no:cacheprovider -q -rN -s -W "
+                                                 "ignore::pytest.PytestUnknownMarkWarning")
+
+    shard = runner.shard_launch(ctx, op_plan, 2, "cpu", ("its calls i with i % 3 == 2",))  # type: ignore[arg-type]
+    folder = tmp_path / "sweep" / "mm"
+    spec = ChildSpec.load(folder / "shard-2.spec.json")
+    assert spec.extra["mode"] == "tune" and spec.extra["suite"]["sweep"] == {"index": 2, "count": 3}
+    assert spec.extra["autotune_out"] == str(folder / "shard-2.json")
+    assert spec.extra["shard_result"] == str(folder / "shard-2.result.json")
+    assert shard.exit_path == folder / "shard-2.exit" and shard.cwd == folder
+    assert "-p harness.child.plugins.suite" in " ".join(shard.pytest_args)
+    assert "--harness-suite-spec " + str(folder / "shard-2.spec.json") in " ".join(shard.pytest_args)
+
+
+def test_a_suite_run_is_swept_with_the_suites_own_shard_processes(v53: FakeSuite, tmp_path: Path) -> None:
+    env = {"PYTHONPATH": str(v53.site)}
+    options = RunOptions(backend="cpu", suite=str(v53.benchmark), dtypes=(), ops=("mm",), sweep_devices="cpu,cpu",
+                         out=str(tmp_path / "run"))
+    prepared = prepare_suite(options, str(v53.benchmark), env)
+    assert prepared.sweep is not None and prepared.sweep.devices == ("cpu", "cpu")
+    assert prepared.sweep.launcher == prepared.runner.shard_launch  # type: ignore[attr-defined]
+    assert prepared.sweep.applies(prepared.plan.ops[0])
+    source = tmp_path / "rec"
+    (source / "autotune").mkdir(parents=True)
+    (source / "autotune" / "meta.json").write_text(
+        '{"format_version": 1, "backend": "cpu", "device_name": "", "device_arch": "", "triton_version": "3.7.1", '
+        '"run_id": "r"}')
+    with pytest.raises(UsageError, match="give one of them"):
+        prepare_suite(RunOptions(**{**options.to_dict(), "replay_from": str(source)}), str(v53.benchmark), env)
+    replaying = prepare_suite(RunOptions(**{**options.to_dict(), "replay_from": str(source), "sweep_devices": None}),
+                              str(v53.benchmark), env)
+    assert replaying.sweep is None and replaying.plan.options.replay_from == str(source.resolve())
+    assert not (tmp_path / "run").exists()

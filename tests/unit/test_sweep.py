@@ -8,7 +8,7 @@ from pathlib import Path
 import pytest
 
 from harness.autotune.store import OpAutotune, TunedConfig
-from harness.autotune.sweep import SweepFiles, merge_shards, split_cases
+from harness.autotune.sweep import SweepFiles, merge_shards, open_shares, split_cases
 from harness.backends import get_backend
 from harness.errors import UsageError
 from harness.run.decide import AttemptExit
@@ -26,6 +26,14 @@ def test_cases_are_dealt_round_robin_one_share_per_device_entry() -> None:
     assert split_cases(["a"], ["0", "0", "1"]) == [("0", ("a",))]  # shares without a case are dropped
     with pytest.raises(ValueError):
         split_cases(["a"], [])
+
+
+def test_an_op_with_open_cases_is_shared_by_the_number_of_its_calls_one_share_per_device_entry() -> None:
+    assert open_shares(["0", "0", "1"]) == [("0", ("its calls i with i % 3 == 0",)),
+                                            ("0", ("its calls i with i % 3 == 1",)),
+                                            ("1", ("its calls i with i % 3 == 2",))]
+    with pytest.raises(ValueError):
+        open_shares([])
 
 
 def _cfg(key: int, block: int) -> TunedConfig:

@@ -22,8 +22,10 @@ import pytest
 from harness.autotune.store import OpAutotune, TunedConfig, op_autotune_path, read_op_autotune
 from harness.autotune.tuners import AutotuneRecorder, find_autotuners, name_tuners
 from harness.child.plugins.session import HarnessSession
+from harness.contract import ChildSpec
 
-__all__ = ["build_recorder", "harness_autotune", "library_modules", "module_names", "recorder_for"]
+__all__ = ["autotuners_in", "build_recorder", "harness_autotune", "library_modules", "module_names", "record_path",
+           "recorder_for", "replay_for"]
 
 
 def _is_autotuner(obj: Any) -> bool:
@@ -68,13 +70,41 @@ def library_modules(package: str) -> list[str]:
     return sorted(n for n in list(sys.modules) if n == package or n.startswith(package + "."))
 
 
+def autotuners_in(names: Sequence[str]) -> list[Any]:
+    """The autotuners (Triton's, FlagGems' LibTuner) in the named modules that are loaded."""
+    return find_autotuners([sys.modules[n] for n in names if n in sys.modules], _is_autotuner)
+
+
 def recorder_for(op: str, path: Path, replay: OpAutotune | None, names: Sequence[str]) -> AutotuneRecorder:
     """A recorder over the autotuners (Triton's, FlagGems' LibTuner) in the named modules,
-    seeded from ``replay``. The suite mode calls this in FlagGems' pytest process (after
-    flag_gems is imported) with ``library_modules("flag_gems")`` and saves it at the end."""
-    modules = [sys.modules[n] for n in names if n in sys.modules]
-    tuners = name_tuners(find_autotuners(modules, _is_autotuner))
+    seeded from ``replay``. The suite mode calls this in FlagGems' pytest process after
+    collection (flag_gems imported) with ``library_modules("flag_gems")``
+    (harness.child.plugins.suite)."""
+    tuners = name_tuners(autotuners_in(names))
     return AutotuneRecorder(op=op, path=path, tuners=tuners, replay=replay, make_config=_make_config)
+
+
+def replay_for(spec: ChildSpec) -> OpAutotune | None:
+    """What the op's process replays: a sweep's merged configs (``replay_file``), a run's
+    (``replay_from``), or None (tune live). The parent checked every file of a ``replay_from``
+    source; an op the source did not run has none, and each of its autotuned cases is then
+    tuned live and marked replay-miss."""
+    replay_file = spec.extra.get("replay_file")  # a sweep's merged configs (harness.autotune.sweep)
+    if replay_file:
+        path = Path(replay_file)
+        return read_op_autotune(path) if path.is_file() else OpAutotune(
+            op=spec.op, notes=(f"{path} is missing: every autotuned case was tuned live",))
+    source = spec.extra.get("replay_from")
+    if source:
+        path = op_autotune_path(Path(source), spec.op)
+        return read_op_autotune(path) if path.is_file() else OpAutotune(op=spec.op)
+    return None
+
+
+def record_path(spec: ChildSpec) -> Path:
+    """Where the op's process records its configs: a sweep process into its shard's file."""
+    out = spec.extra.get("autotune_out")
+    return Path(out) if out else op_autotune_path(Path(spec.run_dir), spec.op)
 
 
 def build_recorder(session: HarnessSession) -> AutotuneRecorder:
@@ -82,20 +112,7 @@ def build_recorder(session: HarnessSession) -> AutotuneRecorder:
     names = module_names([session.candidate, session.op.candidate])
     if spec.provider == "flaggems":
         names += [n for n in library_modules("flag_gems") if n not in names]
-    replay: OpAutotune | None = None
-    source = spec.extra.get("replay_from")
-    replay_file = spec.extra.get("replay_file")  # a sweep's merged configs (harness.autotune.sweep)
-    if replay_file:
-        path = Path(replay_file)
-        replay = read_op_autotune(path) if path.is_file() else OpAutotune(
-            op=spec.op, notes=(f"{path} is missing: every autotuned case was tuned live",))
-    elif source:
-        path = op_autotune_path(Path(source), spec.op)
-        # The parent checked every file of the source; an op the source did not run has none,
-        # and each of its autotuned cases is then tuned live and marked replay-miss.
-        replay = read_op_autotune(path) if path.is_file() else OpAutotune(op=spec.op)
-    out = spec.extra.get("autotune_out")  # a sweep process records into its shard's file
-    return recorder_for(spec.op, Path(out) if out else op_autotune_path(Path(spec.run_dir), spec.op), replay, names)
+    return recorder_for(spec.op, record_path(spec), replay_for(spec), names)
 
 
 @pytest.fixture(scope="session")

@@ -17,6 +17,15 @@ layouts (custom ``run()`` methods included) measures through ``Benchmark.get_lat
 originals are put back in pytest_unconfigure. Benchmark functions that fail or skip outside
 those calls (an input generator that raises, a ``skipif`` mark, a module that does not
 import) get a row with FlagGems' reason.
+
+The run's optional features, as the spec's suite facts say (harness.suite.runner): ``autotune``
+records the configs FlagGems' autotuners (LibTuner, Triton's) chose, per row, into
+``autotune/<op>.json``, and seeds them from ``--replay-from`` or a sweep's merged configs before
+the first benchmark runs (each row's ``autotune`` marker says what happened); ``ir`` keeps the
+kernels compiled during each row (``ir/<op>/<case>/``, the row's ``ir``); ``wall`` times each
+call a second time as a user makes it. In a sweep shard (spec ``mode: tune``) the plugin answers
+``get_latency`` with :class:`harness.child.suite_tune.TuneSeam` instead: the shard's share of
+FlagGems' calls runs once, and ``shard_result`` says how each went.
 """
 
 from __future__ import annotations
@@ -30,18 +39,23 @@ from typing import Any
 
 import pytest
 
+from harness.autotune.tuners import AutotuneRecorder
 from harness.backends import get_backend
 from harness.backends.state import read_state
 from harness.child.latency_seam import LatencySeam, RowContext, RowWriter, SuiteTimers
 from harness.child.plugins.identity import probe_accelerator, probe_cpu, write_identity
 from harness.child.plugins.timing import timers_for
+from harness.child.suite_tune import TuneSeam
 from harness.child.timing.base import device_api
-from harness.contract import ChildSpec
+from harness.contract import ChildSpec, op_file_stem
+from harness.results.store import write_json
 
 SPEC_OPTION = "--harness-suite-spec"
 SUITE_KEY = "suite"  # the spec's extra section this plugin reads
 _PLUGIN_KEY = pytest.StashKey["SuitePlugin"]()
 _BASE_MODULES = ("base", "performance_utils")  # where FlagGems defines Benchmark (v5.3+, v5.0.x)
+IR_DIR = "ir"  # RUN/ir/<op>/<case>/, as the harness's own op processes keep it
+TUNE_MODE = "tune"  # the spec's mode in a sweep shard (harness.run.sweep)
 
 
 def pytest_addoption(parser: pytest.Parser) -> None:
@@ -61,6 +75,94 @@ def _reason(report: pytest.TestReport | pytest.CollectReport) -> str:
     return (errors[-1] if errors else next((ln.strip() for ln in reversed(lines) if ln.strip()), "failed"))[-1000:]
 
 
+def _packages(package: str) -> tuple[str, ...]:
+    """Where the suite's autotuners live: its package, and flag_gems under a package built on it
+    (FlagGems-vllm's kernels call flag_gems' LibTuner-tuned ones too)."""
+    return (package,) if package == "flag_gems" else (package, "flag_gems")
+
+
+def _library_modules(packages: tuple[str, ...]) -> list[str]:
+    from harness.child.plugins.autotune import library_modules
+
+    return [n for p in packages for n in library_modules(p)]
+
+
+@dataclass
+class AutotuneHook:
+    """Each row's ``autotune`` marker and the op's ``autotune/<op>.json`` (a RowHook). Modules of
+    the suite's package imported after the recorder was made (a benchmark that imports a kernel
+    module itself) are searched when a row begins, and their autotuners watched too."""
+
+    recorder: AutotuneRecorder
+    packages: tuple[str, ...]
+    seen: int = 0
+
+    def __post_init__(self) -> None:
+        self.seen = len(_library_modules(self.packages))
+
+    def adopt_new(self) -> None:
+        from harness.child.plugins.autotune import autotuners_in
+
+        names = _library_modules(self.packages)
+        if len(names) != self.seen:
+            self.seen = len(names)
+            self.recorder.adopt(autotuners_in(names))
+
+    def begin(self) -> None:
+        self.adopt_new()
+        self.recorder.begin_case()
+
+    def fields(self, case: str) -> dict[str, Any]:
+        return {"autotune": self.recorder.marker()}
+
+    def written(self) -> None:
+        self.recorder.save()  # on disk before the next row: a crash keeps what was tuned
+
+
+@dataclass
+class IrHook:
+    """The kernels compiled during each row, kept under ir/<op>/<case>/ (a RowHook)."""
+
+    capture: Any  # harness.ir.capture.IrCapture
+    run_dir: Path
+    op: str
+
+    def begin(self) -> None:
+        self.capture.begin_case()
+
+    def fields(self, case: str) -> dict[str, Any]:
+        rel = f"{IR_DIR}/{op_file_stem(self.op)}/{op_file_stem(case)}"
+        summary = self.capture.end_case(self.run_dir / rel, rel)
+        return {"ir": summary} if summary is not None else {}
+
+    def written(self) -> None:
+        return None
+
+
+def build_suite_recorder(spec: ChildSpec, package: str) -> AutotuneRecorder:
+    """The recorder over the autotuners of the suite's package, seeded from the spec's replay
+    source (``--replay-from`` or a sweep's merged configs); recording where the spec says."""
+    from harness.child.plugins.autotune import record_path, recorder_for, replay_for
+
+    return recorder_for(spec.op, record_path(spec), replay_for(spec), _library_modules(_packages(package)))
+
+
+def _ir_hook(spec: ChildSpec) -> IrHook | None:
+    """IR capture for the rows of this process, or None where this Triton has no listener."""
+    from harness.ir.capture import IrCapture, nvidia_tools
+
+    capture = IrCapture(tools=nvidia_tools(), sass=spec.extra.get("ir") == "full")
+    try:
+        capture.install()
+    except (ImportError, AttributeError) as exc:  # a Triton without knobs.compilation.listener (before 3.4)
+        import warnings
+
+        warnings.warn(f"IR capture is off in this process: this Triton has no compilation listener ({exc})",
+                      stacklevel=1)
+        return None
+    return IrHook(capture, Path(spec.run_dir), spec.op)
+
+
 @dataclass(eq=False)  # registered with pluggy, which hashes its plugins
 class SuitePlugin:
     """The op process's state, registered as a plugin so its hooks reach it."""
@@ -71,6 +173,13 @@ class SuitePlugin:
     identity: dict[str, Any]
     patched: list[tuple[type, str, Any]] = field(default_factory=list)
     module_skips: int = 0
+    recorder: AutotuneRecorder | None = None
+    ir: IrHook | None = None
+    compile_ms: float | None = None  # a sweep shard's compile time (its result file)
+
+    @property
+    def tuning(self) -> bool:
+        return isinstance(self.seam, TuneSeam)
 
     # -- collection ---------------------------------------------------------------------------
 
@@ -100,6 +209,7 @@ class SuitePlugin:
 
     def pytest_collection_finish(self, session: pytest.Session) -> None:
         self._write_identity()
+        self._watch_autotuners()
         if session.items:
             benchmark = self._benchmark_class()
             if benchmark is None:
@@ -107,6 +217,19 @@ class SuitePlugin:
                     f"no {'/'.join(_BASE_MODULES)} module defining Benchmark.get_latency was imported from "
                     f"{self.spec.extra[SUITE_KEY]['suite_dir']}; the harness cannot time this FlagGems tree")
             self._patch(benchmark)
+
+    def _watch_autotuners(self) -> None:
+        """After collection (the suite's package and its kernels are imported), before any
+        benchmark runs: the autotuners are found, seeded when replaying, and watched per row."""
+        facts = self.spec.extra[SUITE_KEY]
+        if not (facts.get("autotune") or self.tuning):
+            return
+        self.recorder = build_suite_recorder(self.spec, self.package)
+        hook = AutotuneHook(self.recorder, _packages(self.package))
+        if isinstance(self.seam, TuneSeam):
+            self.seam.recorder = hook
+        else:
+            self.seam.writer.hooks.append(hook)
 
     def _benchmark_class(self) -> type | None:
         suite_dir = Path(self.spec.extra[SUITE_KEY]["suite_dir"]).resolve()
@@ -178,12 +301,31 @@ class SuitePlugin:
 
         if exitstatus == pytest.ExitCode.USAGE_ERROR and self.module_skips and not session.items:
             session.exitstatus = pytest.ExitCode.OK
+        if self.recorder is not None:
+            self.recorder.save()  # an op whose rows were all recorded earlier still says what it replayed
+        if self.ir is not None:
+            self.ir.capture.uninstall()
+        if isinstance(self.seam, TuneSeam):
+            self._write_shard_result()
+            return
 
         state = read_state(get_backend(self.spec.backend)).get(self.spec.device)
         if state:
             line = {"op": self.spec.op, "device": self.spec.device, **state}
             with open(Path(self.spec.run_dir) / "device_state.jsonl", "a", encoding="utf-8") as fh:
                 fh.write(json.dumps(line, sort_keys=True) + "\n")
+
+
+    def _write_shard_result(self) -> None:
+        """What harness.run.sweep reads to say why a shard failed: each call's outcome."""
+        assert isinstance(self.seam, TuneSeam)
+        compile_ms = None
+        if self.ir is not None:
+            summary = self.ir.capture.end_case(None)
+            compile_ms = summary["compile_ms"] if summary else None
+        write_json(Path(self.spec.extra["shard_result"]),
+                   {"cases": self.seam.outcomes, "compile_ms": compile_ms, "calls": self.seam.calls,
+                    "share": {"index": self.seam.index, "count": self.seam.count}})
 
 
 def _device(spec: ChildSpec) -> tuple[str, dict[str, Any]]:
@@ -224,9 +366,35 @@ def pytest_configure(config: pytest.Config) -> None:
     def under_gems() -> bool:
         return getattr(sys.modules.get(package), "current_work_registrar", None) is not None
 
-    seam = LatencySeam(RowWriter(ctx), SuiteTimers(timers.primary, timers.fallback, str(facts.get("capture_denied", ""))),
-                       spec.dtypes, under_gems=under_gems, level=str(facts.get("level", "")))
-    plugin = SuitePlugin(spec=spec, package=package, seam=seam, identity=identity)
+    wall = None
+    if facts.get("wall"):
+        from harness.child.timing.wall import WallTimer
+
+        wall = WallTimer()
+        if backend.torch_namespace:
+            wall.synchronize = device_api(backend.torch_namespace, backend.torch_extension).synchronize
+    suite_timers = SuiteTimers(timers.primary, timers.fallback, str(facts.get("capture_denied", "")), wall=wall)
+    seam: LatencySeam
+    ir: IrHook | None = None
+    if spec.extra.get("mode") == TUNE_MODE:
+        share = facts.get("sweep") or {}
+        sync = (device_api(backend.torch_namespace, backend.torch_extension).synchronize
+                if backend.torch_namespace else (lambda: None))
+        seam = TuneSeam(ctx, suite_timers, spec.dtypes, index=int(share.get("index", 0)),
+                        count=int(share.get("count", 1)), recorder=None, under_gems=under_gems,
+                        synchronize=sync, level=str(facts.get("level", "")))
+        if not backend.capabilities.triton_interpreter:  # compile times only, for sweep.json
+            ir = _ir_hook(spec)
+            if ir is not None:
+                ir.capture.keep_files = False
+    else:
+        seam = LatencySeam(RowWriter(ctx), suite_timers, spec.dtypes, under_gems=under_gems,
+                           level=str(facts.get("level", "")))
+        if facts.get("ir"):
+            ir = _ir_hook(spec)
+            if ir is not None:
+                seam.writer.hooks.append(ir)
+    plugin = SuitePlugin(spec=spec, package=package, seam=seam, identity=identity, ir=ir)
     config.stash[_PLUGIN_KEY] = plugin
     config.pluginmanager.register(plugin, "harness-suite")
 
