@@ -153,6 +153,21 @@ class IrCapture:
         knobs.compilation.listener = self
         self.installed = True
 
+    @classmethod
+    def started(cls, sass: bool) -> IrCapture | None:
+        """A capture listening in this process (with the NVIDIA tools where found), or None with a
+        warning where this Triton has no compilation listener (before 3.4): cases then run without."""
+        capture = cls(tools=nvidia_tools(), sass=sass)
+        try:
+            capture.install()
+        except (ImportError, AttributeError) as exc:
+            import warnings
+
+            warnings.warn(f"IR capture is off in this process: this Triton has no compilation listener ({exc})",
+                          stacklevel=2)
+            return None
+        return capture
+
     def uninstall(self) -> None:
         from triton import knobs
 

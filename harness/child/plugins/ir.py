@@ -17,7 +17,7 @@ import pytest
 from harness.child.plugins.records import RESULT_KEY
 from harness.child.plugins.session import HarnessSession, get_session
 from harness.contract import Case, op_file_stem
-from harness.ir.capture import IrCapture, nvidia_tools
+from harness.ir.capture import IrCapture
 
 __all__ = ["IR_DIR", "harness_ir"]
 
@@ -29,15 +29,9 @@ CAPTURE_KEY = pytest.StashKey[IrCapture]()
 def harness_ir(request: pytest.FixtureRequest, harness_session: HarnessSession) -> Iterator[IrCapture]:
     """Listening from before the first case until the last."""
     # SASS (nvdisasm) costs about as much as the compile itself: only with --ir full.
-    capture = IrCapture(tools=nvidia_tools(), sass=harness_session.spec.extra.get("ir") == "full")
-    try:
-        capture.install()
-    except (ImportError, AttributeError) as exc:  # a Triton without knobs.compilation.listener (before 3.4)
-        import warnings
-
-        warnings.warn(f"IR capture is off in this process: this Triton has no compilation listener ({exc})",
-                      stacklevel=1)
-        yield capture
+    capture = IrCapture.started(sass=harness_session.spec.extra.get("ir") == "full")
+    if capture is None:  # no listener in this Triton: an idle capture, nothing recorded
+        yield IrCapture()
         return
     request.config.stash[CAPTURE_KEY] = capture
     yield capture

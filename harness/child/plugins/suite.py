@@ -149,18 +149,10 @@ def build_suite_recorder(spec: ChildSpec, package: str) -> AutotuneRecorder:
 
 def _ir_hook(spec: ChildSpec) -> IrHook | None:
     """IR capture for the rows of this process, or None where this Triton has no listener."""
-    from harness.ir.capture import IrCapture, nvidia_tools
+    from harness.ir.capture import IrCapture
 
-    capture = IrCapture(tools=nvidia_tools(), sass=spec.extra.get("ir") == "full")
-    try:
-        capture.install()
-    except (ImportError, AttributeError) as exc:  # a Triton without knobs.compilation.listener (before 3.4)
-        import warnings
-
-        warnings.warn(f"IR capture is off in this process: this Triton has no compilation listener ({exc})",
-                      stacklevel=1)
-        return None
-    return IrHook(capture, Path(spec.run_dir), spec.op)
+    capture = IrCapture.started(sass=spec.extra.get("ir") == "full")
+    return None if capture is None else IrHook(capture, Path(spec.run_dir), spec.op)
 
 
 @dataclass(eq=False)  # registered with pluggy, which hashes its plugins
