@@ -62,12 +62,17 @@ BACKEND = os.environ.get("BACKEND", "cuda")  # cpu: a dry run of the plumbing on
 SAMPLE_SIZE = int(os.environ.get("SAMPLE_SIZE", "160"))
 PARTS = int(os.environ.get("PARTS", "2"))
 OP_TIMEOUT = os.environ.get("OP_TIMEOUT", "120")
+# The time cap of a timing that does not settle (--cap-ms; the harness's default is 1000): a corpus
+# nightly's setting, since rows of small kernels rarely settle and each costs the cap (docs/timing.md).
+CAP_MS = os.environ.get("CAP_MS", "300")
+RERUN_OPS = os.environ.get("RERUN_OPS", "")  # step rerun: a file of op ids (one a line)
 # Seconds per step: call 1 = sample1 (+ about 30 s of set-up) and call 2 = sample2 + caliber +
 # throughput (+ set-up) each stay under 9 minutes.
 BUDGETS = {"sample": float(os.environ.get("SAMPLE1_BUDGET_S", "440")),
            "sample2": float(os.environ.get("SAMPLE2_BUDGET_S", "230")),
            "caliber": float(os.environ.get("CALIBER_BUDGET_S", "150")),
-           "throughput": float(os.environ.get("THROUGHPUT_BUDGET_S", "90"))}
+           "throughput": float(os.environ.get("THROUGHPUT_BUDGET_S", "90")),
+           "rerun": float(os.environ.get("RERUN_BUDGET_S", "400"))}
 CALIBER_OPS = int(os.environ.get("CALIBER_OPS", "20"))
 PROFILED = int(os.environ.get("PROFILED", "6"))
 THROUGHPUT_FILES = int(os.environ.get("THROUGHPUT_FILES", "6"))
@@ -244,7 +249,8 @@ def setup() -> None:
 def harness_run(name: str, extra: Sequence[str], budget: float) -> Path:
     run_dir = RUNS / name
     cmd = [sys.executable, "-m", "harness", "run", "--backend", BACKEND, "--suite", str(SUITE), "--level", "core",
-           "--dtypes", "bfloat16", "--devices", *DEVICES, "--op-timeout", OP_TIMEOUT, "--progress", "plain",
+           "--dtypes", "bfloat16", "--devices", *DEVICES, "--op-timeout", OP_TIMEOUT, "--cap-ms", CAP_MS,
+           "--progress", "plain",
            "--out", str(run_dir), *extra]
     code, wall = bounded(cmd, budget, log=RUNS / f"{name}.log")
     info = json.loads((run_dir / "run.json").read_text()) if (run_dir / "run.json").is_file() else {}
@@ -266,6 +272,49 @@ def step_sample(k: int, sample: Sequence[SuiteOp], out: Path, base_classes: froz
             (out / f"sample-{k}" / name).write_bytes((run_dir / name).read_bytes())
     write_csv(out / f"triage-{k}.csv", triage_rows(run_dir), ("op", "case", "status", "message"))
     # (one call writes at most 8 files: sample-K/ 3, triage-K, caliber, throughput, corpus.json, corpus.log)
+
+
+def step_rerun(out: Path) -> None:
+    """The ops of RERUN_OPS again, as one run on DEVICES: the same ops on one GPU against two
+    (docs/flaggems.md, "One GPU against two"). Writes $OUT/rerun/{ops_status.csv,summary.csv,run.json}."""
+    if not RERUN_OPS or not Path(RERUN_OPS).is_file():
+        say(f"rerun: RERUN_OPS {RERUN_OPS!r} is not a file of op ids")
+        return
+    ops = [line.strip() for line in Path(RERUN_OPS).read_text().splitlines() if line.strip()]
+    say(f"rerun: {len(ops)} ops of {RERUN_OPS} on devices {DEVICES}")
+    run_dir = harness_run("rerun", ["--ops-file", RERUN_OPS], BUDGETS["rerun"])
+    for name in ("ops_status.csv", "summary.csv", "run.json"):
+        if (run_dir / name).is_file():
+            (out / "rerun").mkdir(parents=True, exist_ok=True)
+            (out / "rerun" / name).write_bytes((run_dir / name).read_bytes())
+
+
+def archive(out: Path, limit: int = 15 << 20) -> None:
+    """RUNS' run directories, without IR, compiler caches and specs, into $OUT/runs.tgz (records,
+    statuses, run.json, op logs), for triage and reports on another machine; without the op logs
+    when that is over ``limit`` bytes."""
+    import tarfile
+
+    def keep(logs: bool) -> Any:
+        def pick(info: tarfile.TarInfo) -> tarfile.TarInfo | None:
+            parts = Path(info.name).parts
+            if any(p in ("ir", "triton-cache", "triton_cache", "cache", "specs", "sweep", "autotune") for p in parts[1:]):
+                return None
+            if parts[1:] and parts[-1] in ("report.html", "junit.xml"):  # remade from the records here
+                return None
+            if not logs and "logs" in parts[1:]:
+                return None
+            return info
+        return pick
+
+    target = out / "runs.tgz"
+    for logs in (True, False):
+        with tarfile.open(target, "w:gz") as tar:
+            for run in sorted(p for p in RUNS.iterdir() if p.is_dir() and (p / "run.json").is_file()):
+                tar.add(run, arcname=run.name, filter=keep(logs))
+        if target.stat().st_size <= limit:
+            break
+    say(f"runs.tgz: {target.stat().st_size >> 10} KiB")
 
 
 def latest_sample() -> Path | None:
@@ -456,10 +505,14 @@ def cmd_run(out: Path) -> None:
             step_caliber(out)
         elif step == "throughput":
             step_throughput(out)
+        elif step == "rerun":
+            step_rerun(out)
         else:
             say(f"unknown step {step!r}")
     summarize(sorted(p.parent for p in RUNS.glob("sample-*/ops_status.csv")), out,
               {"steps": steps, "script_wall_s": round(time.monotonic() - begin, 1)})
+    if os.environ.get("ARCHIVE", "1") == "1":
+        archive(out)
     (out / "corpus.log").write_text("\n".join(LOG) + "\n")
 
 

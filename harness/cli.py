@@ -75,6 +75,8 @@ def _add_run(sub: argparse._SubParsersAction[argparse.ArgumentParser]) -> None:
     p.add_argument("--seed", type=int, help="base seed; each case derives its own (default 0)")
     p.add_argument("--warmup-ms", type=float, help="warm-up budget per measurement in ms (default 25)")
     p.add_argument("--rep-ms", type=float, help="measurement budget per timing in ms (default 100)")
+    p.add_argument("--cap-ms", type=float, help="most ms one timing samples when its spread does not settle "
+                   "(default 1000; docs/timing.md)")
     p.add_argument("--devices", nargs="+", metavar="ID", help="device ids to shard ops over (default: the backend's visible devices)")
     p.add_argument("--op-timeout", type=float, help="seconds before a hung op's process group is killed (default 1800)")
     p.add_argument("--reports-dir", help="where run directories are created (default: reports)")
@@ -220,7 +222,7 @@ def build_parser() -> argparse.ArgumentParser:
 
 def _cli_values(ns: argparse.Namespace) -> dict[str, Any]:
     keys = ("backend", "ops", "dtypes", "level", "shapes_file", "ops_modules", "provider", "timer",
-            "cache", "seed", "warmup_ms", "rep_ms", "devices", "op_timeout", "reports_dir", "out", "run_id",
+            "cache", "seed", "warmup_ms", "rep_ms", "cap_ms", "devices", "op_timeout", "reports_dir", "out", "run_id",
             "ops_file", "dismiss", "progress", "suite", "replay_from", "prestart", "plugins", "extra_plugins",
             "ir", "triton_cache", "keep_triton_cache", "sweep_devices", "shard", "nodes", "allow_version_mismatch")
     return {k: getattr(ns, k, None) for k in keys}

@@ -62,7 +62,7 @@ PARENT_PID_ENV = "HARNESS_PARENT_PID"
 RUN_MARK_ENV = "HARNESS_RUN_MARK"
 OP_MARK_ENV = "HARNESS_OP_MARK"
 
-CHILD_SPEC_VERSION = 1
+CHILD_SPEC_VERSION = 2  # 2: cap_ms
 
 
 def op_file_stem(op: str) -> str:
@@ -170,6 +170,7 @@ class ChildSpec:
     ops_modules: tuple[str, ...] = ()
     warmup_ms: float = 25.0
     rep_ms: float = 100.0
+    cap_ms: float = 1000.0  # sampling stops here when the spread does not settle (the row is noisy)
     skip_cases: tuple[str, ...] = ()  # case ids already recorded (resume)
     extra: dict[str, Any] = field(default_factory=dict)
 

@@ -93,6 +93,7 @@ class RunOptions:
     seed: int = 0
     warmup_ms: float = 25.0
     rep_ms: float = 100.0
+    cap_ms: float = 1000.0
     devices: tuple[str, ...] = ()
     op_timeout: float = 1800.0
     reports_dir: str = "reports"
@@ -398,6 +399,7 @@ _PARSERS: dict[str, Callable[[Any], Any]] = {
     "seed": _int("seed"),
     "warmup_ms": _positive_float("warmup (ms)"),
     "rep_ms": _positive_float("rep (ms)"),
+    "cap_ms": _positive_float("cap (ms)"),
     "devices": _devices,
     "op_timeout": _positive_float("op timeout (s)"),
     "reports_dir": _str,

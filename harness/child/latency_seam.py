@@ -55,7 +55,7 @@ from harness.child.outputs import (
     dtype_name,
     first_tensor_shape,
 )
-from harness.child.timing.base import CaptureFatal, CaptureRefused, Samples, Timer
+from harness.child.timing.base import CaptureFatal, CaptureRefused, Samples, Timer, begin_row
 from harness.contract import POISONED_EXIT
 from harness.errors import ContextPoisoned
 from harness.results.schema import Correctness, Fallback, Measurement, Timing, case_id
@@ -77,6 +77,11 @@ class SuiteTimers:
     fallback: Timer | None  # the direct timer behind a graph timer
     denied: str = ""  # why graph capture is not tried for this op (its capture deny list entry), else ""
     wall: Timer | None = None  # the wall timer (a call with its host dispatch), beside the device time
+
+    def begin_row(self) -> None:
+        """A new row: the graph timer decides afresh whether its kernels are small."""
+        begin_row(self.primary)
+        begin_row(self.fallback)
 
 
 @dataclass(frozen=True)
@@ -338,6 +343,7 @@ class LatencySeam:
         self.item_rows += 1
         if not self.writer.recorded(key):
             self.writer.begin()
+            self.timers.begin_row()
         return _Pending(bench=bench, arg_ids=ids, dtype=dtype, shape=shape, provider=provider, key=key,
                         facts=self._facts(bench, shape_detail=describe_args(args, kwargs)),
                         direction=self._direction(bench), notes=notes, started=time.perf_counter(),

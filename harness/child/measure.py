@@ -16,7 +16,7 @@ from dataclasses import dataclass, replace
 from typing import Any
 
 from harness.backends.base import Peaks, roofline
-from harness.child.timing.base import CaptureFatal, CaptureRefused, Samples, Timer
+from harness.child.timing.base import CaptureFatal, CaptureRefused, Samples, Timer, begin_row
 from harness.contract import Case
 from harness.ops.base import OpSpec
 from harness.results.schema import Correctness, Fallback, Measurement, Timing
@@ -53,12 +53,6 @@ def _state(ctx: CaseContext) -> dict[str, float | None]:
         return dict(ctx.read_state())
     except Exception:  # a reading is a diagnostic: never the reason a case fails
         return {}
-
-
-def _begin_row(timer: Timer | None) -> None:
-    begin = getattr(timer, "begin_row", None)  # timers that choose per row (graph: small kernels)
-    if begin is not None:
-        begin()
 
 
 def _torch_dtype(name: str) -> Any:
@@ -201,14 +195,14 @@ def measure_case(
     state_start = _state(ctx)
     try:
         # Candidate first: a refused capture switches the whole row, so both sides share a timer.
-        _begin_row(timer)
+        begin_row(timer)
         cand_s = timer.measure(lambda: candidate(*args))
         base_s = timer.measure(lambda: op.baseline(*args))
     except CaptureRefused as refused:
         if fallback_timer is None:
             raise
         fallback = Fallback(phase=refused.phase, reason=refused.reason, detail=refused.detail)
-        _begin_row(fallback_timer)
+        begin_row(fallback_timer)
         cand_s = fallback_timer.measure(lambda: candidate(*args))
         base_s = fallback_timer.measure(lambda: op.baseline(*args))
     except CaptureFatal as fatal:

@@ -150,7 +150,7 @@ class CaseRunner:
             op=op_plan.op, provider=op_plan.provider, dtypes=op_plan.dtypes, shapes=op_plan.shapes,
             seed=plan.options.seed, timer=plan.timer, cache=plan.options.cache,
             ops_modules=plan.options.ops_modules, warmup_ms=plan.options.warmup_ms,
-            rep_ms=plan.options.rep_ms, skip_cases=tuple(sorted(skip)),
+            rep_ms=plan.options.rep_ms, cap_ms=plan.options.cap_ms, skip_cases=tuple(sorted(skip)),
             extra={"replay_from": plan.options.replay_from} if plan.options.replay_from else {},
         )
         if plan.options.ir == "full":  # the IR plugin keeps SASS too

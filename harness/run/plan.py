@@ -213,7 +213,7 @@ def plan_digest(ops: Sequence[OpPlan], options: RunOptions, level: str, timer: s
         "ops": [[o.op, o.provider, list(o.dtypes), [list(s) for s in o.shapes]] for o in ops],
         "level": level,
         "timer": timer,
-        "options": [options.cache, options.seed, options.warmup_ms, options.rep_ms, options.provider,
+        "options": [options.cache, options.seed, options.warmup_ms, options.rep_ms, options.cap_ms, options.provider,
                     list(options.plugins), list(options.extra_plugins)],
     }
     return hashlib.sha256(json.dumps(what, sort_keys=True).encode()).hexdigest()[:16]

@@ -114,6 +114,7 @@ def case_shard_launch(ctx: BatchContext, op_plan: OpPlan, index: int, device: st
         op=op_plan.op, provider=op_plan.provider, dtypes=op_plan.dtypes, shapes=op_plan.shapes,
         seed=plan.options.seed, timer=plan.timer, cache=plan.options.cache, ops_modules=plan.options.ops_modules,
         warmup_ms=plan.options.warmup_ms, rep_ms=plan.options.rep_ms,
+        cap_ms=plan.options.cap_ms,
         skip_cases=tuple(sorted(c.case_id for c in op_plan.cases() if c.case_id not in wanted)),
         extra={"mode": "tune", "autotune_out": str(files.shard(index)),
                "shard_result": str(files.shard_result(index))},

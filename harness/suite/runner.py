@@ -339,6 +339,7 @@ class SuiteRunner:
             run_id=plan.run_id, run_dir=str(ctx.run_dir), backend=plan.backend.name, device=device,
             op=op_plan.op, provider=op_plan.provider, dtypes=op_plan.dtypes, shapes=(), seed=options.seed,
             timer=plan.timer, cache=options.cache, warmup_ms=options.warmup_ms, rep_ms=options.rep_ms,
+            cap_ms=options.cap_ms,
             skip_cases=tuple(sorted(skip)),
             extra={**({"ir": "full"} if options.ir == "full" else {}), **extra,
                    "suite": {"suite_dir": str(self.tree.suite_dir), "package": self.tree.package, "level": plan.level,

@@ -5,7 +5,8 @@ graph timer, the device reader, and the cpu backend's threads and report note.""
 from __future__ import annotations
 
 import math
-from dataclasses import dataclass, field
+import statistics
+from dataclasses import dataclass
 from typing import Any
 
 import pytest
@@ -77,47 +78,108 @@ def test_a_reading_that_fails_never_fails_the_case() -> None:
     assert record.status == "pass" and record.device_state == ()
 
 
-@dataclass
-class _Graph(GraphTimer):
-    """The graph timer's row logic with the device part replaced by fixed readings."""
+class FakeDevice:
+    """A device namespace for the graph timer without a device: a clock that each kernel call
+    advances by its duration, events that read the clock, graphs that record the calls made while
+    capturing and replay them. Counts replays, to see what a measurement cost."""
 
-    readings: list[float] = field(default_factory=list)
+    def __init__(self, kernel_ms: float, jitter: float = 0.0) -> None:
+        self.kernel_ms, self.now, self.replays, self.jitter = kernel_ms, 0.0, 0, jitter
+        self.capturing: list[float] | None = None
 
-    def measure(self, fn: Any) -> Samples:
-        value = self.readings.pop(0)
-        return self._small(Samples((value,) * 10, "graph"), fn)
+    def call(self) -> None:  # one kernel of the op under test
+        if self.capturing is not None:
+            self.capturing.append(self.kernel_ms)
+        else:
+            self.now += self.kernel_ms
+
+    def synchronize(self) -> None:
+        pass
+
+    def Event(self, enable_timing: bool = True) -> Any:  # noqa: N802 - torch's spelling
+        device = self
+
+        class Event:
+            at = 0.0
+
+            def record(self) -> None:
+                self.at = device.now
+
+            def elapsed_time(self, other: Any) -> float:
+                return float(other.at - self.at)
+
+        return Event()
+
+    def CUDAGraph(self) -> Any:  # noqa: N802
+        device = self
+
+        class Graph:
+            calls: list[float] = []
+
+            def replay(self) -> None:
+                device.replays += 1  # replays alternate faster and slower by ``jitter``
+                device.now += sum(self.calls) * (1 + device.jitter * (-1) ** device.replays)
+
+        return Graph()
+
+    def graph(self, g: Any) -> Any:
+        import contextlib
+
+        @contextlib.contextmanager
+        def capture() -> Any:
+            self.capturing = []
+            yield
+            g.calls, self.capturing = self.capturing, None
+
+        return capture()
 
 
-def _graph(small: Any, readings: list[float], threshold: float = 0.005) -> _Graph:
-    return _Graph(api=None, backend=get_backend("cuda"), op_id="add", small_timer=small,  # type: ignore[arg-type]
-                  small_kernel_ms=threshold, readings=readings)
+def _graph(small: Any, device: FakeDevice, threshold: float = 0.005) -> GraphTimer:
+    from harness.child.timing.base import DeviceApi
+
+    return GraphTimer(api=DeviceApi(device, "CUDAGraph"), backend=get_backend("cuda"), op_id="add",
+                      small_timer=small, small_kernel_ms=threshold)
 
 
 def test_a_row_of_small_kernels_is_timed_by_the_profiler_candidate_and_baseline_alike() -> None:
     profiler = FakeTimer(0.0011, name="profiler")
-    timer = _graph(profiler, [0.0014, 0.0400])  # the candidate is small, torch's kernel is not
+    # The row's first side is small, and its graph readings never settle (10% apart): it used to
+    # be sampled until the cap (4 batches here), then thrown away for the profiler's.
+    device = FakeDevice(kernel_ms=0.0014, jitter=0.1)
+    timer = _graph(profiler, device)
     timer.begin_row()
-    assert timer.measure(lambda: None).timer == "profiler"
-    assert timer.measure(lambda: None).timer == "profiler"  # the row keeps one timer
-    timer.readings = [0.0400, 0.0014]
-    timer.begin_row()
-    assert [timer.measure(lambda: None).timer for _ in range(2)] == ["graph", "graph"]
+    assert timer.measure(device.call).timer == "profiler"
+    deciding = device.replays
+    assert deciding == 1 + 200  # the capture's check replay and one batch (100 calls a replay)
+    device.jitter = 0.0
+    device.kernel_ms = 0.04  # the other side is not small: the row keeps one timer
+    assert timer.measure(device.call).timer == "profiler"
+    assert device.replays == deciding  # a side of a known-small row samples no graph at all
+    timer.begin_row()  # the next row decides afresh
+    samples = timer.measure(device.call)
+    assert samples.timer == "graph" and not samples.noisy
+    assert statistics.median(samples.values) == pytest.approx(0.04)
+    device.kernel_ms = 0.0014
+    assert timer.measure(device.call).timer == "graph"
     assert profiler.calls == 2
 
 
 def test_the_small_kernel_switch_off_or_without_a_profiler_keeps_the_graph() -> None:
-    off = _graph(FakeTimer(0.001, name="profiler"), [0.0014], threshold=0.0)
-    assert off.measure(lambda: None).timer == "graph"
-    none = _graph(None, [0.0014])
-    assert none.measure(lambda: None).timer == "graph"
+    device = FakeDevice(kernel_ms=0.0014)
+    off = _graph(FakeTimer(0.001, name="profiler"), device, threshold=0.0)
+    assert off.measure(device.call).timer == "graph"
+    none = _graph(None, device)
+    assert none.measure(device.call).timer == "graph"
 
     class Broken(FakeTimer):
         def measure(self, fn: Any) -> Samples:
             raise RuntimeError("the profiler recorded no kernels")
 
-    broken = _graph(Broken(0.0), [0.0014, 0.0014])
+    broken = _graph(Broken(0.0), device)
     broken.begin_row()
-    assert [broken.measure(lambda: None).timer for _ in range(2)] == ["graph", "graph"]
+    readings = [broken.measure(device.call) for _ in range(2)]
+    assert [r.timer for r in readings] == ["graph", "graph"]
+    assert statistics.median(readings[1].values) == pytest.approx(0.0014)
 
 
 class FakeNvml:

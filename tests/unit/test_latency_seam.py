@@ -27,6 +27,10 @@ class Timer:
     def __init__(self, name: str = "graph", ms: float = 2.0, fail: type[Exception] | None = None,
                  fail_after: int = 0) -> None:
         self.name, self.ms, self.fail, self.fail_after, self.calls = name, ms, fail, fail_after, 0
+        self.rows: list[int] = []  # the measure count at each begin_row
+
+    def begin_row(self) -> None:
+        self.rows.append(self.calls)
 
     def measure(self, fn: Callable[[], Any]) -> Samples:
         self.calls += 1
@@ -113,6 +117,13 @@ def test_a_row_pairs_torch_and_flaggems_checks_outputs_and_keeps_both_timings(tm
     assert first.baseline is not None and first.candidate is not None and first.speedup == 1.0
     assert first.tflops == pytest.approx(64 / 2e-3 / 1e12) and first.extra["flops"] == 64
     assert first.extra["suite"]["shape_detail"] == [[8, 4], [8, 4]] and "said on every row" in first.notes
+
+
+def test_each_row_begins_a_row_of_the_timer_so_the_small_kernel_choice_is_made_per_row(tmp_path: Path) -> None:
+    timer, fallback = Timer(), Timer("direct")
+    run(seam_for(tmp_path, timer, fallback), Bench("add", torch.add, dtypes=[torch.float32, torch.bfloat16]))
+    assert len(rows(tmp_path)) == 2
+    assert timer.rows == [0, 2] and fallback.rows == [0, 0]  # before each row's two measurements
 
 
 def test_a_wrong_flaggems_output_fails_the_row_without_its_timings(tmp_path: Path) -> None:

@@ -63,3 +63,25 @@ def test_adaptive_sampling_marks_rows_that_never_settle() -> None:
     assert noisy
     assert len(values) >= 32  # kept sampling up to the repetition cap before giving up
     assert rel_spread(values) > 0.01
+
+
+def test_the_cap_option_reaches_every_timer_of_an_op_process() -> None:
+    """``--cap-ms`` (options) -> the child spec -> each timer's budget; the cpu timer keeps its
+    lower cap of 200 ms."""
+    from harness.backends import get_backend
+    from harness.child.plugins.timing import timers_for
+    from harness.contract import ChildSpec
+    from harness.options import resolve_run_options
+
+    options = resolve_run_options({"cap_ms": 300.0}, {})
+    assert options.cap_ms == 300.0 and resolve_run_options({}, {"HARNESS_CAP_MS": "250"}).cap_ms == 250.0
+    spec = ChildSpec(run_id="r", run_dir="/tmp/r", backend="cuda", device="0", op="add", provider="builtin",
+                     dtypes=("float32",), shapes=((8,),), seed=0, timer="graph", cache="warm", cap_ms=options.cap_ms)
+    timers = timers_for(spec, get_backend("cuda"), "cuda:0", None)
+    small = getattr(timers.primary, "small_timer", None)
+    assert [t.budget.cap_ms for t in (timers.primary, small, timers.fallback)] == [300.0] * 3  # type: ignore[union-attr]
+    cpu = timers_for(ChildSpec(**{**spec.__dict__, "backend": "cpu", "timer": "cpu", "cap_ms": 5000.0}),
+                     get_backend("cpu"), "cpu", None)
+    assert cpu.primary.budget.cap_ms == 200.0  # type: ignore[attr-defined]
+    assert timers_for(ChildSpec(**{**spec.__dict__, "backend": "cpu", "timer": "cpu", "cap_ms": 50.0}),
+                      get_backend("cpu"), "cpu", None).primary.budget.cap_ms == 50.0  # type: ignore[attr-defined]

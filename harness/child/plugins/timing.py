@@ -36,10 +36,11 @@ def timers_for(spec: ChildSpec, backend: Backend, torch_device: str, l2_bytes: i
     """The timers of an op process: the harness's own cases and a library's suite (whose op
     process has no HarnessSession) build them here alike. ``op_id`` is the name the capture deny
     list is keyed by (default: the spec's op)."""
-    budget = Budget(warmup_ms=spec.warmup_ms, rep_ms=spec.rep_ms)
+    budget = Budget(warmup_ms=spec.warmup_ms, rep_ms=spec.rep_ms, cap_ms=spec.cap_ms)
     if spec.timer == "cpu":
         timer = CpuTimer(budget=Budget(warmup_ms=spec.warmup_ms, rep_ms=min(spec.rep_ms, 50.0), min_reps=3,
-                                       max_reps=50, target_spread=0.05, cap_ms=200.0))
+                                       max_reps=50, target_spread=0.05,
+                                       cap_ms=min(spec.cap_ms, 200.0)))
         if backend.torch_namespace:
             timer.synchronize = device_api(backend.torch_namespace, backend.torch_extension).synchronize
         return Timers(timer, None)

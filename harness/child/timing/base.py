@@ -16,6 +16,8 @@ __all__ = [
     "Samples",
     "Timer",
     "adaptive_samples",
+    "batch_size",
+    "begin_row",
     "device_api",
     "rel_spread",
     "reps_for",
@@ -88,16 +90,23 @@ def rel_spread(values: list[float]) -> float:
     return (q3 - q1) / med if med > 0 else float("inf")
 
 
+def batch_size(estimate_ms: float, budget: Budget) -> int:
+    """Samples per batch of :func:`adaptive_samples`: enough to fill ``budget.rep_ms``."""
+    return reps_for(budget.rep_ms, estimate_ms, budget.min_reps, budget.max_reps)
+
+
 def adaptive_samples(
-    take: Callable[[int], list[float]], estimate_ms: float, budget: Budget
+    take: Callable[[int], list[float]], estimate_ms: float, budget: Budget,
+    first: list[float] | None = None,
 ) -> tuple[list[float], bool]:
     """Take batches of samples until the spread settles or the time cap is spent.
 
+    ``first``: a batch already taken (by ``take(batch_size(...))``), continued from here.
     Returns the samples and whether the row is noisy (never settled).
     """
-    n = reps_for(budget.rep_ms, estimate_ms, budget.min_reps, budget.max_reps)
+    n = batch_size(estimate_ms, budget)
     started = time.perf_counter()
-    values = take(n)
+    values = list(first) if first is not None else take(n)
     while rel_spread(values) > budget.target_spread:
         spent_ms = (time.perf_counter() - started) * 1e3
         if spent_ms >= budget.cap_ms or len(values) >= 4 * budget.max_reps:
@@ -133,6 +142,13 @@ def device_api(torch_namespace: str, torch_extension: str | None, graph_class: s
     if torch_extension:
         importlib.import_module(torch_extension)
     return DeviceApi(namespace=getattr(torch, torch_namespace), graph_class=graph_class)
+
+
+def begin_row(timer: object | None) -> None:
+    """A new row starts: timers that choose per row (graph: small kernels) forget the last one."""
+    begin = getattr(timer, "begin_row", None)
+    if begin is not None:
+        begin()
 
 
 class Timer(Protocol):

@@ -10,9 +10,13 @@ fatal -> CaptureFatal, poisoned -> ContextPoisoned (the op's process stops).
 Small kernels. A replayed graph still pays a fixed cost per kernel node (about 0.2-0.5 us on an
 H200: benchmarks/results/timing_fidelity-h200.json), which the flush graph cannot subtract (it
 has half the nodes); below a few microseconds that reads 1.15-1.3x the profiler's kernel time.
-So a row whose candidate reads under ``small_kernel_ms`` is timed by ``small_timer`` (the
+So a row whose first measurement reads under ``small_kernel_ms`` is timed by ``small_timer`` (the
 profiler timer: kernel time by definition), candidate and baseline alike (``begin_row`` starts a
-row; the candidate's reading decides); ``small_kernel_ms = 0`` switches this off
+row; the first measured side decides: the candidate for the harness's own cases, torch's call in
+FlagGems' suite, whose benchmarks time torch first). It decides on the first batch of graph
+samples, and a side of a row already known to be small is not sampled as a graph at all: a small
+row's graph reading would be thrown away, and it rarely settles (its flush dominates it), so it
+used to cost the whole time cap. ``small_kernel_ms = 0`` switches this off
 (benchmarks/small_kernels.py measures both ways).
 """
 
@@ -33,6 +37,7 @@ from harness.child.timing.base import (
     Samples,
     Timer,
     adaptive_samples,
+    batch_size,
     reps_for,
 )
 from harness.child.timing.direct import estimate_ms
@@ -78,21 +83,26 @@ class GraphTimer:
         """A new row starts: its first measurement (the candidate) decides its timer."""
         self._row_small = None
 
-    def _small(self, graph_samples: Samples, fn: Callable[[], Any]) -> Samples:
-        """The graph's samples, or the small-kernel timer's for a row of small kernels."""
+    def _decide(self, first: list[float]) -> bool:
+        """Whether this row is one of small kernels, decided once per row by its first
+        measurement's first batch of graph samples (the profiler timer then times both sides)."""
         if self.small_timer is None or self.small_kernel_ms <= 0:
-            return graph_samples
+            return False
         if self._row_small is None:
-            self._row_small = statistics.median(graph_samples.values) < self.small_kernel_ms
-        if not self._row_small:
-            return graph_samples
+            self._row_small = statistics.median(first) < self.small_kernel_ms
+        return self._row_small
+
+    def _small_samples(self, fn: Callable[[], Any]) -> Samples | None:
+        """The small-kernel timer's samples; None where it cannot time here (no profiler): the
+        row keeps the graph's readings from then on."""
+        assert self.small_timer is not None
         try:
             return self.small_timer.measure(fn)
         except (ContextPoisoned, CaptureFatal):
             raise
-        except Exception:  # no profiler here after all: keep the graph's reading for the whole row
+        except Exception:  # no profiler here after all: the graph's reading for the whole row
             self._row_small = False
-            return graph_samples
+            return None
 
     def _fail(self, exc: BaseException, phase: str) -> Exception:
         if isinstance(exc, (ContextPoisoned, CaptureRefused, CaptureFatal)):
@@ -147,6 +157,12 @@ class GraphTimer:
             api.synchronize()
         except Exception as exc:
             raise self._fail(exc, "sync") from exc
+        if self._row_small and self.small_timer is not None:
+            # The row's first measurement found small kernels: this side goes straight to the
+            # small-kernel timer, without sampling a graph whose reading would be thrown away.
+            small = self._small_samples(fn)
+            if small is not None:
+                return small
         try:
             fn()  # discarded: absorbs autotuning and JIT compilation
             est = estimate_ms(api, fn, None)
@@ -208,9 +224,17 @@ class GraphTimer:
             cap_ms=self.budget.cap_ms,
         )
         try:
-            values, noisy = adaptive_samples(take, graph_ms, budget)
+            first = take(batch_size(graph_ms, budget))
+        except Exception as exc:  # a replay can hit the same device errors as the capture
+            raise self._fail(exc, "replay") from exc
+        if self._decide(first):  # small kernels: one batch decided it, the profiler times them
+            small = self._small_samples(fn)
+            if small is not None:
+                return small
+        try:
+            values, noisy = adaptive_samples(take, graph_ms, budget, first=first)
         except Exception as exc:  # a replay can hit the same device errors as the capture
             raise self._fail(exc, "replay") from exc
         if statistics.median(values) <= 0:
             noisy = True
-        return self._small(Samples(tuple(values), self.name, noisy), fn)
+        return Samples(tuple(values), self.name, noisy)
