@@ -66,6 +66,7 @@ OP_TIMEOUT = os.environ.get("OP_TIMEOUT", "120")
 # nightly's setting, since rows of small kernels rarely settle and each costs the cap (docs/timing.md).
 CAP_MS = os.environ.get("CAP_MS", "300")
 RERUN_OPS = os.environ.get("RERUN_OPS", "")  # step rerun: a file of op ids (one a line)
+RUN_NAME = os.environ.get("RUN_NAME", "rerun")  # step rerun's run (sample-K: a sample part made elsewhere)
 # Seconds per step: call 1 = sample1 (+ about 30 s of set-up) and call 2 = sample2 + caliber +
 # throughput (+ set-up) each stay under 9 minutes.
 BUDGETS = {"sample": float(os.environ.get("SAMPLE1_BUDGET_S", "440")),
@@ -275,18 +276,22 @@ def step_sample(k: int, sample: Sequence[SuiteOp], out: Path, base_classes: froz
 
 
 def step_rerun(out: Path) -> None:
-    """The ops of RERUN_OPS again, as one run on DEVICES: the same ops on one GPU against two
-    (docs/flaggems.md, "One GPU against two"). Writes $OUT/rerun/{ops_status.csv,summary.csv,run.json}."""
+    """The ops of RERUN_OPS as one run named RUN_NAME on DEVICES: the same ops on one GPU against
+    two, or the sample's ops that an earlier call did not reach (RUN_NAME=sample-K, the list made
+    with ``remaining``). Writes $OUT/RUN_NAME/{ops_status.csv,summary.csv,run.json}."""
     if not RERUN_OPS or not Path(RERUN_OPS).is_file():
         say(f"rerun: RERUN_OPS {RERUN_OPS!r} is not a file of op ids")
         return
     ops = [line.strip() for line in Path(RERUN_OPS).read_text().splitlines() if line.strip()]
     say(f"rerun: {len(ops)} ops of {RERUN_OPS} on devices {DEVICES}")
-    run_dir = harness_run("rerun", ["--ops-file", RERUN_OPS], BUDGETS["rerun"])
+    run_dir = harness_run(RUN_NAME, ["--ops-file", RERUN_OPS], BUDGETS["rerun"])
     for name in ("ops_status.csv", "summary.csv", "run.json"):
         if (run_dir / name).is_file():
-            (out / "rerun").mkdir(parents=True, exist_ok=True)
-            (out / "rerun" / name).write_bytes((run_dir / name).read_bytes())
+            (out / RUN_NAME).mkdir(parents=True, exist_ok=True)
+            (out / RUN_NAME / name).write_bytes((run_dir / name).read_bytes())
+    if RUN_NAME.startswith("sample-"):
+        write_csv(out / f"triage-{RUN_NAME.removeprefix('sample-')}.csv", triage_rows(run_dir),
+                  ("op", "case", "status", "message"))
 
 
 def archive(out: Path, limit: int = 15 << 20) -> None:
@@ -315,11 +320,6 @@ def archive(out: Path, limit: int = 15 << 20) -> None:
         if target.stat().st_size <= limit:
             break
     say(f"runs.tgz: {target.stat().st_size >> 10} KiB")
-
-
-def latest_sample() -> Path | None:
-    runs = sorted(RUNS.glob("sample-*/records.jsonl"))
-    return runs[-1].parent if runs else None
 
 
 def flaggems_own(nodes: Sequence[str], work: Path, budget: float, options: Sequence[str]) -> tuple[list[dict[str, Any]], float]:
@@ -365,18 +365,24 @@ def _harness_rows(run_dir: Path | None) -> dict[tuple[str, str, int], Mapping[st
     return _by_order(rows)
 
 
+def sample_runs() -> list[Path]:
+    return sorted(p.parent for p in RUNS.glob("sample-*/records.jsonl"))
+
+
 def step_caliber(out: Path) -> None:
-    sample = latest_sample()
-    if sample is None:
-        say("caliber: no sample run here; run a sample step first")
+    samples = sample_runs()
+    if not samples:
+        say("caliber: no sample run here; run a sample step first (or carry one into RUNS)")
         return
     small: dict[str, dict[str, Any]] = {}
-    for r in read_records(sample):
+    records = [r for d in samples for r in read_records(d)]
+    for r in records:
         cand = (r.get("candidate") or {}).get("summary", {}).get("median")
         if r["status"] == "pass" and r["dtype"] == "bfloat16" and r["timer"] in ("graph", "cpu") and cand and cand < SMALL_MS:
             small.setdefault(r["op"], r)
     chosen = [op for op in small if "::" not in op][:CALIBER_OPS]
-    say(f"caliber: {len(small)} ops of {sample.name} have bf16 kernels under 20 us; {len(chosen)} taken")
+    say(f"caliber: {len(small)} ops of {', '.join(d.name for d in samples)} have bf16 kernels under 20 us; "
+        f"{len(chosen)} taken")
     if not chosen:
         return
     budget = BUDGETS["caliber"]
@@ -393,7 +399,8 @@ def step_caliber(out: Path) -> None:
     direct = harness_run("caliber-direct", ["--ops-file", str(ops_file), "--timer", "direct"], 0.45 * budget)
     ops_file.write_text("\n".join(chosen[:PROFILED]) + "\n")
     profiler = harness_run("caliber-profiler", ["--ops-file", str(ops_file), "--timer", "profiler"], 0.2 * budget)
-    graph_rows, direct_rows, prof_rows = _harness_rows(sample), _harness_rows(direct), _harness_rows(profiler)
+    graph_rows = {k: v for d in samples for k, v in _harness_rows(d).items()}
+    direct_rows, prof_rows = _harness_rows(direct), _harness_rows(profiler)
     table = []
     for key, g in graph_rows.items():
         if g["op"] not in chosen:
@@ -403,6 +410,7 @@ def step_caliber(out: Path) -> None:
                       "flaggems_own_speedup": o.get("speedup"), "own_torch_ms": o.get("base"), "own_gems_ms": o.get("cand"),
                       "direct_speedup": d.get("speedup"), "direct_torch_ms": d.get("base"), "direct_gems_ms": d.get("cand"),
                       "graph_speedup": g["speedup"], "graph_torch_ms": g["base"], "graph_gems_ms": g["cand"],
+                      "graph_row_timer": g["timer"],  # the default timer: profiler for rows under 5 us
                       "profiler_speedup": p.get("speedup"), "profiler_torch_ms": p.get("base"),
                       "profiler_gems_ms": p.get("cand")})
     write_csv(out / "caliber.csv", table)
@@ -516,6 +524,19 @@ def cmd_run(out: Path) -> None:
     (out / "corpus.log").write_text("\n".join(LOG) + "\n")
 
 
+def cmd_remaining(dirs: Sequence[Path], out: Path) -> None:
+    """The sample's ops that no part in ``dirs`` ended (in the sample's stratified order), into
+    ``out`` (a file): the next call's RERUN_OPS (CPU only)."""
+    inventory = read_inventory(locate_suite(SUITE))
+    sample = stratified_sample(all_ops(inventory), SAMPLE_SIZE, inventory.base_classes)
+    ended = {r["op"] for d in dirs for p in d.glob("sample-*") for r in read_csv(p / "ops_status.csv")
+             if r["status"] not in ("PENDING", "INTERRUPTED", "RUNNING")}
+    left = [op.id for op in sample if op.id not in ended]
+    out.parent.mkdir(parents=True, exist_ok=True)
+    out.write_text("".join(f"{op}\n" for op in left))
+    print(f"{len(ended)} of the sample's {len(sample)} ops ended; {len(left)} left -> {out}")
+
+
 def cmd_merge(dirs: Sequence[Path], out: Path) -> None:
     """The calls' outputs into one: ops_status.csv, summary.csv, triage.csv, corpus.json (CPU only)."""
     out.mkdir(parents=True, exist_ok=True)
@@ -534,7 +555,7 @@ def cmd_merge(dirs: Sequence[Path], out: Path) -> None:
 
 def main(argv: Sequence[str] | None = None) -> None:
     parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
-    parser.add_argument("command", choices=("plan", "run", "merge"))
+    parser.add_argument("command", choices=("plan", "run", "merge", "remaining"))
     parser.add_argument("dirs", nargs="*", type=Path, help="merge: the $OUT folders of the GPU calls")
     parser.add_argument("--out", type=Path, default=Path(os.environ.get("OUT", "/tmp/flaggems-corpus-out")))
     args = parser.parse_args(argv)
@@ -542,6 +563,8 @@ def main(argv: Sequence[str] | None = None) -> None:
         cmd_plan()
     elif args.command == "run":
         cmd_run(args.out)
+    elif args.command == "remaining":
+        cmd_remaining(args.dirs, args.out)
     else:
         cmd_merge(args.dirs, args.out)
 
