@@ -322,24 +322,35 @@ def archive(out: Path, limit: int = 15 << 20) -> None:
     say(f"runs.tgz: {target.stat().st_size >> 10} KiB")
 
 
+def in_suite(nodeid: str) -> str:
+    """A node id relative to the tree's parent (``benchmark/test_x.py::f``) made relative to SUITE."""
+    path, sep, rest = nodeid.partition("::")
+    full = Path(path) if Path(path).is_absolute() else SUITE.parent / path
+    try:
+        return str(full.relative_to(SUITE)) + sep + rest
+    except ValueError:
+        return nodeid
+
+
 def flaggems_own(nodes: Sequence[str], work: Path, budget: float, options: Sequence[str]) -> tuple[list[dict[str, Any]], float]:
-    """FlagGems' own pytest on ``nodes`` with ``--record log``; its BenchmarkResult lines and the wall
-    time. Options travel in PYTEST_ADDOPTS: FlagGems names its log after the command line."""
+    """FlagGems' own pytest on ``nodes`` (ids relative to SUITE) with ``--record json``; its
+    BenchmarkResult entries and the wall time. It runs in SUITE, so FlagGems' conftest (its
+    options) is found; ``-c /dev/null`` keeps this repository's pytest settings out."""
     work.mkdir(parents=True, exist_ok=True)
-    for old in work.glob("result_*.log"):
-        old.unlink()
-    addopts = [*nodes, "--record", "log", *options, "-c", os.devnull, "--rootdir", str(SUITE.parent),
-               "-p", "no:cacheprovider", "-q", "-W", "ignore::pytest.PytestUnknownMarkWarning"]
-    env = {**child_env(), "PYTEST_ADDOPTS": " ".join(addopts)}
-    code, wall = bounded([sys.executable, "-m", "pytest"], budget, cwd=work, log=work / "pytest.log", env=env)
-    results = []
-    for log in work.glob("result_*.log"):
-        for line in log.read_text(errors="replace").splitlines():
-            if line.startswith("[INFO] {"):
-                try:
-                    results.append(json.loads(line[len("[INFO] "):]))
-                except json.JSONDecodeError:
-                    pass
+    report = work / "result.json"
+    report.unlink(missing_ok=True)
+    cmd = [sys.executable, "-m", "pytest", *nodes, "--record", "json", "--output", str(report), *options,
+           "-c", os.devnull, "--rootdir", str(SUITE.parent), "--confcutdir", str(SUITE), "-p", "no:cacheprovider",
+           "-q", "-W", "ignore::pytest.PytestUnknownMarkWarning"]
+    code, wall = bounded(cmd, budget, cwd=SUITE, log=work / "pytest.log")
+    results: list[dict[str, Any]] = []
+    try:
+        data = json.loads(report.read_text())
+    except (OSError, ValueError):
+        data = {}
+    for entry in data.values() if isinstance(data, dict) else ():
+        if isinstance(entry, dict):
+            results += [d for d in entry.get("details", []) if isinstance(d, dict)]
     return results, wall
 
 
@@ -369,38 +380,64 @@ def sample_runs() -> list[Path]:
     return sorted(p.parent for p in RUNS.glob("sample-*/records.jsonl"))
 
 
+def _runs_named(prefix: str) -> list[Path]:
+    return sorted(p for p in RUNS.glob(f"{prefix}*") if (p / "records.jsonl").is_file())
+
+
 def step_caliber(out: Path) -> None:
+    """FlagGems' own runner, the harness's direct and profiler timers and the sample's default timer
+    on the sample's ops with bf16 kernels under 20 us, cheapest ops first. Timings an earlier call
+    made (its caliber-direct*, caliber-profiler* and caliber-own* runs carried into RUNS) are kept;
+    only what they lack is run (budget shares CALIBER_SHARES: own, direct, profiler)."""
     samples = sample_runs()
     if not samples:
         say("caliber: no sample run here; run a sample step first (or carry one into RUNS)")
         return
     small: dict[str, dict[str, Any]] = {}
-    records = [r for d in samples for r in read_records(d)]
-    for r in records:
+    for r in (r for d in samples for r in read_records(d)):
         cand = (r.get("candidate") or {}).get("summary", {}).get("median")
-        if r["status"] == "pass" and r["dtype"] == "bfloat16" and r["timer"] in ("graph", "cpu") and cand and cand < SMALL_MS:
+        if r["status"] == "pass" and r["dtype"] == "bfloat16" and cand and cand < SMALL_MS:
             small.setdefault(r["op"], r)
-    chosen = [op for op in small if "::" not in op][:CALIBER_OPS]
+    elapsed = {o["op"]: float(o["elapsed_s"] or 0) for d in samples for o in read_csv(d / "ops_status.csv")}
+    chosen = sorted((op for op in small if "::" not in op), key=lambda op: elapsed.get(op, 1e9))[:CALIBER_OPS]
     say(f"caliber: {len(small)} ops of {', '.join(d.name for d in samples)} have bf16 kernels under 20 us; "
-        f"{len(chosen)} taken")
+        f"{len(chosen)} taken, cheapest first")
     if not chosen:
         return
     budget = BUDGETS["caliber"]
-    nodes = [str(SUITE / small[op]["extra"]["suite"]["nodeid"]) for op in chosen]
-    own, own_wall = flaggems_own(nodes, RUNS / "caliber-own", 0.35 * budget,
-                                 ["--level", "core", "--mode", "kernel", "--dtypes", "bfloat16",
-                                  "--warmup", "100", "--iter", "100"])
-    say(f"caliber: FlagGems' own runner, {len(own)} result lines in {own_wall:.0f} s")
+    shares = [float(x) for x in os.environ.get("CALIBER_SHARES", "0.3 0.45 0.25").split()]
+    tag = time.strftime("%H%M%S")
+
+    def timed_ops(prefix: str) -> set[str]:
+        return {r["op"] for d in _runs_named(prefix) for r in read_records(d) if r["status"] == "pass"}
+
+    own_done = {str(r.get("harness_op")) for d in RUNS.glob("caliber-own*/own.json")
+                for r in json.loads(d.read_text())}
+    own_ops = [op for op in chosen if op not in own_done]
+    if own_ops:
+        nodes = [in_suite(small[op]["extra"]["suite"]["nodeid"]) for op in own_ops]
+        own, own_wall = flaggems_own(nodes, RUNS / f"caliber-own-{tag}", shares[0] * budget,
+                                     ["--level", "core", "--mode", "kernel", "--dtypes", "bfloat16",
+                                      "--warmup", "100", "--iter", "100"])
+        names = {small[op]["extra"]["suite"].get("op_name", op): op for op in own_ops}
+        for res in own:
+            res["harness_op"] = names.get(res.get("op_name"), res.get("op_name"))
+        (RUNS / f"caliber-own-{tag}" / "own.json").write_text(json.dumps(own))
+        say(f"caliber: FlagGems' own runner on {len(own_ops)} ops, {len(own)} results in {own_wall:.0f} s")
+    own_results = [r for d in RUNS.glob("caliber-own*/own.json") for r in json.loads(d.read_text())]
     own_rows = _by_order({"op_name": res["op_name"], "dtype": str(res["dtype"]).removeprefix("torch."),
                           "speedup": m.get("speedup"), "base": m.get("latency_base"), "cand": m.get("latency"),
-                          "shape": m.get("shape_detail")} for res in own for m in res.get("result", []))
-    ops_file = RUNS / "caliber.txt"
-    ops_file.write_text("\n".join(chosen) + "\n")
-    direct = harness_run("caliber-direct", ["--ops-file", str(ops_file), "--timer", "direct"], 0.45 * budget)
-    ops_file.write_text("\n".join(chosen[:PROFILED]) + "\n")
-    profiler = harness_run("caliber-profiler", ["--ops-file", str(ops_file), "--timer", "profiler"], 0.2 * budget)
+                          "shape": m.get("shape_detail")} for res in own_results for m in res.get("result", []))
+    for prefix, timer, share, ops in (("caliber-direct", "direct", shares[1], chosen),
+                                      ("caliber-profiler", "profiler", shares[2], chosen[:PROFILED])):
+        todo = [op for op in ops if op not in timed_ops(prefix)]
+        if todo:
+            ops_file = RUNS / f"{prefix}-{tag}.txt"
+            ops_file.write_text("\n".join(todo) + "\n")
+            harness_run(f"{prefix}-{tag}", ["--ops-file", str(ops_file), "--timer", timer], share * budget)
     graph_rows = {k: v for d in samples for k, v in _harness_rows(d).items()}
-    direct_rows, prof_rows = _harness_rows(direct), _harness_rows(profiler)
+    direct_rows = {k: v for d in _runs_named("caliber-direct") for k, v in _harness_rows(d).items()}
+    prof_rows = {k: v for d in _runs_named("caliber-profiler") for k, v in _harness_rows(d).items()}
     table = []
     for key, g in graph_rows.items():
         if g["op"] not in chosen:
@@ -436,7 +473,7 @@ def step_throughput(out: Path) -> None:
     for file in files:
         if deadline - time.monotonic() < 20:
             break
-        nodes = [str(SUITE / o.functions[0].nodeid) for o in by_file[file]]
+        nodes = [in_suite(o.functions[0].nodeid) for o in by_file[file]]
         if startup is None:  # FlagGems' process start and collection, once: the same for every file
             _, startup = flaggems_own([*nodes, "--collect-only"], RUNS / "tp-own",
                                       min(60.0, (deadline - time.monotonic()) / 2), [])
@@ -447,7 +484,8 @@ def step_throughput(out: Path) -> None:
                      "flaggems_wall_s": round(wall, 1), "flaggems_start_s": round(startup, 1),
                      "harness_rows": sum(int(status[o.id]["rows"]) for o in by_file[file]),
                      "harness_op_wall_s": round(harness_s, 1),
-                     "harness_over_flaggems": round(harness_s / wall, 3) if wall else None})
+                     "harness_over_flaggems": round(harness_s / wall, 3) if wall and results else None,
+                     "note": "" if results else "FlagGems' runner reported no results (tp-own/pytest.log): not compared"})
         say(f"  {file}: FlagGems {wall:.1f} s (its start {startup:.1f} s), harness {harness_s:.1f} s")
     write_csv(out / "throughput.csv", rows)
 
