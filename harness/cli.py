@@ -246,11 +246,6 @@ def _cmd_run(ns: argparse.Namespace, env: Mapping[str, str]) -> int:
         prepared = prepare_resume(Path(ns.resume), env)
     else:
         options = resolve_run_options(_cli_values(ns), env, read_project_config())
-        if options.suite and options.shard:
-            raise UsageError(
-                "--shard does not apply to --suite runs yet: a suite run is planned by the suite's own "
-                "runner. Drop --shard, or split the ops by hand with --ops on each machine."
-            )
         if options.suite:
             from harness.suite.runner import prepare_suite
 

@@ -85,6 +85,54 @@ def test_the_v50_layout_runs_by_mark_from_the_command_line(tmp_path: Path) -> No
     assert row.gbps is not None  # UnaryReductionBenchmark states its bytes (get_gbps)
 
 
+@pytest.mark.slow
+def test_suite_shards_on_two_machines_merge_into_one_run_holding_every_op_once(tmp_path: Path) -> None:
+    suite = write_fake_suite(tmp_path / "fg")
+    env = {**env_for(suite.site), "PYTHONPATH": f"{ROOT}:{suite.site}"}
+    selection = ("add", "softmax")
+
+    def harness(*args: str) -> subprocess.CompletedProcess[str]:
+        return subprocess.run([sys.executable, "-m", "harness", *args], cwd=tmp_path, env=env, capture_output=True,
+                              text=True, timeout=300)
+
+    # The two machines of the matrix side by side, and a third running part 2 of another plan (its
+    # dtypes differ). Each part is a run directory of its own.
+    parts = [tmp_path / "part1", tmp_path / "part2"]
+    other = tmp_path / "other2"
+    running = [subprocess.Popen(
+        [sys.executable, "-m", "harness", "run", "--backend", "cpu", "--suite", str(suite.benchmark), "--ops",
+         *selection, "--dtypes", *dtypes, "--warmup-ms", "1", "--rep-ms", "2", "--progress", "plain",
+         "--shard", f"{k}/2", "--out", str(out)],
+        cwd=tmp_path, env=env, stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True)
+        for k, out, dtypes in ((1, parts[0], ["float32"]), (2, parts[1], ["float32"]), (2, other, ["bfloat16"]))]
+    outputs = [process.communicate(timeout=300)[0] for process in running]
+    assert [process.returncode for process in running] == [0, 0, 0], "\n".join(o[-3000:] for o in outputs)
+    shards = [read_json(p / "run.json")["shard"] for p in parts]
+    assert shards[0]["ops"] and shards[1]["ops"] and not set(shards[0]["ops"]) & set(shards[1]["ops"])
+    assert sorted(shards[0]["ops"] + shards[1]["ops"]) == sorted(selection)
+    assert shards[0]["plan_digest"] == shards[1]["plan_digest"]
+    assert prepare_resume(parts[0], env).shard == shards[0]  # a resumed part stays that part
+
+    assert "2/2 missing" in harness("merge", str(parts[0]), "--out", str(tmp_path / "half")).stderr
+    refused = harness("merge", str(parts[0]), str(other), "--out", str(tmp_path / "mixed"))
+    assert refused.returncode == 2 and "parts of different run plans" in refused.stderr, refused.stderr
+    assert not (tmp_path / "half").exists() and not (tmp_path / "mixed").exists()
+    merged = tmp_path / "merged"
+    done = harness("merge", str(parts[1]), str(parts[0]), "--out", str(merged), "--run-id", "night")
+    assert done.returncode == 0, done.stderr
+    rows = read_records(merged / "records.jsonl")
+    assert sorted({r.op for r in rows}) == sorted(selection)
+    for op in selection:  # every op's rows come from exactly one part, each row once
+        mine = [r.case_id for r in rows if r.op == op]
+        assert mine and len(mine) == len(set(mine))
+        assert [k for k, part in enumerate(parts) if any(r.op == op for r in read_records(part / "records.jsonl"))] == [
+            0 if op in shards[0]["ops"] else 1]
+    assert {r.run_id for r in rows} == {"night"} and {r.provider for r in rows} == {"flaggems-suite"}
+    info = read_json(merged / "run.json")
+    assert [o["op"] for o in info["ops"]] == list(selection) and {o["status"] for o in info["ops"]} == {"PASS"}
+    assert info["suite"]["layout"] == "v5.3" and info["plan_digest"] == shards[0]["plan_digest"]
+
+
 def test_list_suite_answers_without_importing_torch(tmp_path: Path) -> None:
     suite = write_fake_suite(tmp_path / "fg")
     done = subprocess.run([sys.executable, str(ROOT / "tests" / "cli_probe.py"), "list", "suite", "--suite",
@@ -103,6 +151,7 @@ BAD_INPUT = [
     (("--suite", "{bench}", "--ops", "mm", "--dtypes", "int33"), "Unknown dtype 'int33'"),
     (("--suite", "{bench}", "--ops", "mm", "--plugins", "+bogus"), "--plugins +bogus: unknown plugin 'bogus'"),
     (("--suite", "{bench}", "--ops", "mm", "--sweep-devices", "2", "--replay-from", "{rec}"), "give one of them"),
+    (("--suite", "{bench}", "--ops", "mm", "--shard", "3/2"), "--shard: shard 3/2: K must be between 1 and N"),
 ]
 
 

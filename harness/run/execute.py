@@ -65,7 +65,7 @@ from harness.run.spawn import StopToken, stop_on_signals
 from harness.run.sweep import SweepStep, resolve_sweep_devices
 
 __all__ = ["OUTPUT_FILES", "Prepared", "execute", "finalize", "prepare", "prepare_resume", "render_outputs",
-           "stored_outcomes", "unreached_cases"]
+           "shard_part", "stored_outcomes", "unreached_cases"]
 
 
 def _now() -> str:
@@ -109,10 +109,9 @@ def prepare(options: RunOptions, env: Mapping[str, str]) -> Prepared:
         for op in selection.ops
     )
     sweep = sweep_step(options, backend, devices, env)
-    if options.shard is not None:
-        return _prepare_shard(plan, planned, run_dir.absolute(), dict(selection.dismissed), sweep)
-    return Prepared(plan=replace(plan, ops=planned), run_dir=run_dir.absolute(),
-                    dismissed=dict(selection.dismissed), sweep=sweep)
+    whole = Prepared(plan=replace(plan, ops=planned), run_dir=run_dir.absolute(),
+                     dismissed=dict(selection.dismissed), sweep=sweep)
+    return shard_part(whole) if options.shard is not None else whole
 
 
 def sweep_step(options: RunOptions, backend: Backend, devices: Sequence[str],
@@ -128,16 +127,18 @@ def sweep_step(options: RunOptions, backend: Backend, devices: Sequence[str],
     return SweepStep(resolve_sweep_devices(options.sweep_devices, backend, devices, env))
 
 
-def _prepare_shard(plan: RunPlan, planned: tuple[OpPlan, ...], run_dir: Path,
-                   dismissed: Mapping[str, str], sweep: SweepStep | None) -> Prepared:
-    """Only this machine's part of the ops (--shard K/N); run.json says which part of which whole."""
+def shard_part(whole: Prepared, digest_extra: Mapping[str, Any] | None = None) -> Prepared:
+    """Only this machine's part of a prepared whole run (--shard K/N): the harness's own ops and a
+    suite's alike. ``whole.plan.ops`` holds every selected op (dismissed ones too); the part keeps
+    its runner and sweep, and run.json's ``shard`` says which part of which whole (``digest_extra``:
+    see :func:`plan_digest`)."""
+    plan, dismissed = whole.plan, whole.dismissed
     assert plan.options.shard is not None
     index, count = plan.options.shard
-    digest = plan_digest(planned, plan.options, plan.level, plan.timer)
-    ops, shard = plan_shard(planned, index, count, plan.devices, digest, weightless=dismissed)
+    digest = plan_digest(plan.ops, plan.options, plan.level, plan.timer, digest_extra)
+    ops, shard = plan_shard(plan.ops, index, count, plan.devices, digest, weightless=dismissed)
     mine = {o.op: dismissed[o.op] for o in ops if o.op in dismissed}
-    return Prepared(plan=replace(plan, ops=ops), run_dir=run_dir, dismissed=mine, sweep=sweep,
-                    shard=shard.to_dict())
+    return replace(whole, plan=replace(plan, ops=ops), dismissed=mine, shard=shard.to_dict())
 
 
 def _absolute_modules(refs: Sequence[str]) -> tuple[str, ...]:

@@ -205,17 +205,22 @@ def assign_shards(ops: Sequence[OpPlan], count: int, weightless: Collection[str]
     return {o.op: int(o.device.rsplit(" ", 1)[1]) for o in placed}
 
 
-def plan_digest(ops: Sequence[OpPlan], options: RunOptions, level: str, timer: str) -> str:
+def plan_digest(ops: Sequence[OpPlan], options: RunOptions, level: str, timer: str,
+                extra: Mapping[str, object] | None = None) -> str:
     """A hash of what the whole run measures: every op's cases and the options that change a
     measurement (plugin toggles included). Shards of one run carry the same digest; `harness merge`
-    checks it."""
-    what = {
+    checks it. ``extra``: what else decides a measurement for ops whose cases are not planned here
+    (a suite's tree and shape entries, JSON-able); left out of the hash when None, so the digest of
+    the harness's own runs does not change with it."""
+    what: dict[str, object] = {
         "ops": [[o.op, o.provider, list(o.dtypes), [list(s) for s in o.shapes]] for o in ops],
         "level": level,
         "timer": timer,
         "options": [options.cache, options.seed, options.warmup_ms, options.rep_ms, options.cap_ms, options.provider,
                     list(options.plugins), list(options.extra_plugins)],
     }
+    if extra is not None:
+        what["extra"] = extra
     return hashlib.sha256(json.dumps(what, sort_keys=True).encode()).hexdigest()[:16]
 
 

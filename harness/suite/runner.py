@@ -35,7 +35,7 @@ from harness.options import RunOptions
 from harness.results.store import read_records
 from harness.run.batch import BatchContext
 from harness.run.decide import AttemptExit
-from harness.run.execute import Prepared, stored_ops, sweep_step
+from harness.run.execute import Prepared, shard_part, stored_ops, sweep_step
 from harness.run.plan import OpPlan, RunPlan, make_run_id, shard_ops
 from harness.run.plugins import PluginPlan, check_extra_plugins, plan_plugins
 from harness.run.rundir import check_out_dir
@@ -56,7 +56,7 @@ from harness.suite.shapefile import (
 )
 
 __all__ = ["SUITE_FEATURES", "SUITE_PROVIDER", "SuiteOpPlan", "SuiteRunner", "installed_version", "prepare_suite",
-           "prepare_suite_resume", "suite_command", "suite_features", "unchecked_reason"]
+           "prepare_suite_resume", "suite_command", "suite_digest_facts", "suite_features", "unchecked_reason"]
 
 SUITE_PROVIDER = "flaggems-suite"  # rows measured through FlagGems' own benchmark code
 SPEC_OPTION = "--harness-suite-spec"  # the option harness.child.plugins.suite adds to pytest
@@ -252,8 +252,24 @@ def prepare_suite(options: RunOptions, suite_path: str, env: Mapping[str, str], 
     plan = RunPlan(run_id=run_id, backend=backend, level=level, plugins=plugins, devices=tuple(devices),
                    ops=shard_ops(op_plans, devices), options=opts)
     runner = SuiteRunner(tree, plans, installed=installed, features=suite_features(backend, options))
-    return Prepared(plan=plan, run_dir=run_dir.absolute(), runner=runner, dismissed=dismissed,
-                    sweep=_suite_sweep(sweep_step(options, backend, devices, env), runner))
+    whole = Prepared(plan=plan, run_dir=run_dir.absolute(), runner=runner, dismissed=dismissed,
+                     sweep=_suite_sweep(sweep_step(options, backend, devices, env), runner))
+    # --shard K/N: the harness's own split (harness.run.plan.assign_shards), each op weighed as over
+    # --devices (its start plus its expected rows); the digest adds what the op plans cannot say.
+    return shard_part(whole, suite_digest_facts(tree, plans)) if opts.shard is not None else whole
+
+
+def suite_digest_facts(tree: SuiteTree, plans: Mapping[str, SuiteOpPlan]) -> dict[str, Any]:
+    """What decides a suite run's measurements beyond its op plans (which hold no shapes), for the
+    plan digest that `harness merge` compares: the tree (layout, package, ref; not its path, which
+    may differ between machines), each op's pytest selection, its --shapes-file entries and its
+    expected rows."""
+    return {
+        "tree": {"layout": tree.layout, "package": tree.package, "ref": tree.ref},
+        "ops": {op: {"select": p.op.mark or list(p.op.selected_nodes()), "rows": p.expected_rows,
+                     "shapes": {k: [list(x) for x in v] for k, v in sorted(p.shapes.entries.items())}}
+                for op, p in plans.items()},
+    }
 
 
 def _suite_sweep(sweep: SweepStep | None, runner: SuiteRunner) -> SweepStep | None:
@@ -278,7 +294,7 @@ def prepare_suite_resume(run_dir: Path, info: Mapping[str, Any], options: RunOpt
                          features=suite_features(backend, options))
     sweep = _suite_sweep(sweep_step(options, backend, plan.devices, env or {}), runner)
     return Prepared(plan=plan, run_dir=run_dir, resumed=True, dismissed=dict(info.get("dismissed", {})),
-                    runner=runner, sweep=sweep)
+                    runner=runner, sweep=sweep, shard=info.get("shard"))
 
 
 # ---------------------------------------------------------------------------------------------

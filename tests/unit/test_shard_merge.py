@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import itertools
+import random
 from collections.abc import Mapping
 from pathlib import Path
 from typing import Any
@@ -101,6 +102,41 @@ def test_dismissed_ops_weigh_only_their_start() -> None:
     assert dismissed["add"] != dismissed["sum"]  # mm never runs: add and sum are what to balance
 
 
+def _open(name: str, rows: int) -> OpPlan:
+    """A suite op as prepare_suite plans it: no shapes, about ``rows`` rows from the inventory."""
+    return OpPlan(op=name, device="0", dtypes=(), shapes=(), provider="flaggems-suite", open_cases=rows)
+
+
+# A corpus the size of FlagGems v5.3.4's (994 benchmark functions), rows spread as a real one's are:
+# most functions a few rows, some dozens, a handful in the hundreds.
+CORPUS = [_open(f"bench_{i:03d}", 1 + (i * 37) % 23 + (150 if i % 97 == 0 else 0)) for i in range(994)]
+
+
+@pytest.mark.parametrize("count", [2, 3, 8])
+def test_suite_ops_are_dealt_once_each_balanced_by_expected_rows_and_stably(count: int) -> None:
+    parts = assign_shards(CORPUS, count)
+    assert sorted(parts) == sorted(o.op for o in CORPUS)  # every op in exactly one part
+    assert set(parts.values()) == set(range(1, count + 1))  # and every part gets work
+    weight = {o.op: 1.0 + o.expected_cases for o in CORPUS}  # as over --devices: its start plus its rows
+    loads = [sum(w for op, w in weight.items() if parts[op] == k) for k in range(1, count + 1)]
+    assert max(loads) - min(loads) <= max(weight.values())
+    shuffled = list(CORPUS)
+    random.Random(count).shuffle(shuffled)
+    assert assign_shards(shuffled, count) == parts  # machines may list the selection in any order
+    # Each machine plans only its part from the whole selection, and the parts are the split.
+    for k in range(1, count + 1):
+        mine, shard = plan_shard(shuffled, k, count, ["0", "1"], digest="d")
+        assert {o.op for o in mine} == {op for op, part in parts.items() if part == k} == set(shard.ops)
+
+
+def test_a_heavy_suite_op_fills_its_part_and_dismissed_ones_weigh_nothing() -> None:
+    ops = [_open("mm", 400), *(_open(f"unary_{i}", 6) for i in range(20))]
+    parts = assign_shards(ops, 2)
+    assert [op for op, part in parts.items() if part == parts["mm"]] == ["mm"]  # rows, not op count
+    dismissed = assign_shards(ops, 2, weightless={"mm"})
+    assert sum(1 for part in dismissed.values() if part == 1) in (10, 11)
+
+
 def test_plan_digest_changes_with_what_is_measured_only() -> None:
     options = RunOptions()
     digest = plan_digest(OPS, options, "smoke", "cpu")
@@ -108,6 +144,12 @@ def test_plan_digest_changes_with_what_is_measured_only() -> None:
     assert plan_digest(OPS[:-1], options, "smoke", "cpu") != digest
     assert plan_digest(OPS, RunOptions(seed=1), "smoke", "cpu") != digest
     assert plan_digest(OPS, options, "core", "cpu") != digest
+    # Facts beyond the op plans (a suite's tree and shapes) count when given, and only then.
+    suite = {"tree": {"ref": "v5.3.4"}}
+    assert plan_digest(OPS, options, "smoke", "cpu", suite) == plan_digest(OPS, options, "smoke", "cpu", dict(suite))
+    assert plan_digest(OPS, options, "smoke", "cpu", suite) != digest
+    assert plan_digest(OPS, options, "smoke", "cpu", {"tree": {"ref": "v5.3.3"}}) != plan_digest(
+        OPS, options, "smoke", "cpu", suite)
 
 
 # -- merge's checks ------------------------------------------------------------------------------

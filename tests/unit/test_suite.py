@@ -6,6 +6,7 @@ from __future__ import annotations
 
 import csv
 import io
+from dataclasses import replace
 from pathlib import Path
 
 import pytest
@@ -14,6 +15,7 @@ import yaml
 from harness.backends import get_backend
 from harness.errors import EnvironmentProblem, UsageError
 from harness.options import DTYPES, SUITE_DTYPES, RunOptions, resolve_run_options
+from harness.run.plan import assign_shards
 from harness.suite.inventory import Inventory, read_inventory
 from harness.suite.layout import locate_suite, major_minor
 from harness.suite.listing import list_suite
@@ -407,6 +409,50 @@ def test_the_measuring_process_replays_and_a_sweep_shard_tunes_its_share(v53: Fa
     assert shard.exit_path == folder / "shard-2.exit" and shard.cwd == folder
     assert "-p harness.child.plugins.suite" in " ".join(shard.pytest_args)
     assert "--harness-suite-spec " + str(folder / "shard-2.spec.json") in " ".join(shard.pytest_args)
+
+
+def test_shard_k_of_n_deals_a_suite_selection_as_the_harness_deals_its_own_ops(v53: FakeSuite,
+                                                                               tmp_path: Path) -> None:
+    env = {"PYTHONPATH": str(v53.site)}
+    dismiss = tmp_path / "dismiss.yaml"
+    dismiss.write_text("mm: hangs on the fake vendor\n")
+    options = RunOptions(backend="cpu", suite=str(v53.benchmark), dtypes=(), dismiss=str(dismiss),
+                         out=str(tmp_path / "run"))
+    whole = prepare_suite(options, str(v53.benchmark), env, all_ops_flag=True)
+    assert whole.shard is None
+    # The split is the built-in ops' (assign_shards), each op weighed by its expected rows.
+    expected = assign_shards(whole.plan.ops, 3, weightless=whole.dismissed)
+    parts = [prepare_suite(replace(options, shard=(k, 3)), str(v53.benchmark), env, all_ops_flag=True)
+             for k in (1, 2, 3)]
+    for k, part in enumerate(parts, start=1):
+        assert part.shard is not None and part.shard["index"] == k and part.shard["count"] == 3
+        assert part.shard["ops"] == [o.op for o in part.plan.ops] == [op for op, p in expected.items() if p == k]
+        assert part.shard["all_ops"] == [o.op for o in whole.plan.ops]
+        assert {o.op: o.open_cases for o in part.plan.ops} == {o.op: o.open_cases for o in whole.plan.ops
+                                                               if expected[o.op] == k}
+        assert set(part.dismissed) <= set(part.shard["ops"]) and part.runner is not None
+    shards = [dict(p.shard or {}) for p in parts]
+    assert sorted(op for shard in shards for op in shard["ops"]) == sorted(o.op for o in whole.plan.ops)
+    assert "mm" in next(p.dismissed for p, shard in zip(parts, shards, strict=True) if "mm" in shard["ops"])
+    assert len({shard["plan_digest"] for shard in shards}) == 1
+    digest = shards[0]["plan_digest"]
+
+    def digest_of(suite: FakeSuite, **over: object) -> str:
+        changed = RunOptions(**{**options.to_dict(), "suite": str(suite.benchmark), "shard": (1, 3), **over})
+        prepared = prepare_suite(changed, str(suite.benchmark), {"PYTHONPATH": str(suite.site)}, all_ops_flag=True)
+        return str((prepared.shard or {}).get("plan_digest"))
+
+    # The same tree elsewhere (another machine's checkout) is the same plan; another tag, other
+    # shapes (the same number of them), other dtypes or budgets are not, and merge refuses them.
+    assert digest_of(write_fake_suite(tmp_path / "elsewhere")) == digest
+    assert digest_of(write_fake_suite(tmp_path / "other", ref="fake-v5.3.5")) != digest
+    shapes = tmp_path / "shapes.yaml"
+    shapes.write_text("softmax: [[16, 32]]\n")
+    assert digest_of(v53, shapes_file=str(shapes)) != digest
+    assert digest_of(v53, dtypes=("float32",)) != digest
+    assert digest_of(v53, rep_ms=2.0) != digest
+    assert digest_of(v53, devices=("cpu",), run_id="elsewhere") == digest
+    assert not (tmp_path / "run").exists()
 
 
 def test_a_suite_run_is_swept_with_the_suites_own_shard_processes(v53: FakeSuite, tmp_path: Path) -> None:
