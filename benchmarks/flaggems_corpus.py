@@ -333,24 +333,26 @@ def in_suite(nodeid: str) -> str:
 
 
 def flaggems_own(nodes: Sequence[str], work: Path, budget: float, options: Sequence[str]) -> tuple[list[dict[str, Any]], float]:
-    """FlagGems' own pytest on ``nodes`` (ids relative to SUITE) with ``--record json``; its
-    BenchmarkResult entries and the wall time. It runs in SUITE, so FlagGems' conftest (its
+    """FlagGems' own pytest on ``nodes`` (ids relative to SUITE); its BenchmarkResult entries, each
+    kept the moment FlagGems records it (benchmarks/flaggems_stream.py: a run cut by its budget
+    keeps what it finished), and the wall time. It runs in SUITE, so FlagGems' conftest (its
     options) is found; ``-c /dev/null`` keeps this repository's pytest settings out."""
     work.mkdir(parents=True, exist_ok=True)
-    report = work / "result.json"
-    report.unlink(missing_ok=True)
-    cmd = [sys.executable, "-m", "pytest", *nodes, "--record", "json", "--output", str(report), *options,
+    stream = work / "results.jsonl"
+    stream.unlink(missing_ok=True)
+    cmd = [sys.executable, "-m", "pytest", *nodes, "-p", "flaggems_stream", *options,
            "-c", os.devnull, "--rootdir", str(SUITE.parent), "--confcutdir", str(SUITE), "-p", "no:cacheprovider",
            "-q", "-W", "ignore::pytest.PytestUnknownMarkWarning"]
-    code, wall = bounded(cmd, budget, cwd=SUITE, log=work / "pytest.log")
+    env = child_env()
+    env.update(FLAGGEMS_STREAM=str(stream), PYTHONPATH=f"{env['PYTHONPATH']}{os.pathsep}{REPO / 'benchmarks'}")
+    code, wall = bounded(cmd, budget, cwd=SUITE, log=work / "pytest.log", env=env)
     results: list[dict[str, Any]] = []
-    try:
-        data = json.loads(report.read_text())
-    except (OSError, ValueError):
-        data = {}
-    for entry in data.values() if isinstance(data, dict) else ():
-        if isinstance(entry, dict):
-            results += [d for d in entry.get("details", []) if isinstance(d, dict)]
+    if stream.is_file():
+        for line in stream.read_text(errors="replace").splitlines():
+            try:
+                results.append(json.loads(line))
+            except json.JSONDecodeError:  # the line being written when the budget cut it
+                pass
     return results, wall
 
 
@@ -490,6 +492,19 @@ def step_throughput(out: Path) -> None:
     write_csv(out / "throughput.csv", rows)
 
 
+ENDED = ("PASS", "FAIL", "ERROR", "CRASH", "TIMEOUT", "SKIP")
+
+
+def final_status(rows: Iterable[Mapping[str, str]]) -> dict[str, Mapping[str, str]]:
+    """One row per op over the parts, in order: an op a later part ran again (it was cut, or
+    never started, in an earlier one) counts once, with the status it ended with."""
+    final: dict[str, Mapping[str, str]] = {}
+    for row in rows:
+        if row["op"] not in final or final[row["op"]]["status"] not in ENDED:
+            final[row["op"]] = row
+    return final
+
+
 def summarize(sample_dirs: Sequence[Path], out: Path, extra: Mapping[str, Any] | None = None) -> dict[str, Any]:
     """Counts per status, wall time and the projection over every sample part in ``sample_dirs``."""
     ops_rows = [row for d in sample_dirs for row in read_csv(d / "ops_status.csv")]
@@ -500,12 +515,13 @@ def summarize(sample_dirs: Sequence[Path], out: Path, extra: Mapping[str, Any] |
             from datetime import datetime
 
             walls.append((datetime.fromisoformat(info["finished_at"]) - datetime.fromisoformat(info["started_at"])).total_seconds())
-    done = {r["op"]: float(r["elapsed_s"]) for r in ops_rows if r["status"] in ("PASS", "FAIL", "ERROR", "CRASH", "TIMEOUT", "SKIP")}
+    final = final_status(ops_rows)
+    done = {op: float(r["elapsed_s"]) for op, r in final.items() if r["status"] in ENDED}
     inventory = read_inventory(locate_suite(SUITE))
     corpus = all_ops(inventory)
-    summary = {"suite": str(SUITE), "ref": inventory.tree.ref, "sample_parts": [str(d) for d in sample_dirs],
-               "ops_planned": len(ops_rows), "ops_ended": len(done),
-               "ops_by_status": dict(Counter(r["status"] for r in ops_rows)),
+    summary = {"suite": str(SUITE), "ref": inventory.tree.ref, "sample_parts": [d.name for d in sample_dirs],
+               "ops_planned": len(final), "ops_ended": len(done),
+               "ops_by_status": dict(Counter(r["status"] for r in final.values())),
                "strata_ended": dict(Counter(category(o, inventory.base_classes) for o in corpus if o.id in done)),
                "wall_s": round(sum(walls), 1), "projection": project(corpus, done, inventory.base_classes),
                **(extra or {})}

@@ -232,3 +232,46 @@ def test_the_cpu_op_process_runs_torch_on_one_thread_and_accelerators_keep_their
 def test_report_md_says_cpu_timings_are_not_for_comparison(backend: str, warned: bool) -> None:
     md = render_markdown([], {"run_id": "r", "backend": backend, "identity": {}})
     assert ("These timings are not for comparison" in md) is warned
+
+
+class CaptureFailing(FakeDevice):
+    """Calls made while capturing raise, the way CUDA refuses an operation during capture."""
+
+    def call(self) -> None:
+        if self.capturing is not None:
+            raise RuntimeError("CUDA error: operation not permitted when stream is capturing")
+        super().call()
+
+
+def test_a_failed_capture_that_broke_the_device_random_numbers_ends_the_op_process() -> None:
+    """Seen on the H200 with FlagGems' linalg_lu_factor_ex_out: after a failed capture every later
+    random draw raised "Offset increment outside graph capture encountered unexpectedly", which
+    failed the benchmark at its next input. The timer checks a draw after a recoverable failure:
+    still working -> the row falls back to the direct timer; broken -> the process ends (poisoned)."""
+    from harness.child.timing.base import CaptureRefused
+    from harness.errors import ContextPoisoned
+
+    device = CaptureFailing(kernel_ms=0.04)
+    timer = _graph(None, device)
+    timer.rng_probe = lambda: None
+    with pytest.raises(CaptureRefused, match="operation not permitted"):
+        timer.measure(device.call)
+
+    def broken() -> None:
+        raise RuntimeError("Offset increment outside graph capture encountered unexpectedly.")
+
+    timer.rng_probe = broken
+    with pytest.raises(ContextPoisoned, match="random number generator unusable outside capture .*Offset increment"):
+        timer.measure(device.call)
+
+
+def test_the_random_probe_draws_without_moving_the_process_random_stream() -> None:
+    import torch
+
+    from harness.child.plugins.timing import rng_probe
+
+    torch.manual_seed(7)
+    expected = torch.rand(3)
+    torch.manual_seed(7)
+    rng_probe("cpu", "cpu")()
+    assert torch.equal(torch.rand(3), expected)

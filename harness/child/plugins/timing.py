@@ -6,6 +6,7 @@ capture is refused (``harness_fallback_timer``).
 
 from __future__ import annotations
 
+from collections.abc import Callable
 from dataclasses import dataclass
 
 import pytest
@@ -25,6 +26,20 @@ from harness.contract import ChildSpec
 class Timers:
     primary: Timer
     fallback: Timer | None  # used for a whole row when the primary refuses (graph capture)
+
+
+def rng_probe(torch_device: str, device_type: str) -> Callable[[], None]:
+    """One random draw on ``torch_device`` under a forked RNG state (the process's random stream
+    is left as it was): what the graph timer checks after a failed capture."""
+
+    def probe() -> None:
+        import torch
+
+        index = torch.device(torch_device).index
+        with torch.random.fork_rng(devices=[] if index is None else [index], device_type=device_type):
+            torch.randn(1, device=torch_device)
+
+    return probe
 
 
 def build_timers(session: HarnessSession) -> Timers:
@@ -55,7 +70,7 @@ def timers_for(spec: ChildSpec, backend: Backend, torch_device: str, l2_bytes: i
         small = (ProfilerTimer(api=api, device=torch_device, flush=flush, budget=budget)
                  if backend.capabilities.profiler else None)
         return Timers(GraphTimer(api=api, backend=backend, op_id=op_id or spec.op, flush=flush, budget=budget,
-                                 small_timer=small), direct)
+                                 small_timer=small, rng_probe=rng_probe(torch_device, backend.device_type)), direct)
     if spec.timer == "profiler":
         return Timers(ProfilerTimer(api=api, device=torch_device, flush=flush, budget=budget), None)
     raise pytest.UsageError(f"timer {spec.timer!r} is not available in this harness version")

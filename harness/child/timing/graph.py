@@ -77,6 +77,8 @@ class GraphTimer:
     small_timer: Timer | None = None  # times rows of small kernels (the profiler timer); None: off
     small_kernel_ms: float = SMALL_KERNEL_MS  # 0: off
     max_unroll: int = 100  # calls per captured graph at most (benchmarks/small_kernels.py tries more)
+    # Draws a random number on the device outside any capture; raises when that no longer works.
+    rng_probe: Callable[[], None] | None = None
     _row_small: bool | None = field(default=None, repr=False)
 
     def begin_row(self) -> None:
@@ -116,7 +118,26 @@ class GraphTimer:
         # Recoverable: make sure the device is usable again before the direct timer runs.
         with contextlib.suppress(Exception):
             self.api.synchronize()
+        broken = self._rng_broken()
+        if broken:
+            # Seen on the H200 (torch 2.11): a capture that fails mid-way can leave the device's
+            # default generator registered as capturing, and every later random draw of the
+            # process raises "Offset increment outside graph capture encountered unexpectedly"
+            # (FlagGems' next input, here). The process cannot go on: it ends, and a retry
+            # continues after the rows already written.
+            return ContextPoisoned(f"graph {phase} failed ({text.splitlines()[0][:160]}) and left the device's random "
+                                   f"number generator unusable outside capture ({broken})")
         return CaptureRefused(phase, "capture-failed", text.splitlines()[0][:200])
+
+    def _rng_broken(self) -> str:
+        """Why the device's random numbers no longer work after a failed capture, or ""."""
+        if self.rng_probe is None:
+            return ""
+        try:
+            self.rng_probe()
+        except Exception as exc:  # noqa: BLE001 - any failure of a plain draw says the same
+            return f"{type(exc).__name__}: {str(exc).splitlines()[0][:160] if str(exc) else ''}"
+        return ""
 
     @contextlib.contextmanager
     def _scratch_rng(self) -> Iterator[None]:

@@ -1,0 +1,46 @@
+"""benchmarks/flaggems_stream.py: FlagGems' own runner's results kept as they come (no GPU)."""
+
+from __future__ import annotations
+
+import json
+import sys
+import types
+from pathlib import Path
+from typing import Any
+
+import pytest
+
+sys.path.insert(0, str(Path(__file__).resolve().parents[2] / "benchmarks"))
+
+import flaggems_stream  # noqa: E402
+
+
+def test_each_result_is_written_the_moment_flaggems_records_it(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    recorded: list[tuple[Any, Any]] = []
+    base = types.ModuleType("benchmark.base")  # what FlagGems' base module holds: Benchmark, update_result
+    base.Benchmark = type("Benchmark", (), {})  # type: ignore[attr-defined]
+    base.update_result = lambda op, data: recorded.append((op, data))  # type: ignore[attr-defined]
+    bystander = types.ModuleType("bystander")
+    bystander.update_result = lambda op, data: None  # type: ignore[attr-defined]  # no Benchmark: left alone
+    monkeypatch.setitem(sys.modules, "benchmark.base", base)
+    monkeypatch.setitem(sys.modules, "bystander", bystander)
+    stream = tmp_path / "results.jsonl"
+    monkeypatch.setenv("FLAGGEMS_STREAM", str(stream))
+
+    flaggems_stream.pytest_collection_finish(None)
+    flaggems_stream.pytest_collection_finish(None)  # a second call does not wrap twice
+    result = {"op_name": "ceil", "dtype": "torch.bfloat16", "result": [{"speedup": 0.45}]}
+    base.update_result("ceil", result)  # type: ignore[attr-defined]
+    assert [json.loads(line) for line in stream.read_text().splitlines()] == [result]  # one line, before the end
+    assert recorded == [("ceil", result)]  # FlagGems' own bookkeeping still runs
+    assert not hasattr(bystander.update_result, "_flaggems_stream")
+
+
+def test_without_a_stream_file_nothing_is_wrapped(monkeypatch: pytest.MonkeyPatch) -> None:
+    base = types.ModuleType("benchmark.base")
+    base.Benchmark = type("Benchmark", (), {})  # type: ignore[attr-defined]
+    original = base.update_result = lambda op, data: None  # type: ignore[attr-defined]
+    monkeypatch.setitem(sys.modules, "benchmark.base", base)
+    monkeypatch.delenv("FLAGGEMS_STREAM", raising=False)
+    flaggems_stream.pytest_collection_finish(None)
+    assert base.update_result is original  # type: ignore[attr-defined]
