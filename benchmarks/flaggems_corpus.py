@@ -1,32 +1,41 @@
-"""FlagGems' benchmark corpus under the harness on one H200: a stratified sample, the caliber
-table, throughput against FlagGems' own runner, and the projected nightly (docs/flaggems.md).
+"""FlagGems' benchmark corpus under the harness on an H200: a stratified sample, the caliber
+table, throughput against FlagGems' own runner, and the projected nightly (docs/flaggems.md,
+"Evidence on an H200" has the sequence of calls that was run).
 
-    python3 benchmarks/flaggems_corpus.py plan                         # CPU: the sample and the time plan
-    STEPS="sample1" python3 benchmarks/flaggems_corpus.py run          # GPU call 1 (about 9 minutes)
-    STEPS="sample2 caliber throughput" python3 benchmarks/flaggems_corpus.py run   # GPU call 2 (about 9)
-    python3 benchmarks/flaggems_corpus.py merge OUT1 OUT2 --out benchmarks/results/h200-flaggems-corpus
+    python3 benchmarks/flaggems_corpus.py plan                       # CPU: the sample and the time plan
+    STEPS="sample1" python3 benchmarks/flaggems_corpus.py run        # GPU: a call
+    python3 benchmarks/flaggems_corpus.py remaining OUT1 --out FILE  # CPU: the sample's ops no call ended
+    python3 benchmarks/flaggems_corpus.py merge OUT1 OUT2 --out benchmarks/results/NAME   # CPU
 
 Steps of ``run`` (STEPS, default all, each bounded by its budget in seconds):
 
-- ``sampleK`` (K = 1..PARTS; SAMPLE1_BUDGET_S 440, SAMPLE2_BUDGET_S 230): part K of a stratified sample of the
-  corpus (SAMPLE_SIZE ops, default 160; strata: backward, in-place, and the Benchmark class each
-  forward op derives from; parts interleave, so each is stratified too), as one harness run:
-  ``harness run --backend cuda --suite SUITE --ops-file PART --dtypes bfloat16 --level core``.
-  A run cut by its budget is interrupted cleanly and keeps what it measured. Writes
+- ``sampleK`` (K = 1..PARTS; SAMPLE1_BUDGET_S 440, SAMPLE2_BUDGET_S 230 for the others): part K of a
+  stratified sample of the corpus (SAMPLE_SIZE ops, default 160; strata: backward, in-place, and
+  the Benchmark class each forward op derives from; parts are consecutive slices of an order that
+  is stratified prefix by prefix), as one harness run: ``harness run --backend cuda --suite SUITE
+  --ops-file PART --dtypes bfloat16 --level core --cap-ms CAP_MS`` (CAP_MS 300). A run cut by its
+  budget is interrupted cleanly and keeps what it measured. Writes
   $OUT/sample-K/{ops_status.csv,summary.csv,run.json} and $OUT/triage-K.csv.
-- ``caliber`` (CALIBER_BUDGET_S, default 150): up to CALIBER_OPS (20) ops of the latest sample part
-  with bf16 kernels under 20 us (graph timer): FlagGems' own runner (``pytest NODES --mode kernel
-  --level core --dtypes bfloat16 --record log``, its do_bench; ``--warmup``/``--iter`` 100 ms to fit
-  the budget), the harness's direct timer, its graph timer (the sample), and the profiler timer for
-  the first PROFILED (6). Writes $OUT/caliber.csv.
+- ``rerun`` (RERUN_BUDGET_S, default 400): the ops listed in RERUN_OPS as one run named RUN_NAME
+  (default ``rerun``): with RUN_NAME=sample-K, the sample's ops an earlier call did not end (the
+  list from ``remaining``); or the same ops again on other DEVICES (one GPU against two).
+- ``caliber`` (CALIBER_BUDGET_S, default 150, split by CALIBER_SHARES "own direct profiler"): up to
+  CALIBER_OPS (20) ops of every sample part in RUNS with bf16 kernels under 20 us, cheapest first:
+  FlagGems' own runner (``pytest NODES --mode kernel --level core --dtypes bfloat16 --warmup 100
+  --iter 100`` in its tree, its results streamed by benchmarks/flaggems_stream.py), the harness's
+  direct timer, the sample's default timer and the profiler timer for the first PROFILED (6).
+  Runs of an earlier call carried into RUNS are kept. Writes $OUT/caliber.csv.
 - ``throughput`` (THROUGHPUT_BUDGET_S, default 90): for up to THROUGHPUT_FILES (6) files, FlagGems'
   own runner on the file's benchmarks that passed in the sample with bf16 (its defaults: 1000 ms
   warm-up, 100 ms per call; its process start measured once with --collect-only) against the sum
   of the harness's per-op wall times for the same benchmarks. Writes $OUT/throughput.csv.
 
-Every call also writes $OUT/corpus.json (what ran, counts, the projection from what is there) and
-$OUT/corpus.log. Needs, carried next to the working tree: .whl/ (benchmarks/fetch_device_wheels.sh)
-with .whl/flaggems-v5.3.4/ (benchmarks/fetch_flaggems.sh) and .flaggems/v5.3.4/benchmark.
+Every call also writes $OUT/corpus.json (what ran, counts, the projection from what is there),
+$OUT/corpus.log and (ARCHIVE=1, the default) $OUT/runs.tgz: RUNS' run directories without IR,
+caches, specs and HTML. RUNS (default /tmp/flaggems-corpus) may be a carried folder holding an
+earlier call's runs. Needs, carried next to the working tree: .whl/
+(benchmarks/fetch_device_wheels.sh) with .whl/flaggems-v5.3.4/ (benchmarks/fetch_flaggems.sh) and
+.flaggems/v5.3.4/benchmark.
 """
 
 from __future__ import annotations
@@ -517,6 +526,8 @@ def summarize(sample_dirs: Sequence[Path], out: Path, extra: Mapping[str, Any] |
             walls.append((datetime.fromisoformat(info["finished_at"]) - datetime.fromisoformat(info["started_at"])).total_seconds())
     final = final_status(ops_rows)
     done = {op: float(r["elapsed_s"]) for op, r in final.items() if r["status"] in ENDED}
+    compiled = {op: float(final[op].get("compile_s") or 0) for op in done}
+    warm = {op: max(0.0, done[op] - compiled[op]) for op in done}
     inventory = read_inventory(locate_suite(SUITE))
     corpus = all_ops(inventory)
     summary = {"suite": str(SUITE), "ref": inventory.tree.ref, "sample_parts": [d.name for d in sample_dirs],
@@ -524,6 +535,11 @@ def summarize(sample_dirs: Sequence[Path], out: Path, extra: Mapping[str, Any] |
                "ops_by_status": dict(Counter(r["status"] for r in final.values())),
                "strata_ended": dict(Counter(category(o, inventory.base_classes) for o in corpus if o.id in done)),
                "wall_s": round(sum(walls), 1), "projection": project(corpus, done, inventory.base_classes),
+               # An estimate, not a measurement: each op's time less its Triton compile time (the
+               # records' ir.compile_ms), what a nightly whose compiler cache persists would not pay
+               # again for unchanged kernels. FlagGems' autotuning runs are not subtracted.
+               "projection_without_compile": project(corpus, warm, inventory.base_classes),
+               "compile_s": round(sum(compiled.values()), 1),
                **(extra or {})}
     (out / "corpus.json").write_text(json.dumps(summary, indent=2) + "\n")
     say("summary:", json.dumps({k: summary[k] for k in ("ops_ended", "ops_by_status", "wall_s")}),

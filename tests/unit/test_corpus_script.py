@@ -4,6 +4,8 @@ from __future__ import annotations
 
 from pathlib import Path
 
+import pytest
+
 from benchmarks.flaggems_corpus import category, lpt_makespan, parts_of, project, stratified_sample
 from harness.suite.inventory import read_inventory
 from harness.suite.layout import locate_suite
@@ -34,3 +36,27 @@ def test_the_projection_gives_unsampled_ops_their_strata_mean_and_shards_longest
     assert result["per_stratum_mean_s"] == {"BinaryPointwiseBenchmark": 10.0, "backward": 100.0}
     # broken_add shares add's stratum (10 s); the 10 others cost the mean of what was measured (55 s)
     assert result["hours"]["1"] == round((10 + 100 + 10 + 10 * 55) / 3600, 3)
+
+
+def test_an_op_counts_once_with_the_status_it_ended_with_and_remaining_lists_the_rest(
+        tmp_path: Path, monkeypatch: pytest.MonkeyPatch, capsys: pytest.CaptureFixture[str]) -> None:
+    import benchmarks.flaggems_corpus as corpus
+
+    rows = [{"op": "a", "status": "INTERRUPTED"}, {"op": "b", "status": "PASS"}, {"op": "c", "status": "PENDING"},
+            {"op": "a", "status": "ERROR"}, {"op": "b", "status": "PENDING"}]
+    assert {op: r["status"] for op, r in corpus.final_status(rows).items()} == {"a": "ERROR", "b": "PASS", "c": "PENDING"}
+
+    suite = write_fake_suite(tmp_path / "tree")
+    monkeypatch.setattr(corpus, "SUITE", suite.benchmark)
+    monkeypatch.setattr(corpus, "SAMPLE_SIZE", 8)
+    inventory = read_inventory(locate_suite(suite.benchmark))
+    sample = stratified_sample(all_ops(inventory), 8, inventory.base_classes)
+    call = tmp_path / "c1" / "sample-1"
+    call.mkdir(parents=True)
+    (call / "ops_status.csv").write_text("op,status,elapsed_s\n" + f"{sample[0].id},PASS,1\n{sample[1].id},INTERRUPTED,2\n")
+    left = tmp_path / "left.txt"
+    corpus.cmd_remaining([tmp_path / "c1"], left)
+    assert left.read_text().split() == [op.id for op in sample[1:]]  # the interrupted one again, in order
+    assert f"1 of the sample's {len(sample)} ops ended" in capsys.readouterr().out
+    assert corpus.in_suite("benchmark/test_greater.py::test_greater") == "test_greater.py::test_greater"
+    assert corpus.in_suite("test_greater.py::test_greater") == "test_greater.py::test_greater"
