@@ -183,6 +183,9 @@ def build_parser() -> argparse.ArgumentParser:
     pp.add_argument("--backend", default="auto", help="backend name or alias (default: auto)")
     pp.add_argument("--timer", default="auto", help="timer to plan for (default: auto)")
     pp.add_argument("--ir", default="on", choices=("on", "off", "full"), help="on, full or off (default: on)")
+    pp.add_argument("--suite", action="store_true",
+                    help="the plan of a FlagGems suite op process (harness run --suite): what its pytest "
+                         "loads and which features the suite plugin carries out")
     _add_plugin_args(pp)
     sub.add_parser("doctor", help="what is detected and what is missing",
                    description="Report the detected backend, devices, packages and tools.")
@@ -302,7 +305,14 @@ def _cmd_plugins(ns: argparse.Namespace) -> int:
     toggles = _toggles(ns.plugins) if ns.plugins else ()
     extra = check_extra_plugins(_modules(ns.extra_plugins)) if ns.extra_plugins else ()
     plan = plan_plugins(backend, ns.timer, toggles, extra, ns.ir)
-    print(f"backend {backend.name}: timer {plan.timer}")
+    if ns.suite:
+        from harness.options import RunOptions
+        from harness.suite.runner import suite_plugins
+
+        plan = suite_plugins(backend, RunOptions(timer=ns.timer, plugins=toggles, extra_plugins=extra, ir=ns.ir))
+        print(f"backend {backend.name}: timer {plan.timer}; a suite op process (FlagGems' own pytest)")
+    else:
+        print(f"backend {backend.name}: timer {plan.timer}")
     for module, reason in zip(plan.modules, plan.reasons, strict=True):
         print(f"  {module:34} {reason}")
     if plan.suite_modules:

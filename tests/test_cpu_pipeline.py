@@ -151,6 +151,11 @@ def test_list_plugins_and_doctor(tmp_path: Path) -> None:
     assert "MUSA_VISIBLE_DEVICES" in backends.stdout
     plugins = harness("plugins", "--backend", "musa", cwd=tmp_path)
     assert "harness.child.plugins.device" in plugins.stdout and "timer graph" in plugins.stdout
+    suite = harness("plugins", "--backend", "musa", "--suite", "--plugins", "-wall", cwd=tmp_path)
+    assert suite.returncode == 0 and "a suite op process" in suite.stdout
+    assert "autotune: on, inside the suite plugin" in suite.stdout and "wall: off, inside the suite plugin" in suite.stdout
+    assert "harness.child.plugins.skipguards" in suite.stdout  # FlagGems' pytest on MUSA gets the shim
+    assert "harness.child.plugins.device" not in suite.stdout  # the suite plugin pins the device itself
     doctor = harness("doctor", cwd=tmp_path, env={"CUDA_VISIBLE_DEVICES": "5"})
     assert doctor.returncode == 0 and "detected backend: cpu" in doctor.stdout
 

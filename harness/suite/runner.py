@@ -172,7 +172,7 @@ def suite_features(backend: Backend, options: RunOptions) -> dict[str, bool]:
     return {name: planned.has(name) for name in SUITE_FEATURES}
 
 
-def _plugins(backend: Backend, options: RunOptions) -> PluginPlan:
+def suite_plugins(backend: Backend, options: RunOptions) -> PluginPlan:
     """FlagGems' pytest gets the suite plugin (which does the work of the autotune, ir and wall
     plugins there, as toggled), the compat plugins planned for a library's pytest
     (``suite_modules``: skipguards where the backend has stale CUDA guards) and the run's
@@ -234,7 +234,7 @@ def prepare_suite(options: RunOptions, suite_path: str, env: Mapping[str, str], 
     tree = locate_suite(Path(suite_path))
     inventory = read_inventory(tree)
     level = _level(options.level)
-    plugins = _plugins(backend, options)
+    plugins = suite_plugins(backend, options)
     timer = plugins.timer
     ops = _selected(inventory, options, all_ops_flag)
     plans = plan_suite_ops(tree, inventory, ops, backend, options)
@@ -288,7 +288,7 @@ def prepare_suite_resume(run_dir: Path, info: Mapping[str, Any], options: RunOpt
     catalog = op_catalog(inventory)
     ops = [catalog.get(o.op) or resolve_nodes(inventory, [o.op])[0] for o in stored]
     plans = plan_suite_ops(tree, inventory, ops, backend, options)
-    plan = RunPlan(run_id=info["run_id"], backend=backend, level=info["level"], plugins=_plugins(backend, options),
+    plan = RunPlan(run_id=info["run_id"], backend=backend, level=info["level"], plugins=suite_plugins(backend, options),
                    devices=tuple(info["devices"]), ops=stored, options=options)
     runner = SuiteRunner(tree, plans, installed=info["suite"].get("installed"),
                          features=suite_features(backend, options))

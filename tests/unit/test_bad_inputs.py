@@ -332,6 +332,7 @@ ROWS: list[Row] = [
     bad("plugins --backend cuda --timer stopwatch", 2, "timer"),
     bad("plugins --ir max", 2, "invalid choice: 'max'"),
     bad("plugins --plugins bogus", 2, "plugin toggle 'bogus'"),
+    bad("plugins --suite --plugins -records", 2, "records"),
     bad("plugins --extra-plugin a/b", 2, "extra plugin 'a/b' is not a dotted module name"),
     bad("doctor extra", 2, "unrecognized arguments: extra"),
     bad("--bogus", 2, "unrecognized arguments"),
