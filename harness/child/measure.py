@@ -78,6 +78,14 @@ def check_close(candidate: Any, reference: Any, atol: float, rtol: float) -> Cor
     """
     import torch
 
+    if (candidate.dtype == reference.dtype and candidate.shape == reference.shape
+            and candidate.device == reference.device and torch.equal(candidate, reference)):
+        # Identical (NaN never is): one pass, no float64 copies. Integer and bool outputs can only
+        # pass this way, and for FlagGems' 1G-element rows the float64 path below holds about
+        # 40 GB of temporaries.
+        n = int(reference.numel())
+        return Correctness(passed=True, max_abs=0.0 if n else None, max_rel=0.0 if n else None, atol=atol,
+                           rtol=rtol, nan=False, mismatched=0, numel=n, nonfinite=0)
     c = candidate.detach().to(torch.float64)
     r = reference.detach().to(torch.float64)
     if c.shape != r.shape:

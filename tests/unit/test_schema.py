@@ -124,6 +124,38 @@ def test_check_close_takes_its_maxima_over_finite_differences_without_mask_index
     assert check_close(torch.full((2,), float("nan")), torch.ones(2, dtype=torch.float64), 0, 0).max_abs is None
 
 
+def test_check_close_passes_identical_outputs_in_one_pass_with_the_same_verdict() -> None:
+    """Identical outputs (integer and bool outputs can only pass so) skip the float64 copies,
+    which hold about 40 GB for a 1G-element row; the verdict is the float64 path's."""
+    import torch
+    from torch.utils._python_dispatch import TorchDispatchMode
+
+    from harness.child.measure import check_close
+
+    class Ops(TorchDispatchMode):
+        def __init__(self) -> None:
+            super().__init__()
+            self.seen: set[str] = set()
+
+        def __torch_dispatch__(self, func, types, args=(), kwargs=None):  # type: ignore[no-untyped-def]
+            self.seen.add(func.overloadpacket.__name__)
+            return func(*args, **(kwargs or {}))
+
+    for value in (torch.arange(12, dtype=torch.int32).reshape(3, 4), torch.tensor([True, False]),
+                  torch.tensor([1.5, -2.0, float("inf")], dtype=torch.bfloat16)):
+        with Ops() as ops:
+            fast = check_close(value, value.clone(), 0.0, 0.0)
+        assert "_to_copy" not in ops.seen and "sub" not in ops.seen, ops.seen  # no float64 copies, no diff
+        slow = check_close(value, value.to(torch.float64), 0.0, 0.0)  # another dtype: the float64 path
+        assert fast == slow and fast.passed
+    nan = torch.tensor([1.0, float("nan")])
+    with Ops() as ops:
+        both = check_close(nan, nan.clone(), 0.0, 0.0)
+    assert "_to_copy" in ops.seen and both.passed  # NaN is never equal: the full check, where NaN matches NaN
+    wrong = check_close(torch.tensor([1, 2], dtype=torch.int64), torch.tensor([1, 3], dtype=torch.int64), 0.0, 0.0)
+    assert not wrong.passed and wrong.mismatched == 1 and wrong.max_abs == 1.0
+
+
 def test_version_1_records_still_load() -> None:
     data = make_record().to_dict()
     data["schema_version"] = 1
