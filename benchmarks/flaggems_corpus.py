@@ -365,30 +365,48 @@ def flaggems_own(nodes: Sequence[str], work: Path, budget: float, options: Seque
     return results, wall
 
 
-def _by_order(records: Iterable[Mapping[str, Any]]) -> dict[tuple[str, str, int], Mapping[str, Any]]:
-    """Rows keyed (op_name, dtype, n-th input of that op_name and dtype): both runners walk the same inputs."""
-    seen: Counter[tuple[str, str]] = Counter()
+Key = tuple[str, str, str, int]  # (op, op_name, dtype, n-th input of those)
+
+
+def by_order(rows: Iterable[Mapping[str, Any]]) -> dict[Key, Mapping[str, Any]]:
+    """Rows keyed by op, op_name, dtype and their number among the rows of those three, counted
+    over every row (a row that failed or errored keeps its number; only passing ones are kept):
+    both runners walk the same inputs in the same order. Rows with ``keep`` false are counted, not kept."""
+    seen: Counter[tuple[str, str, str]] = Counter()
     keyed = {}
-    for r in records:
-        key = (r["op_name"], r["dtype"])
-        keyed[(*key, seen[key])] = r
+    for r in rows:
+        key = (r["op"], r["op_name"], r["dtype"])
+        if r.get("keep", True):
+            keyed[(*key, seen[key])] = r
         seen[key] += 1
     return keyed
 
 
-def _harness_rows(run_dir: Path | None) -> dict[tuple[str, str, int], Mapping[str, Any]]:
+def _harness_rows(run_dir: Path | None) -> dict[Key, Mapping[str, Any]]:
     if run_dir is None:
         return {}
     rows = [{"op_name": r["extra"]["suite"].get("op_name", r["op"]), "dtype": r["dtype"], "op": r["op"],
+             "keep": r["status"] == "pass",
              "speedup": r.get("speedup"), "base": (r.get("baseline") or {}).get("summary", {}).get("median"),
              "cand": (r.get("candidate") or {}).get("summary", {}).get("median"),
              "shape": r["extra"]["suite"].get("shape_detail"), "timer": r["timer"]}
-            for r in read_records(run_dir) if r["status"] == "pass" and "suite" in r.get("extra", {})]
-    return _by_order(rows)
+            for r in read_records(run_dir) if "suite" in r.get("extra", {}) and r["dtype"] != "any"]
+    return by_order(rows)
+
+
+def part_number(path: Path) -> int:
+    """K of a ``sample-K`` folder (or ``triage-K.csv``); parts sort by it (sample-10 after sample-2)."""
+    digits = path.stem.rpartition("-")[2]
+    return int(digits) if digits.isdigit() else 0
+
+
+def parts_in(folder: Path, name: str = "ops_status.csv") -> list[Path]:
+    """The ``sample-K`` folders of ``folder`` holding ``name``, in the order of K."""
+    return sorted((p.parent for p in folder.glob(f"sample-*/{name}")), key=part_number)
 
 
 def sample_runs() -> list[Path]:
-    return sorted(p.parent for p in RUNS.glob("sample-*/records.jsonl"))
+    return parts_in(RUNS, "records.jsonl")
 
 
 def _runs_named(prefix: str) -> list[Path]:
@@ -424,25 +442,31 @@ def step_caliber(out: Path) -> None:
 
     own_done = {str(r.get("harness_op")) for d in RUNS.glob("caliber-own*/own.json")
                 for r in json.loads(d.read_text())}
+    table_only = os.environ.get("CALIBER_TABLE_ONLY") == "1"  # the table from the runs in RUNS; nothing runs
     own_ops = [op for op in chosen if op not in own_done]
-    if own_ops:
+    if own_ops and not table_only:
         nodes = [in_suite(small[op]["extra"]["suite"]["nodeid"]) for op in own_ops]
         own, own_wall = flaggems_own(nodes, RUNS / f"caliber-own-{tag}", shares[0] * budget,
                                      ["--level", "core", "--mode", "kernel", "--dtypes", "bfloat16",
                                       "--warmup", "100", "--iter", "100"])
-        names = {small[op]["extra"]["suite"].get("op_name", op): op for op in own_ops}
-        for res in own:
-            res["harness_op"] = names.get(res.get("op_name"), res.get("op_name"))
+        owners: dict[str, list[str]] = defaultdict(list)
+        for op in own_ops:
+            owners[small[op]["extra"]["suite"].get("op_name", op)].append(op)
+        for res in own:  # FlagGems names its results by op_name: one shared by two chosen ops is left out
+            found = owners.get(str(res.get("op_name")), [])
+            res["harness_op"] = found[0] if len(found) == 1 else None
         (RUNS / f"caliber-own-{tag}" / "own.json").write_text(json.dumps(own))
         say(f"caliber: FlagGems' own runner on {len(own_ops)} ops, {len(own)} results in {own_wall:.0f} s")
     own_results = [r for d in RUNS.glob("caliber-own*/own.json") for r in json.loads(d.read_text())]
-    own_rows = _by_order({"op_name": res["op_name"], "dtype": str(res["dtype"]).removeprefix("torch."),
-                          "speedup": m.get("speedup"), "base": m.get("latency_base"), "cand": m.get("latency"),
-                          "shape": m.get("shape_detail")} for res in own_results for m in res.get("result", []))
+    own_rows = by_order({"op": res["harness_op"], "op_name": res["op_name"],
+                         "dtype": str(res["dtype"]).removeprefix("torch."),
+                         "speedup": m.get("speedup"), "base": m.get("latency_base"), "cand": m.get("latency"),
+                         "shape": m.get("shape_detail")}
+                        for res in own_results if res.get("harness_op") for m in res.get("result", []))
     for prefix, timer, share, ops in (("caliber-direct", "direct", shares[1], chosen),
                                       ("caliber-profiler", "profiler", shares[2], chosen[:PROFILED])):
         todo = [op for op in ops if op not in timed_ops(prefix)]
-        if todo:
+        if todo and not table_only:
             ops_file = RUNS / f"{prefix}-{tag}.txt"
             ops_file.write_text("\n".join(todo) + "\n")
             harness_run(f"{prefix}-{tag}", ["--ops-file", str(ops_file), "--timer", timer], share * budget)
@@ -454,7 +478,7 @@ def step_caliber(out: Path) -> None:
         if g["op"] not in chosen:
             continue
         o, d, p = own_rows.get(key, {}), direct_rows.get(key, {}), prof_rows.get(key, {})
-        table.append({"op": g["op"], "op_name": key[0], "dtype": key[1], "input": key[2], "shape": json.dumps(g["shape"]),
+        table.append({"op": g["op"], "op_name": key[1], "dtype": key[2], "input": key[3], "shape": json.dumps(g["shape"]),
                       "flaggems_own_speedup": o.get("speedup"), "own_torch_ms": o.get("base"), "own_gems_ms": o.get("cand"),
                       "direct_speedup": d.get("speedup"), "direct_torch_ms": d.get("base"), "direct_gems_ms": d.get("cand"),
                       "graph_speedup": g["speedup"], "graph_torch_ms": g["base"], "graph_gems_ms": g["cand"],
@@ -466,7 +490,7 @@ def step_caliber(out: Path) -> None:
 
 
 def step_throughput(out: Path) -> None:
-    samples = sorted(p.parent for p in RUNS.glob("sample-*/ops_status.csv"))
+    samples = parts_in(RUNS)
     if not samples:
         say("throughput: no sample run here; run a sample step first")
         return
@@ -587,7 +611,7 @@ def cmd_run(out: Path) -> None:
             step_rerun(out)
         else:
             say(f"unknown step {step!r}")
-    summarize(sorted(p.parent for p in RUNS.glob("sample-*/ops_status.csv")), out,
+    summarize(parts_in(RUNS), out,
               {"steps": steps, "script_wall_s": round(time.monotonic() - begin, 1)})
     if os.environ.get("ARCHIVE", "1") == "1":
         archive(out)
@@ -610,11 +634,14 @@ def cmd_remaining(dirs: Sequence[Path], out: Path) -> None:
 def cmd_merge(dirs: Sequence[Path], out: Path) -> None:
     """The calls' outputs into one: ops_status.csv, summary.csv, triage.csv, corpus.json (CPU only)."""
     out.mkdir(parents=True, exist_ok=True)
-    parts = sorted(p for d in dirs for p in d.glob("sample-*") if p.is_dir())
-    for name in ("ops_status.csv", "summary.csv"):
-        rows = [row for p in parts for row in read_csv(p / name)]
-        write_csv(out / name, rows)
-    write_csv(out / "triage.csv", [row for d in dirs for t in sorted(d.glob("triage-*.csv")) for row in read_csv(t)],
+    parts = [p for d in dirs for p in parts_in(d)]  # the calls in the order given, each's parts by K
+    final = final_status({**row, "part": str(p)} for p in parts for row in read_csv(p / "ops_status.csv"))
+    write_csv(out / "ops_status.csv", [{k: v for k, v in row.items() if k != "part"} for row in final.values()])
+    # An op's rows and triage lines come from the part its final status came from.
+    write_csv(out / "summary.csv", [row for p in parts for row in read_csv(p / "summary.csv")
+                                    if final.get(row["op"], {}).get("part") == str(p)])
+    write_csv(out / "triage.csv", [row for p in parts for row in read_csv(p.parent / f"triage-{part_number(p)}.csv")
+                                   if final.get(row["op"], {}).get("part") == str(p)],
               ("op", "case", "status", "message"))
     for name in ("caliber.csv", "throughput.csv"):
         found = [d / name for d in dirs if (d / name).is_file()]

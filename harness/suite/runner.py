@@ -56,7 +56,8 @@ from harness.suite.shapefile import (
 )
 
 __all__ = ["SUITE_FEATURES", "SUITE_PROVIDER", "SuiteOpPlan", "SuiteRunner", "installed_version", "prepare_suite",
-           "prepare_suite_resume", "suite_command", "suite_digest_facts", "suite_features", "unchecked_reason"]
+           "prepare_suite_resume", "suite_command", "suite_digest_facts", "suite_features", "suite_plugins",
+           "unchecked_reason"]
 
 SUITE_PROVIDER = "flaggems-suite"  # rows measured through FlagGems' own benchmark code
 SPEC_OPTION = "--harness-suite-spec"  # the option harness.child.plugins.suite adds to pytest

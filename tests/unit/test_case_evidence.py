@@ -181,6 +181,20 @@ def test_the_small_kernel_switch_off_or_without_a_profiler_keeps_the_graph() -> 
     assert [r.timer for r in readings] == ["graph", "graph"]
     assert statistics.median(readings[1].values) == pytest.approx(0.0014)
 
+    class Flaky(FakeTimer):  # times the first side, fails on the second
+        def measure(self, fn: Any) -> Samples:
+            if self.calls:
+                raise RuntimeError("the profiler recorded no kernels")
+            return super().measure(fn)
+
+    from harness.child.timing.base import CaptureRefused
+
+    flaky = _graph(Flaky(0.001, name="profiler"), device)
+    flaky.begin_row()
+    assert flaky.measure(device.call).timer == "profiler"
+    with pytest.raises(CaptureRefused, match="small-kernel"):  # not a row of a profiler side and a graph side
+        flaky.measure(device.call)
+
 
 class FakeNvml:
     NVML_CLOCK_SM, NVML_CLOCK_MEM, NVML_TEMPERATURE_GPU = 0, 1, 0
@@ -265,7 +279,9 @@ def test_a_failed_capture_that_broke_the_device_random_numbers_ends_the_op_proce
         timer.measure(device.call)
 
 
-def test_the_random_probe_draws_without_moving_the_process_random_stream() -> None:
+def test_the_random_probe_draws_without_moving_the_process_random_stream(monkeypatch: pytest.MonkeyPatch) -> None:
+    import contextlib
+
     import torch
 
     from harness.child.plugins.timing import rng_probe
@@ -273,5 +289,32 @@ def test_the_random_probe_draws_without_moving_the_process_random_stream() -> No
     torch.manual_seed(7)
     expected = torch.rand(3)
     torch.manual_seed(7)
-    rng_probe("cpu", "cpu")()
+    probe = rng_probe("cpu", "cpu")
+    assert probe is not None
+    probe()
     assert torch.equal(torch.rand(3), expected)
+
+    # On a device: the device's generator is the one forked, and the draw is made on the device.
+    forked: list[tuple[list[int], str]] = []
+    drawn: list[str] = []
+
+    @contextlib.contextmanager
+    def fork_rng(devices: list[int], device_type: str) -> Any:
+        forked.append((devices, device_type))
+        yield
+
+    class FakeCuda:
+        default_generators = (object(),)
+
+        def get_rng_state(self) -> None:
+            pass
+
+    monkeypatch.setattr(torch, "cuda", FakeCuda())
+    monkeypatch.setattr(torch.random, "fork_rng", fork_rng)
+    monkeypatch.setattr(torch, "randn", lambda *size, device: drawn.append(device))
+    probe = rng_probe("cuda:1", "cuda")
+    assert probe is not None
+    probe()
+    assert forked == [([1], "cuda")] and drawn == ["cuda:1"]
+    monkeypatch.setattr(torch, "cuda", object())  # a device module without generator state: no probe
+    assert rng_probe("cuda:0", "cuda") is None

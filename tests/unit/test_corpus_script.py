@@ -60,3 +60,37 @@ def test_an_op_counts_once_with_the_status_it_ended_with_and_remaining_lists_the
     assert f"1 of the sample's {len(sample)} ops ended" in capsys.readouterr().out
     assert corpus.in_suite("benchmark/test_greater.py::test_greater") == "test_greater.py::test_greater"
     assert corpus.in_suite("test_greater.py::test_greater") == "test_greater.py::test_greater"
+
+
+def test_merge_keeps_each_op_once_from_the_part_it_ended_in_and_orders_parts_by_number(tmp_path: Path) -> None:
+    import csv
+
+    import benchmarks.flaggems_corpus as corpus
+
+    def part(call: str, k: int, ops: dict[str, str]) -> None:
+        folder = tmp_path / call / f"sample-{k}"
+        folder.mkdir(parents=True)
+        (folder / "ops_status.csv").write_text("op,status,elapsed_s,compile_s\n"
+                                               + "".join(f"{op},{status},1,\n" for op, status in ops.items()))
+        (folder / "summary.csv").write_text("case_id,op,status\n" + "".join(f"{op}[x],{op},{status.lower()}\n"
+                                                                             for op, status in ops.items()))
+        (tmp_path / call / f"triage-{k}.csv").write_text("op,case,status,message\n" + "".join(
+            f"{op},,{status},from part {k}\n" for op, status in ops.items() if status != "PASS"))
+
+    part("c1", 2, {"a": "INTERRUPTED", "b": "PENDING"})
+    part("c1", 10, {"a": "ERROR", "b": "PASS"})  # sample-10 comes after sample-2
+    assert [p.name for p in corpus.parts_in(tmp_path / "c1")] == ["sample-2", "sample-10"]
+    assert corpus.part_number(Path("triage-10.csv")) == 10
+    rows = corpus.final_status({**r, "part": str(p)} for p in corpus.parts_in(tmp_path / "c1")
+                               for r in corpus.read_csv(p / "ops_status.csv"))
+    assert {op: r["status"] for op, r in rows.items()} == {"a": "ERROR", "b": "PASS"}
+    # the merge itself (its summary needs a tree: the stand-in's)
+    suite = write_fake_suite(tmp_path / "tree")
+    with pytest.MonkeyPatch.context() as mp:
+        mp.setattr(corpus, "SUITE", suite.benchmark)
+        corpus.cmd_merge([tmp_path / "c1"], tmp_path / "merged")
+    merged = tmp_path / "merged"
+    assert [(r["op"], r["status"]) for r in csv.DictReader((merged / "ops_status.csv").open())] == [("a", "ERROR"),
+                                                                                                  ("b", "PASS")]
+    assert [r["status"] for r in csv.DictReader((merged / "summary.csv").open())] == ["error", "pass"]
+    assert [r["message"] for r in csv.DictReader((merged / "triage.csv").open())] == ["from part 10"]

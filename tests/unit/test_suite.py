@@ -308,13 +308,13 @@ def test_shape_config_keeps_flaggems_desc_and_leaves_its_input_alone() -> None:
 
 
 def test_flaggems_pytest_gets_the_compat_plugins_planned_for_a_librarys_pytest(v53: FakeSuite, inv53: Inventory) -> None:
-    from harness.suite.runner import _plugins
+    from harness.suite.runner import suite_plugins
 
-    musa = _plugins(get_backend("musa"), RunOptions())
+    musa = suite_plugins(get_backend("musa"), RunOptions())
     assert musa.modules == ("harness.child.plugins.suite",) and musa.timer == "graph"
     assert musa.suite_pytest_args() == ["-p", "harness.child.plugins.skipguards"]
-    assert _plugins(get_backend("cuda"), RunOptions()).suite_modules == ()
-    assert _plugins(get_backend("musa"), RunOptions(plugins=("-skipguards",))).suite_modules == ()
+    assert suite_plugins(get_backend("cuda"), RunOptions()).suite_modules == ()
+    assert suite_plugins(get_backend("musa"), RunOptions(plugins=("-skipguards",))).suite_modules == ()
     tree = locate_suite(v53.benchmark)
     args = suite_command(tree, ops(inv53, "mm")[0], "core", tree.shapes_yaml, Path("/s.json"), musa.suite_pytest_args())
     assert args[args.index("harness.child.plugins.suite") + 3:][:2] == ["-p", "harness.child.plugins.skipguards"]
@@ -341,13 +341,13 @@ def test_the_runner_says_when_pytest_found_nothing_or_a_function_timed_nothing(v
 
 
 def _plugins_for_cpu() -> object:
-    from harness.suite.runner import _plugins
+    from harness.suite.runner import suite_plugins
 
-    return _plugins(get_backend("cpu"), RunOptions())
+    return suite_plugins(get_backend("cpu"), RunOptions())
 
 
 def test_the_suite_plugin_does_the_autotune_ir_and_wall_plugins_work_as_toggled() -> None:
-    from harness.suite.runner import _plugins, suite_features
+    from harness.suite.runner import suite_features, suite_plugins
 
     cpu, cuda = get_backend("cpu"), get_backend("cuda")
     assert suite_features(cpu, RunOptions()) == {"autotune": True, "ir": False, "wall": False}
@@ -355,22 +355,22 @@ def test_the_suite_plugin_does_the_autotune_ir_and_wall_plugins_work_as_toggled(
     assert suite_features(cuda, RunOptions(plugins=("-autotune", "-wall"), ir="off")) == {
         "autotune": False, "ir": False, "wall": False}
     assert suite_features(cpu, RunOptions(plugins=("+wall",)))["wall"] is True
-    plan = _plugins(cpu, RunOptions(plugins=("-autotune",), extra_plugins=("tests.data.extra_plugin",)))
+    plan = suite_plugins(cpu, RunOptions(plugins=("-autotune",), extra_plugins=("tests.data.extra_plugin",)))
     assert plan.modules == ("harness.child.plugins.suite", "tests.data.extra_plugin")
     assert "autotune: off, inside the suite plugin" in plan.reasons[0]
     assert any(line.startswith("autotune: off") for line in plan.off)
     with pytest.raises(UsageError, match="unknown plugin 'bogus'"):
-        _plugins(cpu, RunOptions(plugins=("+bogus",)))
+        suite_plugins(cpu, RunOptions(plugins=("+bogus",)))
 
 
 def _ctx(runner: object, tmp_path: Path, options: RunOptions, sweep: object = None) -> object:
     from harness.run.batch import BatchContext
     from harness.run.plan import OpPlan, RunPlan
     from harness.run.spawn import StopToken
-    from harness.suite.runner import _plugins
+    from harness.suite.runner import suite_plugins
 
     op_plan = OpPlan("mm", "cpu", (), (), "flaggems-suite", open_cases=1)
-    plan = RunPlan(run_id="r", backend=get_backend("cpu"), level="core", plugins=_plugins(get_backend("cpu"), options),
+    plan = RunPlan(run_id="r", backend=get_backend("cpu"), level="core", plugins=suite_plugins(get_backend("cpu"), options),
                    devices=("cpu",), ops=(op_plan,), options=options)
     return BatchContext(plan, tmp_path, {}, StopToken(), None, runner, sweep=sweep)  # type: ignore[arg-type]
 
@@ -382,7 +382,8 @@ def test_the_measuring_process_replays_and_a_sweep_shard_tunes_its_share(v53: Fa
     from harness.suite.runner import SuiteRunner, suite_features
 
     tree = locate_suite(v53.benchmark)
-    options = RunOptions(dtypes=(), replay_from="/runs/earlier", extra_plugins=("tests.data.extra_plugin",))
+    options = RunOptions(dtypes=(), replay_from="/runs/earlier", extra_plugins=("tests.data.extra_plugin",),
+                         cap_ms=250.0)
     plans = plan_suite_ops(tree, inv53, ops(inv53, "mm"), get_backend("cpu"), options)
     runner = SuiteRunner(tree, plans, features=suite_features(get_backend("cpu"), options))
     sweep = SweepStep(("cpu", "cpu", "cpu"), launcher=runner.shard_launch)
@@ -391,6 +392,7 @@ def test_the_measuring_process_replays_and_a_sweep_shard_tunes_its_share(v53: Fa
 
     launch = runner.launch(ctx, op_plan, 1, ())  # type: ignore[arg-type]
     spec = ChildSpec.load(tmp_path / "specs" / "mm.json")
+    assert spec.cap_ms == 250.0  # --cap-ms reaches the measuring process
     assert spec.extra["replay_from"] == "/runs/earlier"
     assert spec.extra["replay_file"] == str(tmp_path / "sweep" / "mm" / "configs.json")
     assert {k: spec.extra["suite"][k] for k in ("autotune", "ir", "wall")} == {"autotune": True, "ir": False,
@@ -403,6 +405,7 @@ def test_the_measuring_process_replays_and_a_sweep_shard_tunes_its_share(v53: Fa
     shard = runner.shard_launch(ctx, op_plan, 2, "cpu", ("its calls i with i % 3 == 2",))  # type: ignore[arg-type]
     folder = tmp_path / "sweep" / "mm"
     spec = ChildSpec.load(folder / "shard-2.spec.json")
+    assert spec.cap_ms == 250.0
     assert spec.extra["mode"] == "tune" and spec.extra["suite"]["sweep"] == {"index": 2, "count": 3}
     assert spec.extra["autotune_out"] == str(folder / "shard-2.json")
     assert spec.extra["shard_result"] == str(folder / "shard-2.result.json")
@@ -451,6 +454,7 @@ def test_shard_k_of_n_deals_a_suite_selection_as_the_harness_deals_its_own_ops(v
     assert digest_of(v53, shapes_file=str(shapes)) != digest
     assert digest_of(v53, dtypes=("float32",)) != digest
     assert digest_of(v53, rep_ms=2.0) != digest
+    assert digest_of(v53, cap_ms=300.0) != digest  # the time cap changes what a noisy row measures
     assert digest_of(v53, devices=("cpu",), run_id="elsewhere") == digest
     assert not (tmp_path / "run").exists()
 

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import itertools
+from pathlib import Path
 
 from harness.child.timing.base import Budget, adaptive_samples, rel_spread, reps_for
 from harness.child.timing.flush import FLUSH_KERNEL_NAME, MARKER_KERNEL_NAME, flush_bytes
@@ -85,3 +86,45 @@ def test_the_cap_option_reaches_every_timer_of_an_op_process() -> None:
     assert cpu.primary.budget.cap_ms == 200.0  # type: ignore[attr-defined]
     assert timers_for(ChildSpec(**{**spec.__dict__, "backend": "cpu", "timer": "cpu", "cap_ms": 50.0}),
                       get_backend("cpu"), "cpu", None).primary.budget.cap_ms == 50.0  # type: ignore[attr-defined]
+
+
+def test_a_batch_taken_before_counts_against_the_cap() -> None:
+    """The graph timer's deciding batch is handed in with the time it began: a row that does not
+    settle stops at the cap, not the cap plus that batch."""
+    import time
+
+    calls: list[int] = []
+
+    def take(n: int) -> list[float]:
+        calls.append(n)
+        return [1.0, 2.0] * (n // 2)  # never settles
+
+    budget = Budget(rep_ms=10.0, min_reps=4, max_reps=8, cap_ms=50.0)
+    values, noisy = adaptive_samples(take, 1.0, budget, first=[1.0, 2.0] * 4, started=time.perf_counter() - 0.06)
+    assert noisy and calls == [] and len(values) == 8  # the cap was spent by the first batch
+    values, noisy = adaptive_samples(take, 1.0, budget, first=[1.0, 2.0] * 4, started=time.perf_counter())
+    assert noisy and calls  # within the cap: more batches
+
+
+def test_the_cap_option_is_in_the_specs_of_measuring_and_sweep_processes(tmp_path: Path) -> None:
+    """The harness's own op processes and their sweep shards (the suite's are checked in
+    tests/unit/test_suite.py) get ``--cap-ms`` in their child spec."""
+    from harness.backends import get_backend
+    from harness.contract import ChildSpec
+    from harness.options import RunOptions
+    from harness.run.batch import BatchContext, CaseRunner
+    from harness.run.plan import OpPlan, RunPlan
+    from harness.run.plugins import plan_plugins
+    from harness.run.spawn import StopToken
+    from harness.run.sweep import SweepFiles, case_shard_launch
+
+    options = RunOptions(cap_ms=250.0)
+    cpu = get_backend("cpu")
+    op_plan = OpPlan("add", "cpu", ("float32",), ((8,),), "builtin")
+    plan = RunPlan(run_id="r", backend=cpu, level="smoke", plugins=plan_plugins(cpu, "auto", (), (), "on"),
+                   devices=("cpu",), ops=(op_plan,), options=options)
+    ctx = BatchContext(plan, tmp_path, {}, StopToken(), None, CaseRunner())  # type: ignore[arg-type]
+    CaseRunner().launch(ctx, op_plan, 1, ())
+    assert ChildSpec.load(ctx.files.spec("add")).cap_ms == 250.0
+    case_shard_launch(ctx, op_plan, 0, "cpu", ("add[builtin-float32-8]",))
+    assert ChildSpec.load(SweepFiles(tmp_path, "add").shard_spec(0)).cap_ms == 250.0

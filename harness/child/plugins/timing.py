@@ -28,13 +28,19 @@ class Timers:
     fallback: Timer | None  # used for a whole row when the primary refuses (graph capture)
 
 
-def rng_probe(torch_device: str, device_type: str) -> Callable[[], None]:
+def rng_probe(torch_device: str, device_type: str) -> Callable[[], None] | None:
     """One random draw on ``torch_device`` under a forked RNG state (the process's random stream
-    is left as it was): what the graph timer checks after a failed capture."""
+    is left as it was): what the graph timer checks after a failed capture. None where the
+    device's torch module keeps no generator state to fork (the graph timer's capture does not
+    fork one there either): a probe that fails for want of it would end every op whose capture
+    failed."""
+    import torch
+
+    module = getattr(torch, device_type, None)
+    if device_type != "cpu" and not (getattr(module, "default_generators", None) and hasattr(module, "get_rng_state")):
+        return None
 
     def probe() -> None:
-        import torch
-
         index = torch.device(torch_device).index
         with torch.random.fork_rng(devices=[] if index is None else [index], device_type=device_type):
             torch.randn(1, device=torch_device)

@@ -97,15 +97,16 @@ def batch_size(estimate_ms: float, budget: Budget) -> int:
 
 def adaptive_samples(
     take: Callable[[int], list[float]], estimate_ms: float, budget: Budget,
-    first: list[float] | None = None,
+    first: list[float] | None = None, started: float | None = None,
 ) -> tuple[list[float], bool]:
     """Take batches of samples until the spread settles or the time cap is spent.
 
-    ``first``: a batch already taken (by ``take(batch_size(...))``), continued from here.
+    ``first``: a batch already taken (by ``take(batch_size(...))``), continued from here;
+    ``started``: the ``time.perf_counter()`` at which that batch began (the cap counts it).
     Returns the samples and whether the row is noisy (never settled).
     """
     n = batch_size(estimate_ms, budget)
-    started = time.perf_counter()
+    started = time.perf_counter() if started is None else started
     values = list(first) if first is not None else take(n)
     while rel_spread(values) > budget.target_spread:
         spent_ms = (time.perf_counter() - started) * 1e3

@@ -24,6 +24,7 @@ from __future__ import annotations
 
 import contextlib
 import statistics
+import time
 from collections.abc import Callable, Iterator
 from dataclasses import dataclass, field
 from typing import Any
@@ -184,6 +185,10 @@ class GraphTimer:
             small = self._small_samples(fn)
             if small is not None:
                 return small
+            # The profiler timed the row's other side and failed on this one: the graph's reading
+            # would make a row of two timers, so the row falls back to the direct timer, both sides.
+            raise CaptureRefused("small-kernel", "profiler-failed",
+                                 "the small-kernel timer timed this row's other side but failed on this one")
         try:
             fn()  # discarded: absorbs autotuning and JIT compilation
             est = estimate_ms(api, fn, None)
@@ -244,6 +249,7 @@ class GraphTimer:
             target_spread=self.budget.target_spread,
             cap_ms=self.budget.cap_ms,
         )
+        began = time.perf_counter()
         try:
             first = take(batch_size(graph_ms, budget))
         except Exception as exc:  # a replay can hit the same device errors as the capture
@@ -253,7 +259,7 @@ class GraphTimer:
             if small is not None:
                 return small
         try:
-            values, noisy = adaptive_samples(take, graph_ms, budget, first=first)
+            values, noisy = adaptive_samples(take, graph_ms, budget, first=first, started=began)
         except Exception as exc:  # a replay can hit the same device errors as the capture
             raise self._fail(exc, "replay") from exc
         if statistics.median(values) <= 0:
