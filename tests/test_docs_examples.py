@@ -65,10 +65,17 @@ def examples() -> list[Example]:
         text = path.read_text(encoding="utf-8")
         for block in re.finditer(r"^```(bash|sh|shell)\n(.*?)^```", text, re.S | re.M):
             first = text[:block.start(2)].count("\n") + 1
+            pending, start = "", 0
             for offset, raw in enumerate(block.group(2).splitlines()):
                 command = re.sub(r"\s+#\s.*$", "", raw).strip()
+                if not pending:
+                    start = offset
+                if command.endswith("\\"):  # the shell's line continuation: one command
+                    pending += command[:-1].rstrip() + " "
+                    continue
+                command, pending = (pending + command).strip(), ""
                 if command and not command.startswith("#"):
-                    found.append(Example(str(path.relative_to(ROOT)), first + offset, command))
+                    found.append(Example(str(path.relative_to(ROOT)), first + start, command))
     return found
 
 
