@@ -312,6 +312,8 @@ def archive(out: Path, limit: int = 15 << 20) -> None:
     def keep(logs: bool) -> Any:
         def pick(info: tarfile.TarInfo) -> tarfile.TarInfo | None:
             parts = Path(info.name).parts
+            if "specs" in parts[1:] and (info.isdir() or parts[-1].endswith(".times.json")):
+                return info  # the op processes' timelines (harness.child.process.times_path)
             if any(p in ("ir", "triton-cache", "triton_cache", "cache", "specs", "sweep", "autotune") for p in parts[1:]):
                 return None
             if parts[1:] and parts[-1] in ("report.html", "junit.xml"):  # remade from the records here

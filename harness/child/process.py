@@ -34,7 +34,7 @@ from pathlib import Path
 
 from harness.contract import CANCELLED_EXIT, GO, PARENT_PID_ENV
 
-__all__ = ["PARENT_POLL_S", "PRELOAD", "end_own_group", "main", "preload", "watch_parent"]
+__all__ = ["PARENT_POLL_S", "PRELOAD", "end_own_group", "main", "preload", "times_path", "watch_parent"]
 
 PARENT_POLL_S = 0.5
 # Imported while held. Never a module pytest loads as a plugin (-p): pytest must import those
@@ -101,7 +101,28 @@ def watch_parent(parent: int, on_gone: Callable[[], None] | None = None,
     return thread
 
 
+def times_path(exit_path: Path) -> Path:
+    """Where an op process writes its timeline, next to its exit file (``<op>.times.json``)."""
+    return exit_path.with_name(f"{exit_path.stem}.times.json")
+
+
+class _Clock:
+    """A pytest plugin that notes when the session starts and ends (wall clock, seconds)."""
+
+    def __init__(self, times: dict[str, float]) -> None:
+        self.times = times
+
+    def pytest_sessionstart(self) -> None:
+        self.times["session_start"] = time.time()
+
+    def pytest_sessionfinish(self) -> None:
+        self.times["session_end"] = time.time()
+
+
 def main(argv: Sequence[str]) -> int:
+    # Where an op's time goes outside its cases (docs/batch.md, "Where an op's time goes"): the
+    # process start, the release of a pre-started process, pytest's start, its session, its return.
+    times = {"started": time.time()}
     args = list(argv)
     hold = len(args) > 1 and args[1] == "--hold"
     if hold:
@@ -121,14 +142,24 @@ def main(argv: Sequence[str]) -> int:
         cuda = getattr(torch, "cuda", None)
         if cuda is not None and cuda.is_initialized():  # a device opened while another op may be timing
             print("harness.child: warning: the pre-start imports initialised CUDA", file=sys.stderr, flush=True)
+        times["preloaded"] = time.time()
         if sys.stdin.readline().strip() != GO:
             return CANCELLED_EXIT
+        times["go"] = time.time()
+    import json
+
     import pytest
 
     from harness.results.store import atomic_write_text
 
-    code = int(pytest.main(list(args[2:])))
+    times["pytest"] = time.time()
+    code = int(pytest.main(list(args[2:]), plugins=[_Clock(times)]))
+    times["returned"] = time.time()
     atomic_write_text(Path(args[0]), f"{code}\n")
+    try:  # a diagnostic: never the reason an op fails
+        atomic_write_text(times_path(Path(args[0])), json.dumps(times) + "\n")
+    except OSError:
+        pass
     return code
 
 

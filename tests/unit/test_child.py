@@ -90,3 +90,24 @@ def test_an_orphan_that_leads_no_group_ends_itself_only(tmp_path: Path) -> None:
         for pid in (watched, stray):
             if alive(pid):
                 os.kill(pid, signal.SIGKILL)
+
+
+def test_an_op_process_writes_its_timeline_next_to_its_exit_file(tmp_path: Path) -> None:
+    """Where an op's time goes outside its cases: the process's start, pytest's start, its session
+    and its return, as wall-clock seconds in ``<op>.times.json``."""
+    import json
+    import subprocess
+    import sys
+
+    from harness.child.process import times_path
+
+    (tmp_path / "test_one.py").write_text("def test_one():\n    pass\n")
+    exit_file = tmp_path / "op.exit"
+    done = subprocess.run([sys.executable, "-m", "harness.child", str(exit_file), "--", "-q", "-p", "no:cacheprovider",
+                           str(tmp_path / "test_one.py")], capture_output=True, text=True, timeout=120, cwd=tmp_path)
+    assert done.returncode == 0, done.stderr
+    assert exit_file.read_text() == "0\n"
+    times = json.loads(times_path(exit_file).read_text())
+    assert times_path(exit_file).name == "op.times.json"
+    order = [times[k] for k in ("started", "pytest", "session_start", "session_end", "returned")]
+    assert order == sorted(order) and "go" not in times  # not pre-started: no release
