@@ -59,6 +59,8 @@ from typing import Any
 REPO = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(REPO))
 
+from harness.child.process import times_path  # noqa: E402
+from harness.contract import RunFiles  # noqa: E402
 from harness.suite.inventory import read_inventory  # noqa: E402
 from harness.suite.layout import locate_suite  # noqa: E402
 from harness.suite.select import SuiteOp, all_ops  # noqa: E402
@@ -530,6 +532,34 @@ def step_throughput(out: Path) -> None:
 ENDED = ("PASS", "FAIL", "ERROR", "CRASH", "TIMEOUT", "SKIP")
 
 
+def timeline(run_dirs: Sequence[Path]) -> dict[str, Any]:
+    """Where the ended ops' time went, from each op process's timeline (``specs/<op>.times.json``,
+    harness.child.process) and its ``elapsed_s``: before pytest's session (pytest's start,
+    conftest and plugins; for a pre-started process released before its imports were done, the
+    rest of those too: ``import_wait``), the session (collection and the cases), and after it
+    (pytest's end, the process's exit, the parent noticing). Seconds summed over the ops."""
+    sums = {"ops": 0, "elapsed_s": 0.0, "before_session_s": 0.0, "session_s": 0.0, "after_session_s": 0.0,
+            "import_wait_s": 0.0}
+    for run in run_dirs:
+        for row in read_csv(run / "ops_status.csv"):
+            path = times_path(RunFiles(run).exit_file(row["op"]))
+            try:
+                t = json.loads(path.read_text())
+            except (OSError, ValueError):
+                continue
+            if row["status"] not in ENDED or "session_start" not in t or "session_end" not in t:
+                continue
+            t0 = t.get("go", t["started"])
+            elapsed = float(row["elapsed_s"])
+            sums["ops"] += 1
+            sums["elapsed_s"] += elapsed
+            sums["before_session_s"] += t["session_start"] - t0
+            sums["session_s"] += t["session_end"] - t["session_start"]
+            sums["after_session_s"] += elapsed - (t["session_end"] - t0)
+            sums["import_wait_s"] += max(0.0, t.get("preloaded", t0) - t0)
+    return {k: round(v, 1) if isinstance(v, float) else v for k, v in sums.items()}
+
+
 def final_status(rows: Iterable[Mapping[str, str]]) -> dict[str, Mapping[str, str]]:
     """One row per op over the parts, in order: an op a later part ran again (it was cut, or
     never started, in an earlier one) counts once, with the status it ended with."""
@@ -614,7 +644,8 @@ def cmd_run(out: Path) -> None:
         else:
             say(f"unknown step {step!r}")
     summarize(parts_in(RUNS), out,
-              {"steps": steps, "script_wall_s": round(time.monotonic() - begin, 1)})
+              {"steps": steps, "script_wall_s": round(time.monotonic() - begin, 1),
+               "timeline": timeline(parts_in(RUNS))})
     if os.environ.get("ARCHIVE", "1") == "1":
         archive(out)
     (out / "corpus.log").write_text("\n".join(LOG) + "\n")

@@ -94,3 +94,22 @@ def test_merge_keeps_each_op_once_from_the_part_it_ended_in_and_orders_parts_by_
                                                                                                   ("b", "PASS")]
     assert [r["status"] for r in csv.DictReader((merged / "summary.csv").open())] == ["error", "pass"]
     assert [r["message"] for r in csv.DictReader((merged / "triage.csv").open())] == ["from part 10"]
+
+
+def test_the_timeline_splits_each_ended_op_into_before_during_and_after_its_session(tmp_path: Path) -> None:
+    import json
+
+    import benchmarks.flaggems_corpus as corpus
+
+    run = tmp_path / "sample-1"
+    (run / "specs").mkdir(parents=True)
+    (run / "ops_status.csv").write_text("op,status,elapsed_s\nheld,PASS,10\nfresh,SKIP,4\ncut,INTERRUPTED,3\n")
+    # pre-started, released 1 s before its imports were done; fresh: started by the parent
+    (run / "specs" / "held.times.json").write_text(json.dumps(
+        {"started": 0, "preloaded": 101, "go": 100, "pytest": 101, "session_start": 102, "session_end": 108,
+         "returned": 108.5}))
+    (run / "specs" / "fresh.times.json").write_text(json.dumps(
+        {"started": 50, "pytest": 51, "session_start": 52.5, "session_end": 53, "returned": 53.2}))
+    (run / "specs" / "cut.times.json").write_text(json.dumps({"started": 0, "pytest": 1}))  # never ended
+    assert corpus.timeline([run]) == {"ops": 2, "elapsed_s": 14.0, "before_session_s": 4.5, "session_s": 6.5,
+                                      "after_session_s": 3.0, "import_wait_s": 1.0}
