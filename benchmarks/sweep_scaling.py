@@ -24,16 +24,17 @@ from __future__ import annotations
 import argparse
 import json
 import os
-import signal
 import statistics
-import subprocess
 import sys
-import time
 from collections.abc import Mapping, Sequence
 from pathlib import Path
 from typing import Any
 
 REPO = Path(__file__).resolve().parents[1]
+sys.path.insert(0, str(REPO))
+
+from benchmarks.flaggems_corpus import bounded  # noqa: E402  (the same bounded run, SIGTERM past its budget)
+
 SUITE = Path(os.environ.get("SUITE", REPO / ".flaggems" / "v5.3.4" / "benchmark"))
 
 
@@ -64,23 +65,6 @@ def command(what: str, sweep_devices: str, run: Path, level: str, backend: str) 
     if what == "suite":
         cmd += ["--suite", str(SUITE)]
     return cmd
-
-
-def bounded(cmd: Sequence[str], budget_s: float, log: Path) -> tuple[int, float]:
-    """Run ``cmd`` for at most ``budget_s`` (SIGTERM past it: the harness finalizes an interrupted run)."""
-    start = time.monotonic()
-    with log.open("ab") as out:
-        child = subprocess.Popen(list(cmd), stdout=out, stderr=subprocess.STDOUT, start_new_session=True)
-        try:
-            code = child.wait(timeout=budget_s)
-        except subprocess.TimeoutExpired:
-            os.killpg(child.pid, signal.SIGTERM)
-            try:
-                code = child.wait(timeout=60)
-            except subprocess.TimeoutExpired:
-                os.killpg(child.pid, signal.SIGKILL)
-                code = child.wait()
-    return code, time.monotonic() - start
 
 
 def summarize(run: Path, what: str, sweep_devices: str, code: int | None, wall_s: float | None) -> dict[str, Any]:
@@ -150,7 +134,7 @@ def cmd_run(args: argparse.Namespace) -> int:
     run = out / "run"
     cmd = command(args.what, args.sweep_devices, run, args.level, args.backend)
     print(" ".join(cmd), flush=True)
-    code, wall = bounded(cmd, args.budget, out / "run.log")
+    code, wall = bounded(cmd, args.budget, log=out / "run.log", env=os.environ)
     result = summarize(run, args.what, args.sweep_devices, code, wall)
     (out / "result.json").write_text(json.dumps(result, indent=2) + "\n")
     print(json.dumps({k: result[k] for k in ("what", "sweep_devices", "rc", "wall_s", "sweep_s", "op_status",

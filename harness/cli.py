@@ -304,15 +304,15 @@ def _cmd_plugins(ns: argparse.Namespace) -> int:
     backend = resolve_backend(ns.backend)
     toggles = _toggles(ns.plugins) if ns.plugins else ()
     extra = check_extra_plugins(_modules(ns.extra_plugins)) if ns.extra_plugins else ()
-    plan = plan_plugins(backend, ns.timer, toggles, extra, ns.ir)
     if ns.suite:
         from harness.options import RunOptions
         from harness.suite.runner import suite_plugins
 
         plan = suite_plugins(backend, RunOptions(timer=ns.timer, plugins=toggles, extra_plugins=extra, ir=ns.ir))
-        print(f"backend {backend.name}: timer {plan.timer}; a suite op process (FlagGems' own pytest)")
     else:
-        print(f"backend {backend.name}: timer {plan.timer}")
+        plan = plan_plugins(backend, ns.timer, toggles, extra, ns.ir)
+    what = "; a suite op process (FlagGems' own pytest)" if ns.suite else ""
+    print(f"backend {backend.name}: timer {plan.timer}{what}")
     for module, reason in zip(plan.modules, plan.reasons, strict=True):
         print(f"  {module:34} {reason}")
     if plan.suite_modules:

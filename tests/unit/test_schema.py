@@ -2,6 +2,7 @@ from __future__ import annotations
 
 import json
 from pathlib import Path
+from typing import Any
 
 import pytest
 
@@ -98,13 +99,9 @@ def test_check_close_reports_shape_mismatch_and_nonfinite_values_serialisably(tm
     assert [r.correctness for r in loaded] == [wrong_shape, infinite]
 
 
-def test_check_close_takes_its_maxima_over_finite_differences_without_mask_indexing() -> None:
-    """A boolean mask (diff[finite]) costs nonzero()'s int64 indices, 24 GiB for a 1G-element
-    3-D output on the H200; the maxima are the same without it."""
-    import torch
+def _ops_seen() -> Any:
+    """A torch dispatch mode that notes the name of every aten op run under it (``.seen``)."""
     from torch.utils._python_dispatch import TorchDispatchMode
-
-    from harness.child.measure import check_close
 
     class Ops(TorchDispatchMode):
         def __init__(self) -> None:
@@ -115,9 +112,19 @@ def test_check_close_takes_its_maxima_over_finite_differences_without_mask_index
             self.seen.add(func.overloadpacket.__name__)
             return func(*args, **(kwargs or {}))
 
+    return Ops()
+
+
+def test_check_close_takes_its_maxima_over_finite_differences_without_mask_indexing() -> None:
+    """A boolean mask (diff[finite]) costs nonzero()'s int64 indices, 24 GiB for a 1G-element
+    3-D output on the H200; the maxima are the same without it."""
+    import torch
+
+    from harness.child.measure import check_close
+
     ref = torch.tensor([[1.0, 2.0, 4.0], [8.0, 1e-300, float("nan")]], dtype=torch.float64)
     out = torch.tensor([[1.5, 2.0, float("inf")], [8.0, 0.0, float("nan")]], dtype=torch.float64)
-    with Ops() as ops:
+    with _ops_seen() as ops:
         result = check_close(out, ref, 1e-3, 1e-3)
     assert {"nonzero", "index", "masked_select"}.isdisjoint(ops.seen), ops.seen
     assert result.max_abs == 0.5 and result.max_rel == 0.5 and result.nonfinite == 1  # inf and NaN left out
@@ -128,28 +135,18 @@ def test_check_close_passes_identical_outputs_in_one_pass_with_the_same_verdict(
     """Identical outputs (integer and bool outputs can only pass so) skip the float64 copies,
     which hold about 40 GB for a 1G-element row; the verdict is the float64 path's."""
     import torch
-    from torch.utils._python_dispatch import TorchDispatchMode
 
     from harness.child.measure import check_close
 
-    class Ops(TorchDispatchMode):
-        def __init__(self) -> None:
-            super().__init__()
-            self.seen: set[str] = set()
-
-        def __torch_dispatch__(self, func, types, args=(), kwargs=None):  # type: ignore[no-untyped-def]
-            self.seen.add(func.overloadpacket.__name__)
-            return func(*args, **(kwargs or {}))
-
     for value in (torch.arange(12, dtype=torch.int32).reshape(3, 4), torch.tensor([True, False]),
                   torch.tensor([1.5, -2.0, float("inf")], dtype=torch.bfloat16)):
-        with Ops() as ops:
+        with _ops_seen() as ops:
             fast = check_close(value, value.clone(), 0.0, 0.0)
         assert "_to_copy" not in ops.seen and "sub" not in ops.seen, ops.seen  # no float64 copies, no diff
         slow = check_close(value, value.to(torch.float64), 0.0, 0.0)  # another dtype: the float64 path
         assert fast == slow and fast.passed
     nan = torch.tensor([1.0, float("nan")])
-    with Ops() as ops:
+    with _ops_seen() as ops:
         both = check_close(nan, nan.clone(), 0.0, 0.0)
     assert "_to_copy" in ops.seen and both.passed  # NaN is never equal: the full check, where NaN matches NaN
     wrong = check_close(torch.tensor([1, 2], dtype=torch.int64), torch.tensor([1, 3], dtype=torch.int64), 0.0, 0.0)

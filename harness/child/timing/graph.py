@@ -83,7 +83,7 @@ class GraphTimer:
     _row_small: bool | None = field(default=None, repr=False)
 
     def begin_row(self) -> None:
-        """A new row starts: its first measurement (the candidate) decides its timer."""
+        """A new row starts: its first measurement decides its timer (module docstring)."""
         self._row_small = None
 
     def _decide(self, first: list[float]) -> bool:
