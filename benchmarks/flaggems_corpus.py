@@ -277,13 +277,18 @@ def step_sample(k: int, sample: Sequence[SuiteOp], out: Path, base_classes: froz
     ops_file.write_text("".join(f"{op.id}\n" for op in part))
     say(f"sample part {k}: {len(part)} ops, {dict(Counter(category(o, base_classes) for o in part))}")
     budget = part_weights()[k - 1]
-    run_dir = harness_run(f"sample-{k}", ["--ops-file", str(ops_file)], budget)
+    keep_outputs(harness_run(f"sample-{k}", ["--ops-file", str(ops_file)], budget), out)
+
+
+def keep_outputs(run_dir: Path, out: Path) -> None:
+    """A run's ops_status.csv, summary.csv and run.json into $OUT/<run name>/, and for a sample
+    part its triage into $OUT/triage-K.csv."""
     for name in ("ops_status.csv", "summary.csv", "run.json"):
         if (run_dir / name).is_file():
-            (out / f"sample-{k}").mkdir(parents=True, exist_ok=True)
-            (out / f"sample-{k}" / name).write_bytes((run_dir / name).read_bytes())
-    write_csv(out / f"triage-{k}.csv", triage_rows(run_dir), ("op", "case", "status", "message"))
-    # (one call writes at most 8 files: sample-K/ 3, triage-K, caliber, throughput, corpus.json, corpus.log)
+            (out / run_dir.name).mkdir(parents=True, exist_ok=True)
+            (out / run_dir.name / name).write_bytes((run_dir / name).read_bytes())
+    if run_dir.name.startswith("sample-"):
+        write_csv(out / f"triage-{part_number(run_dir)}.csv", triage_rows(run_dir), ("op", "case", "status", "message"))
 
 
 def step_rerun(out: Path) -> None:
@@ -295,14 +300,7 @@ def step_rerun(out: Path) -> None:
         return
     ops = [line.strip() for line in Path(RERUN_OPS).read_text().splitlines() if line.strip()]
     say(f"rerun: {len(ops)} ops of {RERUN_OPS} on devices {DEVICES}")
-    run_dir = harness_run(RUN_NAME, ["--ops-file", RERUN_OPS], BUDGETS["rerun"])
-    for name in ("ops_status.csv", "summary.csv", "run.json"):
-        if (run_dir / name).is_file():
-            (out / RUN_NAME).mkdir(parents=True, exist_ok=True)
-            (out / RUN_NAME / name).write_bytes((run_dir / name).read_bytes())
-    if RUN_NAME.startswith("sample-"):
-        write_csv(out / f"triage-{RUN_NAME.removeprefix('sample-')}.csv", triage_rows(run_dir),
-                  ("op", "case", "status", "message"))
+    keep_outputs(harness_run(RUN_NAME, ["--ops-file", RERUN_OPS], BUDGETS["rerun"]), out)
 
 
 def archive(out: Path, limit: int = 15 << 20) -> None:
