@@ -7,7 +7,8 @@ layouts. ``Benchmark`` has FlagGems' method names and call order (``init_user_co
 lookup by op_name then class chain, ``--level``/``--shape_file``/``--dtypes`` options. The
 stand-in ``flag_gems`` runs on the CPU: ``use_gems()`` changes nothing but the flag the real one
 sets (``current_work_registrar``), and ``broken_add`` is wrong on purpose. ``flag_gems.tuned`` has
-two autotuned kernels for the autotune and sweep tests (``tuned=True`` adds their benchmarks).
+two autotuned kernels for the autotune and sweep tests (``tuned=True`` adds their benchmarks), in
+a backend module loaded as FlagGems loads its vendor backends.
 
 Kept as text and written to a temporary directory by :func:`write_fake_suite`, so the harness's
 own pytest run never collects it.
@@ -167,6 +168,26 @@ def tuned_fail(x):
     if x.numel() == int(os.environ.get("FAKE_GEMS_TUNE_FAIL", "-1")):
         raise RuntimeError(f"no config fits n={x.numel()}")
     return tuned_double(x)
+'''
+
+# flag_gems.tuned loads the kernels above as FlagGems loads its vendor and architecture backends: a
+# folder inside the package put on sys.path and a top-level module imported from it (FlagGems 5.3.4
+# on an H200: runtime/backend/_nvidia/ -> ``hopper.ops.mm``, where the mm it dispatches to and its
+# LibTuner live). No flag_gems.* module holds an autotuner, so the harness must find them by file.
+FLAG_GEMS_TUNED_LOADER = '''\
+import importlib
+import os
+import sys
+
+_folder = os.path.join(os.path.dirname(__file__), "runtime", "backend", "_fake")
+sys.path.insert(0, _folder)
+try:
+    _ops = importlib.import_module("fake_arch.ops")
+finally:
+    sys.path.remove(_folder)
+
+tuned_double = _ops.tuned_double
+tuned_fail = _ops.tuned_fail
 '''
 
 FLAG_GEMS_UTILS = '''\
@@ -642,7 +663,11 @@ def write_fake_suite(root: Path, layout: str = "v5.3", version: str = "5.3.4", p
     (site / package / "utils").mkdir(parents=True, exist_ok=True)
     (site / package / "__init__.py").write_text(FLAG_GEMS.format(version=version))
     (site / package / "utils" / "__init__.py").write_text(FLAG_GEMS_UTILS)
-    (site / package / "tuned.py").write_text(FLAG_GEMS_TUNED)
+    (site / package / "tuned.py").write_text(FLAG_GEMS_TUNED_LOADER)
+    arch = site / package / "runtime" / "backend" / "_fake" / "fake_arch"
+    arch.mkdir(parents=True, exist_ok=True)
+    (arch / "__init__.py").write_text("")
+    (arch / "ops.py").write_text(FLAG_GEMS_TUNED)
     info = site / f"{package}-{version}.dist-info"
     info.mkdir(exist_ok=True)
     (info / "METADATA").write_text(f"Metadata-Version: 2.1\nName: {package}\nVersion: {version}\n")

@@ -189,3 +189,32 @@ def test_autotuners_found_later_are_adopted_under_free_names_and_seeded(tmp_path
     rep.begin_case()
     late.run(100, 256)  # mm_kernel#2 was not recorded: tuned live
     assert rep.marker() == "replay-miss"
+
+
+def test_library_modules_include_the_backends_a_library_imports_under_names_of_their_own(
+        tmp_path: Path, monkeypatch: Any) -> None:
+    """FlagGems 5.3.4 imports runtime/backend/_nvidia/hopper/ops/mm.py as ``hopper.ops.mm`` (its folder
+    put on sys.path); on an H200 the mm it dispatches to and its LibTuner live there."""
+    import importlib
+    import sys
+
+    from harness.child.plugins.autotune import library_modules
+
+    package = tmp_path / "libtuner_test_lib"
+    arch = package / "backend" / "libtuner_test_arch"
+    arch.mkdir(parents=True)
+    for path in (package / "__init__.py", package / "kernels.py", arch / "__init__.py", arch / "ops.py",
+                 tmp_path / "libtuner_test_other.py"):
+        path.write_text("")
+    monkeypatch.syspath_prepend(str(tmp_path))
+    monkeypatch.syspath_prepend(str(package / "backend"))
+    names = ["libtuner_test_lib", "libtuner_test_lib.kernels", "libtuner_test_arch", "libtuner_test_arch.ops",
+             "libtuner_test_other"]
+    try:
+        for name in names:
+            importlib.import_module(name)
+        assert library_modules("libtuner_test_lib") == sorted(names[:4])
+        assert library_modules("libtuner_test_absent") == []
+    finally:
+        for name in names:
+            sys.modules.pop(name, None)

@@ -12,6 +12,7 @@ from __future__ import annotations
 
 import functools
 import inspect
+import os
 import sys
 from collections.abc import Iterator, Sequence
 from pathlib import Path
@@ -65,9 +66,23 @@ def module_names(callables: Sequence[Any]) -> list[str]:
 
 
 def library_modules(package: str) -> list[str]:
-    """Every loaded module of a library (``flag_gems`` and its submodules): a FlagGems op reaches
-    kernels of other modules (mm's split-k and stream-k paths), each under its own LibTuner."""
-    return sorted(n for n in list(sys.modules) if n == package or n.startswith(package + "."))
+    """Every loaded module of a library: ``flag_gems`` and its submodules (a FlagGems op reaches
+    kernels of other modules, mm's split-k and stream-k paths, each under its own LibTuner), and
+    the modules it imported under names of their own from files inside its folders. FlagGems loads
+    its vendor and architecture backends so, with runtime/backend/_<vendor>/ put on sys.path:
+    ``_nvidia.ops``, ``hopper.ops.mm`` (on an H200 the mm it dispatches to lives there, seen
+    2026-12-01 with FlagGems 5.3.4: a suite mm swept 0 keys while its autotuners tuned)."""
+    root = sys.modules.get(package)
+    folders = tuple(os.path.join(str(p), "") for p in (getattr(root, "__path__", None) or ()))
+    names = []
+    for name, module in list(sys.modules.items()):
+        if name == package or name.startswith(package + "."):
+            names.append(name)
+            continue
+        path = vars(module).get("__file__") if hasattr(module, "__dict__") else None  # no lazy __getattr__
+        if folders and isinstance(path, str) and path.startswith(folders):
+            names.append(name)
+    return sorted(names)
 
 
 def autotuners_in(names: Sequence[str]) -> list[Any]:
