@@ -26,6 +26,7 @@ from harness.results.schema import case_id
 
 __all__ = [
     "CANCELLED_EXIT",
+    "CAPTURE_OFF",
     "CHILD_SPEC_VERSION",
     "EXIT_ENVIRONMENT",
     "EXIT_FAILED",
@@ -54,6 +55,9 @@ EXIT_INTERRUPTED = 130  # SIGINT/SIGTERM; the run can be resumed
 # -- how an op process ends, besides pytest's own exit status -------------------------------
 POISONED_EXIT = 87  # the device context died (a graph capture broke it): the op is a CRASH
 CANCELLED_EXIT = 3  # a pre-started (held) process that was told not to run
+# ChildSpec.extra key: why this op process must not capture graphs at all (an earlier attempt's
+# capture poisoned the device context); its rows fall back to the direct timer with this reason.
+CAPTURE_OFF = "capture_off"
 GO = "go"  # the line a held op process waits for on stdin before it runs pytest
 # The parent's pid: an op process ends its own process group once this process is gone.
 PARENT_PID_ENV = "HARNESS_PARENT_PID"
@@ -62,7 +66,7 @@ PARENT_PID_ENV = "HARNESS_PARENT_PID"
 RUN_MARK_ENV = "HARNESS_RUN_MARK"
 OP_MARK_ENV = "HARNESS_OP_MARK"
 
-CHILD_SPEC_VERSION = 2  # 2: cap_ms
+CHILD_SPEC_VERSION = 3  # 2: cap_ms; 3: extra[CAPTURE_OFF]
 
 
 def op_file_stem(op: str) -> str:

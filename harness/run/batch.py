@@ -24,7 +24,7 @@ from dataclasses import dataclass, field, replace
 from pathlib import Path
 from typing import Any, Protocol
 
-from harness.contract import ChildSpec, RunFiles
+from harness.contract import CAPTURE_OFF, ChildSpec, RunFiles
 from harness.results.schema import Measurement
 from harness.results.store import atomic_write_text, read_records
 from harness.run.caches import cache_env, run_cache_dir
@@ -87,8 +87,10 @@ class BatchEvents(Protocol):
 class OpRunner(Protocol):
     """A source of ops: the process an attempt of an op starts, and what it leaves behind."""
 
-    def launch(self, ctx: BatchContext, op_plan: OpPlan, attempt: int, skip: Collection[str]) -> Launch:
-        """Write what the op's process reads and say how to start it (for the cases not in ``skip``)."""
+    def launch(self, ctx: BatchContext, op_plan: OpPlan, attempt: int, skip: Collection[str],
+               capture_off: str = "") -> Launch:
+        """Write what the op's process reads and say how to start it (for the cases not in ``skip``;
+        ``capture_off``: why the process must capture no graph, put in its spec as CAPTURE_OFF)."""
         ...
 
     def collect(self, ctx: BatchContext, op_plan: OpPlan, end: AttemptExit | None) -> tuple[str, ...]:
@@ -143,7 +145,8 @@ class BatchContext:
 class CaseRunner:
     """The harness's own cases: harness.child runs test_cases.py with the planned plugins."""
 
-    def launch(self, ctx: BatchContext, op_plan: OpPlan, attempt: int, skip: Collection[str]) -> Launch:
+    def launch(self, ctx: BatchContext, op_plan: OpPlan, attempt: int, skip: Collection[str],
+               capture_off: str = "") -> Launch:
         plan, files = ctx.plan, ctx.files
         spec = ChildSpec(
             run_id=plan.run_id, run_dir=str(ctx.run_dir), backend=plan.backend.name, device=op_plan.device,
@@ -155,6 +158,8 @@ class CaseRunner:
         )
         if plan.options.ir == "full":  # the IR plugin keeps SASS too
             spec = replace(spec, extra={**spec.extra, "ir": "full"})
+        if capture_off:
+            spec = replace(spec, extra={**spec.extra, CAPTURE_OFF: capture_off})
         if ctx.sweep is not None and ctx.sweep.applies(op_plan):
             spec = replace(spec, extra={**spec.extra, "replay_file": str(ctx.sweep.replay_file(ctx.run_dir, op_plan.op))})
         spec_path = files.spec(op_plan.op)
@@ -206,8 +211,9 @@ def compile_seconds(records: Sequence[Measurement]) -> float | None:
     return sum(numbers) / 1e3 if numbers else None
 
 
-def _spawn(ctx: BatchContext, op_plan: OpPlan, attempt: int, skip: Collection[str], hold: bool) -> _Held:
-    launch = ctx.runner.launch(ctx, op_plan, attempt, skip)
+def _spawn(ctx: BatchContext, op_plan: OpPlan, attempt: int, skip: Collection[str], hold: bool,
+           capture_off: str = "") -> _Held:
+    launch = ctx.runner.launch(ctx, op_plan, attempt, skip, capture_off)
     env = child_env(ctx.plan.backend, op_plan.device, ctx.parent_env, cache_env(ctx.cache_dir))
     env.update(op_marks(ctx.run_dir, op_plan.op))  # inherited by all it starts (harness.run.leftovers)
     child = start(launch, env, ctx.files.log(op_plan.op), hold)
@@ -234,17 +240,18 @@ def cancel_held(ctx: BatchContext, ops: Collection[str]) -> None:
             cancel(held.child)
 
 
-def _attempt(ctx: BatchContext, op_plan: OpPlan, attempt: int, skip: Collection[str]) -> AttemptExit | None:
+def _attempt(ctx: BatchContext, op_plan: OpPlan, attempt: int, skip: Collection[str],
+             capture_off: str = "") -> AttemptExit | None:
     """One process for the op's cases not yet recorded (a pre-started one where there is one for
-    exactly these cases); None when a stop ended it."""
+    exactly these cases and may capture); None when a stop ended it."""
     held = ctx.take_held(op_plan.op)
-    if held is not None and (attempt != 1 or held.skip != frozenset(skip)):
+    if held is not None and (attempt != 1 or held.skip != frozenset(skip) or capture_off):
         cancel(held.child)
         held = None
     if held is not None:
         release(held.child)
     else:
-        held = _spawn(ctx, op_plan, attempt, skip, hold=False)
+        held = _spawn(ctx, op_plan, attempt, skip, hold=False, capture_off=capture_off)
     child, exit_path = held.child, held.exit_path
     state = wait_exit(child.pid, time.monotonic() + ctx.plan.options.op_timeout, ctx.stop,
                       finished=exit_path.exists, linger_s=EXIT_LINGER_S)
@@ -290,6 +297,18 @@ def _missing(op_plan: OpPlan, facts: _OpRecords, end: AttemptExit | None, attemp
     return [f"{op_plan.op}: cases after the {len(facts.recorded)} recorded"]
 
 
+def capture_off_reason(timer: str, poisoned: bool) -> str:
+    """Why an attempt must capture no graph: an earlier attempt of the op (this run's, or the
+    interrupted run's a resume continues) poisoned the device context, which on the H200 was a
+    graph capture each time (a capture that failed left torch's generator or the context broken,
+    linalg_lu_factor_ex_out, 2026-12-01); capturing again would end that attempt the same way
+    one case later. Its cases are then timed by the direct timer, each row saying why."""
+    if timer != "graph" or not poisoned:
+        return ""
+    return ("an earlier attempt of this op poisoned the device context (its row is marked poisoned): "
+            "this attempt captures no graph")
+
+
 def run_op(ctx: BatchContext, op_plan: OpPlan, on_attempt: Callable[[int], None]) -> OpOutcome:
     """Attempts until the op ends or should not be retried; INTERRUPTED when a stop cut in."""
     begin = time.monotonic()
@@ -326,7 +345,8 @@ def run_op(ctx: BatchContext, op_plan: OpPlan, on_attempt: Callable[[int], None]
                              (*notes, "interrupted; resume with --resume"))
         attempts += 1
         on_attempt(attempts)
-        end = _attempt(ctx, op_plan, attempts, facts.recorded)
+        capture_off = capture_off_reason(ctx.plan.timer, facts.poisoned)
+        end = _attempt(ctx, op_plan, attempts, facts.recorded, capture_off)
         found = ctx.runner.collect(ctx, op_plan, end)
         facts = _op_records(read_records(ctx.records_path, on_corrupt="skip"), op_plan)
         if end is None:
@@ -345,6 +365,8 @@ def run_op(ctx: BatchContext, op_plan: OpPlan, on_attempt: Callable[[int], None]
             notes.append(f"attempt {attempts} {verdict.status}" + (f": {verdict.note}" if verdict.note else "") + tail)
         elif verdict.note:
             notes.append(verdict.note)
+        if capture_off:
+            notes.append(f"attempt {attempts} captured no graph: an earlier attempt poisoned the device context")
         notes.extend(n for n in found if n not in notes)
         if end.leftovers:
             notes.append(f"attempt {attempts} left processes running outside its process group; "

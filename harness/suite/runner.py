@@ -29,7 +29,7 @@ from harness.autotune.store import check_replay_source
 from harness.autotune.sweep import SweepFiles
 from harness.backends import enumerate_devices, require_devices, resolve_backend
 from harness.backends.base import Backend, capture_denied
-from harness.contract import ChildSpec, op_file_stem
+from harness.contract import CAPTURE_OFF, ChildSpec, op_file_stem
 from harness.errors import EnvironmentProblem, UsageError
 from harness.options import RunOptions
 from harness.results.store import read_records
@@ -372,7 +372,8 @@ class SuiteRunner:
         return suite_command(self.tree, self.plans[op].op, plan.level, self._shape_file(ctx, op), spec_path,
                              [*plan.plugins.suite_pytest_args(), *extra])
 
-    def launch(self, ctx: BatchContext, op_plan: OpPlan, attempt: int, skip: Collection[str]) -> Launch:
+    def launch(self, ctx: BatchContext, op_plan: OpPlan, attempt: int, skip: Collection[str],
+               capture_off: str = "") -> Launch:
         options = ctx.plan.options
         suite_op = self.plans[op_plan.op]
         work = self._work(ctx, op_plan.op)
@@ -382,6 +383,8 @@ class SuiteRunner:
             replay["replay_from"] = options.replay_from
         if ctx.sweep is not None and ctx.sweep.applies(op_plan):  # the sweep's merged configs (harness.run.sweep)
             replay["replay_file"] = str(ctx.sweep.replay_file(ctx.run_dir, op_plan.op))
+        if capture_off:
+            replay[CAPTURE_OFF] = capture_off
         spec_path = ctx.files.spec(op_plan.op)
         spec_path.parent.mkdir(exist_ok=True)
         self._spec(ctx, op_plan, op_plan.device, skip, replay, {}).dump(spec_path)

@@ -318,3 +318,18 @@ def test_the_random_probe_draws_without_moving_the_process_random_stream(monkeyp
     assert forked == [([1], "cuda")] and drawn == ["cuda:1"]
     monkeypatch.setattr(torch, "cuda", object())  # a device module without generator state: no probe
     assert rng_probe("cuda:0", "cuda") is None
+
+
+def test_an_op_process_told_to_capture_nothing_refuses_every_capture_with_the_parents_reason() -> None:
+    """The retry of an op whose earlier attempt poisoned the context (harness.run.batch.capture_off_reason):
+    the row falls back to the direct timer, saying why, and no graph is captured."""
+    from dataclasses import replace
+
+    from harness.child.timing.base import CaptureRefused
+
+    device = FakeDevice(kernel_ms=0.04)
+    timer = replace(_graph(None, device), denied="an earlier attempt of this op poisoned the device context")
+    with pytest.raises(CaptureRefused) as refused:
+        timer.measure(device.call)
+    assert (refused.value.phase, refused.value.reason) == ("capture", "denied")
+    assert "poisoned" in refused.value.detail and device.replays == 0

@@ -11,11 +11,12 @@ from typing import Any
 import pytest
 
 from harness.backends import get_backend
+from harness.contract import POISONED_EXIT
 from harness.options import RunOptions
 from harness.results.schema import Measurement
 from harness.results.store import append_record
 from harness.run import batch
-from harness.run.batch import BatchContext, run_op
+from harness.run.batch import BatchContext, capture_off_reason, run_op
 from harness.run.decide import AttemptExit, OpOutcome
 from harness.run.execute import stored_ops, unreached_cases
 from harness.run.plan import OpPlan, RunPlan, shard_ops
@@ -39,9 +40,12 @@ class Scripted:
     def __init__(self, attempts: list[tuple[list[str], AttemptExit]]) -> None:
         self.attempts = iter(attempts)
         self.skips: list[frozenset[str]] = []
+        self.capture_offs: list[str] = []
 
-    def launch(self, ctx: BatchContext, op_plan: OpPlan, attempt: int, skip: Collection[str]) -> Launch:
+    def launch(self, ctx: BatchContext, op_plan: OpPlan, attempt: int, skip: Collection[str],
+               capture_off: str = "") -> Launch:
         self.skips.append(frozenset(skip))
+        self.capture_offs.append(capture_off)
         return Launch(pytest_args=(), exit_path=ctx.run_dir / "x.exit")
 
     def collect(self, ctx: BatchContext, op_plan: OpPlan, end: AttemptExit | None) -> tuple[str, ...]:
@@ -51,28 +55,30 @@ class Scripted:
         return {}
 
 
-def record(dtype: str, status: str = "pass") -> Measurement:
+def record(dtype: str, status: str = "pass", notes: tuple[str, ...] = ()) -> Measurement:
     return Measurement(run_id="r", op="softmax", provider="flaggems-suite", dtype=dtype, shape=(4, 4),
-                       backend="cuda", device="0", timer="graph", status=status)
+                       backend="cuda", device="0", timer="graph", status=status, notes=notes)
 
 
 @pytest.fixture
 def scripted(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> Iterator[tuple[BatchContext, Any]]:
     holder: dict[str, Any] = {}
 
-    def attempt(ctx: BatchContext, op_plan: OpPlan, n: int, skip: Collection[str]) -> AttemptExit | None:
-        ctx.runner.launch(ctx, op_plan, n, skip)
+    def attempt(ctx: BatchContext, op_plan: OpPlan, n: int, skip: Collection[str],
+                capture_off: str = "") -> AttemptExit | None:
+        ctx.runner.launch(ctx, op_plan, n, skip, capture_off)
         rows, end = next(holder["runner"].attempts)
-        for dtype in rows:
-            append_record(ctx.records_path, record(dtype, "error" if dtype == "error" else "pass"))
+        for dtype in rows:  # "error": a row that raised; "poisoned": one whose capture poisoned the context
+            notes = ("poisoned",) if dtype == "poisoned" else ()
+            append_record(ctx.records_path, record(dtype, "error" if dtype in ("error", "poisoned") else "pass", notes))
         return end
 
     monkeypatch.setattr(batch, "_attempt", attempt)
-    cpu = get_backend("cpu")
-    plan = RunPlan(run_id="r", backend=cpu, level="core", plugins=plan_plugins(cpu), devices=("0",), ops=(OPEN,),
-                   options=RunOptions())
 
-    def make(attempts: list[tuple[list[str], AttemptExit]]) -> BatchContext:
+    def make(attempts: list[tuple[list[str], AttemptExit]], backend: str = "cpu") -> BatchContext:
+        chosen = get_backend(backend)
+        plan = RunPlan(run_id="r", backend=chosen, level="core", plugins=plan_plugins(chosen), devices=("0",),
+                       ops=(OPEN,), options=RunOptions())
         runner = Scripted(attempts)
         holder["runner"] = runner
         return BatchContext(plan, tmp_path, {}, StopToken(), Events(), runner)
@@ -92,6 +98,21 @@ def test_a_crash_is_retried_without_the_rows_already_recorded_until_it_stops_pro
     outcome = run_op(ctx, OPEN, lambda n: None)
     assert outcome.status == "CRASH" and outcome.attempts == 3 and outcome.rows == 2
     assert [len(s) for s in holder["runner"].skips] == [0, 1, 2]  # each retry skips what is recorded
+
+
+def test_after_a_poisoned_attempt_the_retry_captures_no_graph(scripted: Any) -> None:
+    """linalg_lu_factor_ex_out on the H200 (2026-12-01): each attempt's capture poisoned the context one
+    case further on, three attempts in all; a retry that captures no graph measures the rest."""
+    make, holder = scripted
+    ctx = make([(["float16", "poisoned"], AttemptExit(POISONED_EXIT)), (["bfloat16"], AttemptExit(0, pytest_exit=0))],
+               backend="cuda")
+    assert ctx.plan.timer == "graph"
+    outcome = run_op(ctx, OPEN, lambda n: None)
+    first, second = holder["runner"].capture_offs
+    assert first == "" and "poisoned the device context" in second
+    assert outcome.status == "CRASH" and outcome.attempts == 2 and outcome.rows == 3  # the poisoned row stays
+    assert "attempt 2 captured no graph" in "; ".join(outcome.notes)
+    assert capture_off_reason("cpu", True) == "" and capture_off_reason("graph", False) == ""
 
 
 def test_a_crash_that_repeats_at_the_same_place_is_not_retried(scripted: Any) -> None:

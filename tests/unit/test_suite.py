@@ -377,7 +377,7 @@ def _ctx(runner: object, tmp_path: Path, options: RunOptions, sweep: object = No
 
 def test_the_measuring_process_replays_and_a_sweep_shard_tunes_its_share(v53: FakeSuite, inv53: Inventory,
                                                                           tmp_path: Path) -> None:
-    from harness.contract import ChildSpec
+    from harness.contract import CAPTURE_OFF, ChildSpec
     from harness.run.sweep import SweepStep
     from harness.suite.runner import SuiteRunner, suite_features
 
@@ -397,7 +397,9 @@ def test_the_measuring_process_replays_and_a_sweep_shard_tunes_its_share(v53: Fa
     assert spec.extra["replay_file"] == str(tmp_path / "sweep" / "mm" / "configs.json")
     assert {k: spec.extra["suite"][k] for k in ("autotune", "ir", "wall")} == {"autotune": True, "ir": False,
                                                                                "wall": False}
-    assert "mode" not in spec.extra
+    assert "mode" not in spec.extra and CAPTURE_OFF not in spec.extra
+    runner.launch(ctx, op_plan, 2, (), capture_off="poisoned earlier")  # type: ignore[arg-type]
+    assert ChildSpec.load(tmp_path / "specs" / "mm.json").extra[CAPTURE_OFF] == "poisoned earlier"
     assert " ".join(launch.pytest_args).endswith("-p tests.data.extra_plugin -c /dev/null --rootdir "
                                                  f"{tree.root} -p no:cacheprovider -q -rN -s -W "
                                                  "ignore::pytest.PytestUnknownMarkWarning")

@@ -80,6 +80,9 @@ class GraphTimer:
     max_unroll: int = 100  # calls per captured graph at most (benchmarks/small_kernels.py tries more)
     # Draws a random number on the device outside any capture; raises when that no longer works.
     rng_probe: Callable[[], None] | None = None
+    # Why this process does not capture at all (the parent's reason, ChildSpec.extra["capture_off"]:
+    # an earlier attempt's capture poisoned the device context), else "".
+    denied: str = ""
     _row_small: bool | None = field(default=None, repr=False)
 
     def begin_row(self) -> None:
@@ -172,6 +175,8 @@ class GraphTimer:
         return graph
 
     def measure(self, fn: Callable[[], Any]) -> Samples:
+        if self.denied:
+            raise CaptureRefused("capture", "denied", self.denied)
         if capture_denied(self.backend, self.op_id):
             raise CaptureRefused("capture", "denied", f"{self.op_id!r} is on the {self.backend.name} capture deny list")
         api, flush = self.api, self.flush
