@@ -205,7 +205,8 @@ def build_parser() -> argparse.ArgumentParser:
         "merge", help="join the parts of a run made with --shard K/N into one run directory",
         description="Merge the run directories of every part of one `harness run --shard K/N` split into "
         "one run: records, summary.csv, junit.xml, report.md, ops_status.csv, run.json. Refused: runs "
-        "of different fingerprints or plans, a missing or repeated part, a part still running.",
+        "of different fingerprints, plans, commits or software versions, a missing or repeated part, a "
+        "part still running.",
         epilog="example:\n  harness merge reports/night-1 reports/night-2 --out reports/night\n"
         "Exit codes: 0 merged, 2 the parts do not make one run (the message names them).",
         formatter_class=argparse.RawDescriptionHelpFormatter,
@@ -213,6 +214,9 @@ def build_parser() -> argparse.ArgumentParser:
     mp.add_argument("runs", nargs="+", metavar="RUN", help="run directory of each part")
     mp.add_argument("--out", required=True, metavar="DIR", help="the merged run directory (new or empty)")
     mp.add_argument("--run-id", help="run id of the merged run (default: UTC time, backend and a random token)")
+    mp.add_argument("--allow-mismatch", action="store_true",
+                    help="merge parts made with different torch, Triton, driver, flag_gems or harness versions "
+                         "(run.json lists the differences under software_mismatch)")
     from harness.compare.cli import add_parsers as add_compare_parsers
     from harness.compile.cli import add_parser as add_compile_parser
     from harness.container.cli import add_parser as add_container_parser
@@ -432,7 +436,7 @@ def _dispatch(parser: argparse.ArgumentParser, ns: argparse.Namespace, environ: 
                 run_id = check_run_id(ns.run_id)
             except UsageError as exc:
                 raise UsageError(f"--run-id: {exc.message}") from None
-        merge_runs([Path(r) for r in ns.runs], Path(ns.out), run_id, sys.stdout)
+        merge_runs([Path(r) for r in ns.runs], Path(ns.out), run_id, sys.stdout, allow_mismatch=ns.allow_mismatch)
         return 0
     if ns.command == "container":
         from harness.container.cli import run as run_container

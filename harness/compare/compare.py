@@ -199,7 +199,11 @@ def check_environment(base: RunData, head: RunData, allow_mismatch: bool,
     warning lines otherwise. ``deliberate``: fields whose difference is the point of the
     comparison (gate-run compares two versions of the harness's own tree), named but allowed."""
     found = environment_differences(base.info, head.info)
-    lines = [f"{k} {b!r} in base, {h!r} in head" for k, b, h in found]
+    # a run merged from parts of different software (harness merge --allow-mismatch) differs within
+    found += [("software within a merged run", str(run.path), line)
+              for run in (base, head) for line in run.info.get("software_mismatch") or ()]
+    lines = [f"{k} {b!r} in base, {h!r} in head" if not k.startswith("software within")
+             else f"{b} was merged from parts of different software: {h}" for k, b, h in found]
     refused = [line for (k, _, _), line in zip(found, lines, strict=True) if k not in deliberate]
     if refused and not allow_mismatch:
         raise UsageError(

@@ -322,6 +322,8 @@ def check_history_environment(run: RunData, earlier: Sequence[tuple[str, Mapping
     lines = [f"{key} {mine[key] or 'absent'!r} in this run, {theirs!r} in {len(ids)} earlier run(s) of the "
              f"baseline ({', '.join(ids[:3])}{', ...' if len(ids) > 3 else ''})"
              for (key, theirs), ids in found.items()]
+    lines += [f"this run was merged from parts of different software: {line}"  # harness merge --allow-mismatch
+              for line in run.info.get("software_mismatch") or ()]
     if lines and not allow_mismatch:
         raise UsageError(
             f"Run {run.path} was measured with other software than the runs of its baseline window "

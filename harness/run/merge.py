@@ -27,14 +27,19 @@ from harness.contract import RunFiles
 from harness.errors import UsageError
 from harness.options import RunOptions
 from harness.results.render import render_csv, render_junit, render_markdown
-from harness.results.runinfo import alike_values, fingerprint, read_run_info
+from harness.results.runinfo import (
+    alike_values,
+    environment_differences,
+    fingerprint,
+    read_run_info,
+)
 from harness.results.schema import Measurement
 from harness.results.store import atomic_write_text, read_records, write_json
 from harness.run.decide import INTERRUPTED, PENDING, OpOutcome, render_status
 from harness.run.plan import make_run_id, plan_digest
 from harness.run.rundir import read_markers, write_marker
 
-__all__ = ["ShardRun", "check_shards", "merge_runs", "merged_info", "read_shard"]
+__all__ = ["ShardRun", "check_shards", "merge_runs", "merged_info", "read_shard", "software_differences"]
 
 
 @dataclass(frozen=True)
@@ -88,8 +93,19 @@ def _differences(first: ShardRun, other: ShardRun) -> str:
                      for label in mine if mine[label] != theirs[label])
 
 
-def check_shards(shards: Sequence[ShardRun]) -> list[ShardRun]:
-    """The parts in order 1..N, or UsageError naming what does not fit (pure)."""
+def software_differences(shards: Sequence[ShardRun]) -> list[str]:
+    """One line per part whose software (torch, Triton, driver, flag_gems, harness) differs from
+    part 1's, naming each difference (pure)."""
+    first = shards[0]
+    return [f"part {s.label} ({s.path}): " + "; ".join(f"{k} {a!r} in part {first.label}, {b!r} here"
+                                                       for k, a, b in found)
+            for s in shards[1:] if (found := environment_differences(first.info, s.info))]
+
+
+def check_shards(shards: Sequence[ShardRun], allow_mismatch: bool = False) -> list[ShardRun]:
+    """The parts in order 1..N, or UsageError naming what does not fit (pure). Parts measured
+    with different software are refused unless ``allow_mismatch``: the merged run.json states one
+    set of versions, which compare, gate and history then trust."""
     if not shards:
         raise UsageError("harness merge: give the run directories of the parts to merge.")
     for s in shards:
@@ -122,6 +138,14 @@ def check_shards(shards: Sequence[ShardRun]) -> list[ShardRun]:
                 f"{s.info.get('git_commit')}: a merged run must measure one version of the code. "
                 "Run every part from the same commit."
             )
+    differences = software_differences(shards)
+    if differences and not allow_mismatch:
+        raise UsageError(
+            f"The parts measured with different software ({' | '.join(differences)}): a merged run states "
+            "one set of versions, which compare, gate and history trust. Run every part with the same "
+            "torch, Triton, driver, flag_gems and harness, or pass --allow-mismatch to merge them anyway "
+            "(run.json then lists the differences under software_mismatch)."
+        )
     by_index: dict[int, ShardRun] = {}
     for s in shards:
         if s.index in by_index:
@@ -188,7 +212,8 @@ def _status(shards: Sequence[ShardRun]) -> str:
 
 
 def merged_info(shards: Sequence[ShardRun], run_id: str, outcomes: Sequence[OpOutcome]) -> dict[str, Any]:
-    """run.json of the merged run: part 1's identity and options, every part's plan and ops (pure)."""
+    """run.json of the merged run: part 1's identity and options, every part's plan and ops, and
+    where parts were merged despite different software, the differences (pure)."""
     first = shards[0]
     info = {k: v for k, v in first.info.items() if k != "shard"}
     plan: list[dict[str, Any]] = []
@@ -224,6 +249,9 @@ def merged_info(shards: Sequence[ShardRun], run_id: str, outcomes: Sequence[OpOu
         ],
         plan_digest=first.digest,
     )
+    mismatch = software_differences(shards)
+    if mismatch:
+        info["software_mismatch"] = mismatch
     info["fingerprint"] = fingerprint(info)
     return info
 
@@ -254,11 +282,11 @@ def _check_out(out: Path) -> None:
 
 
 def merge_runs(dirs: Sequence[Path], out: Path, run_id: str | None = None,
-               stdout: TextIO | None = None) -> dict[str, Any]:
+               stdout: TextIO | None = None, allow_mismatch: bool = False) -> dict[str, Any]:
     """Merge the parts in ``dirs`` into ``out``; returns the merged run.json."""
     from harness.run.execute import stored_ops, unreached_cases
 
-    shards = check_shards([read_shard(Path(d)) for d in dirs])
+    shards = check_shards([read_shard(Path(d)) for d in dirs], allow_mismatch)
     _check_out(out)
     run_id = run_id or make_run_id(str(shards[0].info.get("backend", "run")))
     # In the whole run's op order, as an unsharded run lists them.
@@ -297,4 +325,6 @@ def merge_runs(dirs: Sequence[Path], out: Path, run_id: str | None = None,
               + ", ".join(f"{k} {v}" for k, v in sorted(counts.items())), file=stdout)
         if problem:
             print(problem, file=stdout)
+        for line in info.get("software_mismatch", ()):
+            print(f"warning: different software merged (--allow-mismatch): {line}", file=stdout)
     return info

@@ -534,6 +534,7 @@ ROWS: list[Row] = [
     bad("merge --out m", 2, "the following arguments are required: RUN", absent=("m",)),
     bad("merge /nonexistent-part --out m", 2, "no run.json there", absent=("m",)),
     bad("merge run run2 --out m", 2, "Part 1/1 is given twice", files={**RUN, **RUN2}, absent=("m",)),
+    bad("merge run --out m --allow-mismatch=1", 2, "ignored explicit argument", files=RUN, absent=("m",)),
     bad("merge run --out m --run-id ../x", 2, "--run-id: run id '../x' must be one directory name",
         files=RUN, absent=("m", "../x")),
     bad("container plan --backend cpu --devices x --reports /proc/x --device-root / -- --ops add", 2,

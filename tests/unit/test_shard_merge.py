@@ -228,3 +228,37 @@ def test_merged_run_json_names_every_part_and_keeps_the_fingerprint() -> None:
     assert [m["run_id"] for m in info["merged_from"]] == ["r1", "r2", "r3"]
     assert info["devices"] == ["1/3:0", "2/3:0", "3/3:0"]
     assert info["fingerprint"] == fingerprint(_shard(1).info)
+
+
+def test_parts_made_with_different_software_are_refused_unless_allowed_and_then_listed() -> None:
+    def ident(torch: str, gems: str = "5.3.4") -> dict[str, Any]:
+        return {"device_name": "H200", "device_arch": "sm_90", "torch": torch, "flag_gems": {"version": gems}}
+
+    parts = [_shard(1, identity=ident("2.11.0")), _shard(2, identity=ident("2.11.0", "5.3.3")),
+             _shard(3, identity=ident("2.12.0"))]
+    message = _refusal(parts)
+    assert "different software" in message and "--allow-mismatch" in message
+    assert "part 2/3 (/runs/s2): flag_gems '5.3.4' in part 1/3, '5.3.3' here" in message
+    assert "part 3/3 (/runs/s3): torch '2.11.0' in part 1/3, '2.12.0' here" in message
+    shards = check_shards(parts, allow_mismatch=True)
+    info = merged_info(shards, "merged", [OpOutcome(op, "0", "PASS") for s in shards for op in s.ops])
+    assert len(info["software_mismatch"]) == 2 and info["fingerprint"] == fingerprint(parts[0].info)
+    assert "software_mismatch" not in merged_info(check_shards([_shard(1), _shard(2), _shard(3)]), "m", [])
+
+
+def test_compare_refuses_a_run_merged_from_parts_of_different_software_unless_allowed(tmp_path: Path) -> None:
+    from harness.compare.compare import RunData, check_environment
+
+    alike = RunData(path=tmp_path / "base", info=_info(), records=[])
+    merged = RunData(path=tmp_path / "head", info=_info(software_mismatch=["part 2/2 (/p2): torch ..."]), records=[])
+    with pytest.raises(UsageError) as err:
+        check_environment(alike, merged, allow_mismatch=False)
+    assert "merged from parts of different software" in err.value.message
+    (line,) = check_environment(alike, merged, allow_mismatch=True)
+    assert "--allow-mismatch" in line and "torch" in line
+    from harness.compare.history import check_history_environment
+
+    with pytest.raises(UsageError) as err:
+        check_history_environment(merged, [], allow_mismatch=False)
+    assert "merged from parts of different software" in err.value.message
+    assert check_history_environment(alike, [], allow_mismatch=False) == []
