@@ -141,7 +141,11 @@ def main(argv: Sequence[str]) -> int:
         torch = sys.modules.get("torch")
         cuda = getattr(torch, "cuda", None)
         if cuda is not None and cuda.is_initialized():  # a device opened while another op may be timing
-            print("harness.child: warning: the pre-start imports initialised CUDA", file=sys.stderr, flush=True)
+            what = f"the pre-start imports (with {', '.join(extra)})" if extra else "the pre-start imports"
+            print(f"harness.child: warning: {what} initialised CUDA: "
+                  "this process opened its device context while the op before it may be timing on the same "
+                  "device (not measured to move timings); `--prestart off` avoids it, at the cost of each op's "
+                  "imports on the device's clock (docs/flaggems.md, \"Selection\")", file=sys.stderr, flush=True)
         times["preloaded"] = time.time()
         if sys.stdin.readline().strip() != GO:
             return CANCELLED_EXIT
