@@ -198,13 +198,11 @@ def check_environment(base: RunData, head: RunData, allow_mismatch: bool,
     """Refuse runs that measured with different software unless the user said they know; the
     warning lines otherwise. ``deliberate``: fields whose difference is the point of the
     comparison (gate-run compares two versions of the harness's own tree), named but allowed."""
-    found = environment_differences(base.info, head.info)
+    found = [(k, f"{k} {b!r} in base, {h!r} in head") for k, b, h in environment_differences(base.info, head.info)]
     # a run merged from parts of different software (harness merge --allow-mismatch) differs within
-    found += [("software within a merged run", str(run.path), line)
+    found += [("merged parts", f"{run.path} was merged from parts of different software: {line}")
               for run in (base, head) for line in run.info.get("software_mismatch") or ()]
-    lines = [f"{k} {b!r} in base, {h!r} in head" if not k.startswith("software within")
-             else f"{b} was merged from parts of different software: {h}" for k, b, h in found]
-    refused = [line for (k, _, _), line in zip(found, lines, strict=True) if k not in deliberate]
+    refused = [line for k, line in found if k not in deliberate]
     if refused and not allow_mismatch:
         raise UsageError(
             f"Runs {base.path} and {head.path} measured with different software ({'; '.join(refused)}), so a "
@@ -213,8 +211,7 @@ def check_environment(base: RunData, head: RunData, allow_mismatch: bool,
             "--allow-mismatch to compare them anyway."
         )
     return [f"different software (allowed): {line}" if k in deliberate else
-            f"different software compared (--allow-mismatch): {line}"
-            for (k, _, _), line in zip(found, lines, strict=True)]
+            f"different software compared (--allow-mismatch): {line}" for k, line in found]
 
 
 def check_comparable_backend(base: RunData, head: RunData, allow_cpu: bool) -> list[str]:
