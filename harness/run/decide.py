@@ -162,8 +162,9 @@ def classify_exit(
     if code in (2, 3, 4):
         what = {2: "interrupted or a collection error", 3: "internal error", 4: "usage error"}[code]
         return Verdict("ERROR", f"pytest exited with code {code} ({what}); see the op log{after}")
-    if poisoned:
-        return Verdict("CRASH", f"device context poisoned; op process stopped{after}")
+    if poisoned:  # pytest finished, so the poisoned row is an earlier attempt's (or a resumed run's)
+        return Verdict("CRASH", "a row an earlier attempt measured poisoned the device context (marked poisoned); "
+                                f"this attempt ran to its end{after}")
     counts = {s: statuses.count(s) for s in ("pass", "fail", "error", "skip")}
     if counts["error"]:
         return Verdict("ERROR", f"{counts['error']} case(s) raised{after}")

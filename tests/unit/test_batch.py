@@ -62,7 +62,8 @@ BUILTIN = ("softmax", "layer_norm", "rms_norm", "gelu", "silu_and_mul", "add", "
         (AttemptExit(5, pytest_exit=5), [], False, "SKIP", "no cases"),
         (AttemptExit(0, pytest_exit=0), ["skip", "skip"], False, "SKIP", "every case skipped"),
         (AttemptExit(0, pytest_exit=0), ["pass", "skip"], False, "PASS", "1 case(s) skipped"),
-        (AttemptExit(0, pytest_exit=0), ["error"], True, "CRASH", "poisoned"),
+        # the retry after a poisoned attempt ran to its end: still CRASH, saying whose row it was
+        (AttemptExit(0, pytest_exit=0), ["error", "pass"], True, "CRASH", "earlier attempt measured poisoned"),
         # every case measured, then the interpreter died on the way out: the rows stand, noted
         (AttemptExit(-11, pytest_exit=0), ["pass"], False, "PASS", "killed by SIGSEGV at interpreter exit"),
     ],
