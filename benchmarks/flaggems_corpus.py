@@ -24,7 +24,11 @@ Steps of ``run`` (STEPS, default all, each bounded by its budget in seconds):
   FlagGems' own runner (``pytest NODES --mode kernel --level core --dtypes bfloat16 --warmup 100
   --iter 100`` in its tree, its results streamed by benchmarks/flaggems_stream.py), the harness's
   direct timer, the sample's default timer and the profiler timer for the first PROFILED (6).
-  Runs of an earlier call carried into RUNS are kept. Writes $OUT/caliber.csv.
+  Runs of an earlier call carried into RUNS are kept. CALIBER_PREVIOUS (a caliber.csv an earlier
+  session wrote, whose runs are not here): its ops go through FlagGems' own runner too and its rows
+  join the table with FlagGems' numbers filled in (the other columns as measured then). The
+  direct and profiler runs use the user's Triton cache (FlagGems' runner has just compiled the
+  same kernels there), no IR and no wall time: they time, nothing else. Writes $OUT/caliber.csv.
 - ``throughput`` (THROUGHPUT_BUDGET_S, default 90): for up to THROUGHPUT_FILES (6) files, FlagGems'
   own runner on the file's benchmarks that passed in the sample with bf16 (its defaults: 1000 ms
   warm-up, 100 ms per call; its process start measured once with --collect-only) against the sum
@@ -87,6 +91,7 @@ BUDGETS = {"sample": float(os.environ.get("SAMPLE1_BUDGET_S", "440")),
            "rerun": float(os.environ.get("RERUN_BUDGET_S", "400"))}
 CALIBER_OPS = int(os.environ.get("CALIBER_OPS", "20"))
 PROFILED = int(os.environ.get("PROFILED", "6"))
+CALIBER_PREVIOUS = os.environ.get("CALIBER_PREVIOUS", "")  # step caliber: an earlier session's caliber.csv
 THROUGHPUT_FILES = int(os.environ.get("THROUGHPUT_FILES", "6"))
 SMALL_MS = 0.020  # "kernels under 20 us"
 GPUS = (1, 2, 8)
@@ -433,7 +438,12 @@ def step_caliber(out: Path) -> None:
     chosen = sorted((op for op in small if "::" not in op), key=lambda op: elapsed.get(op, 1e9))[:CALIBER_OPS]
     say(f"caliber: {len(small)} ops of {', '.join(d.name for d in samples)} have bf16 kernels under 20 us; "
         f"{len(chosen)} taken, cheapest first")
-    if not chosen:
+    previous = read_csv(Path(CALIBER_PREVIOUS)) if CALIBER_PREVIOUS else []
+    nodeids = {op.id: op.functions[0].nodeid for op in all_ops(read_inventory(locate_suite(SUITE)))}
+    earlier = [op for op in dict.fromkeys(r["op"] for r in previous) if op not in small and op in nodeids]
+    if previous:
+        say(f"caliber: {len(earlier)} ops of {CALIBER_PREVIOUS} get FlagGems' own numbers too")
+    if not chosen and not earlier:
         return
     budget = BUDGETS["caliber"]
     shares = [float(x) for x in os.environ.get("CALIBER_SHARES", "0.3 0.45 0.25").split()]
@@ -445,15 +455,21 @@ def step_caliber(out: Path) -> None:
     own_done = {str(r.get("harness_op")) for d in RUNS.glob("caliber-own*/own.json")
                 for r in json.loads(d.read_text())}
     table_only = os.environ.get("CALIBER_TABLE_ONLY") == "1"  # the table from the runs in RUNS; nothing runs
-    own_ops = [op for op in chosen if op not in own_done]
+    own_ops = [op for op in [*chosen, *earlier] if op not in own_done]
+    op_names = {op: str(small[op]["extra"]["suite"].get("op_name", op)) for op in chosen}
+    for row in previous:  # an earlier session's op can hold several op_names (blas_benchmark: mm, addmm, ...)
+        op_names.setdefault(row["op"], row["op_name"])
     if own_ops and not table_only:
-        nodes = [in_suite(small[op]["extra"]["suite"]["nodeid"]) for op in own_ops]
+        nodes = [in_suite(small[op]["extra"]["suite"]["nodeid"] if op in small else nodeids[op]) for op in own_ops]
         own, own_wall = flaggems_own(nodes, RUNS / f"caliber-own-{tag}", shares[0] * budget,
                                      ["--level", "core", "--mode", "kernel", "--dtypes", "bfloat16",
                                       "--warmup", "100", "--iter", "100"])
         owners: dict[str, list[str]] = defaultdict(list)
         for op in own_ops:
-            owners[small[op]["extra"]["suite"].get("op_name", op)].append(op)
+            owners[op_names[op]].append(op)
+        for row in previous:
+            if row["op"] in own_ops and row["op"] not in owners[row["op_name"]]:
+                owners[row["op_name"]].append(row["op"])
         for res in own:  # FlagGems names its results by op_name: one shared by two chosen ops is left out
             found = owners.get(str(res.get("op_name")), [])
             res["harness_op"] = found[0] if len(found) == 1 else None
@@ -471,7 +487,8 @@ def step_caliber(out: Path) -> None:
         if todo and not table_only:
             ops_file = RUNS / f"{prefix}-{tag}.txt"
             ops_file.write_text("\n".join(todo) + "\n")
-            harness_run(f"{prefix}-{tag}", ["--ops-file", str(ops_file), "--timer", timer], share * budget)
+            harness_run(f"{prefix}-{tag}", ["--ops-file", str(ops_file), "--timer", timer, "--triton-cache", "user",
+                                            "--ir", "off", "--plugins", "-wall"], share * budget)
     graph_rows = {k: v for d in samples for k, v in _harness_rows(d).items()}
     direct_rows = {k: v for d in _runs_named("caliber-direct") for k, v in _harness_rows(d).items()}
     prof_rows = {k: v for d in _runs_named("caliber-profiler") for k, v in _harness_rows(d).items()}
@@ -487,6 +504,14 @@ def step_caliber(out: Path) -> None:
                       "graph_row_timer": g["timer"],  # the default timer: profiler for rows under 5 us
                       "profiler_speedup": p.get("speedup"), "profiler_torch_ms": p.get("base"),
                       "profiler_gems_ms": p.get("cand")})
+    for row in previous:  # an earlier session's rows, with FlagGems' own numbers of this call
+        key = (row["op"], row["op_name"], row["dtype"], int(row["input"]))
+        if row["op"] in chosen:
+            continue
+        o = own_rows.get(key, {})
+        table.append({**row, "flaggems_own_speedup": o.get("speedup", row.get("flaggems_own_speedup")),
+                      "own_torch_ms": o.get("base", row.get("own_torch_ms")),
+                      "own_gems_ms": o.get("cand", row.get("own_gems_ms"))})
     write_csv(out / "caliber.csv", table)
     say(f"caliber: {len(table)} rows ({len({r['op'] for r in table})} ops) -> caliber.csv")
 
