@@ -8,7 +8,8 @@ lookup by op_name then class chain, ``--level``/``--shape_file``/``--dtypes`` op
 stand-in ``flag_gems`` runs on the CPU: ``use_gems()`` changes nothing but the flag the real one
 sets (``current_work_registrar``), and ``broken_add`` is wrong on purpose. ``flag_gems.tuned`` has
 two autotuned kernels for the autotune and sweep tests (``tuned=True`` adds their benchmarks), in
-a backend module loaded as FlagGems loads its vendor backends.
+a backend module loaded as FlagGems loads its vendor backends; ``flag_gems.blas`` an mm that picks
+its path as FlagGems' Hopper mm does (the cluster path or general_mm), for the mm_cluster tests.
 
 Kept as text and written to a temporary directory by :func:`write_fake_suite`, so the harness's
 own pytest run never collects it.
@@ -170,11 +171,12 @@ def tuned_fail(x):
     return tuned_double(x)
 '''
 
-# flag_gems.tuned loads the kernels above as FlagGems loads its vendor and architecture backends: a
-# folder inside the package put on sys.path and a top-level module imported from it (FlagGems 5.3.4
-# on an H200: runtime/backend/_nvidia/ -> ``hopper.ops.mm``, where the mm it dispatches to and its
-# LibTuner live). No flag_gems.* module holds an autotuner, so the harness must find them by file.
-FLAG_GEMS_TUNED_LOADER = '''\
+# flag_gems.tuned and flag_gems.blas load the modules of runtime/backend/_fake/ as FlagGems loads its
+# vendor and architecture backends: that folder put on sys.path and a top-level module imported from
+# it (FlagGems 5.3.4 on an H200: runtime/backend/_nvidia/ -> ``hopper.ops.mm``, where the mm it
+# dispatches to and its LibTuner live). No flag_gems.* module holds an autotuner or the cluster path,
+# so the harness must find them by file.
+FLAG_GEMS_ARCH_LOADER = '''\
 import importlib
 import os
 import sys
@@ -182,12 +184,58 @@ import sys
 _folder = os.path.join(os.path.dirname(__file__), "runtime", "backend", "_fake")
 sys.path.insert(0, _folder)
 try:
-    _ops = importlib.import_module("fake_arch.ops")
+    _module = importlib.import_module("{module}")
 finally:
     sys.path.remove(_folder)
 
-tuned_double = _ops.tuned_double
-tuned_fail = _ops.tuned_fail
+{exports}
+'''
+
+# fake_arch.mm (loaded by flag_gems.blas) mirrors how FlagGems 5.3.4's Hopper mm picks a path
+# (hopper/ops/mm.py: module-level HAS_TLE and BLOCK_CLUSTER_MESH; mm and mm_out try the cluster
+# kernel first when both say so and cluster_remote_mm_scenario accepts the inputs), with torch.mm
+# for both kernels. PATHS lists the path each call took. TLE is there unless $FAKE_GEMS_HAS_TLE is
+# 0 (stock Triton); its device mesh unless $FAKE_GEMS_MESH is 0.
+FLAG_GEMS_CLUSTER_MM = '''\
+import os
+
+import torch
+
+HAS_TLE = os.environ.get("FAKE_GEMS_HAS_TLE", "1") == "1"
+BLOCK_CLUSTER_MESH = ({"block_cluster": [("cluster_x", 2)]}
+                      if HAS_TLE and os.environ.get("FAKE_GEMS_MESH", "1") == "1" else None)
+PATHS = []
+
+
+def cluster_remote_mm_scenario(a, b, c, M, N, K):
+    return a.is_contiguous() and b.is_contiguous() and M >= 64 and N >= 256 and K >= 64
+
+
+def cluster_remote_mm(a, b, c, M, N, K):
+    PATHS.append("cluster")
+    return torch.mm(a, b, out=c)
+
+
+def general_mm(a, b, c, M, N, K):
+    PATHS.append("general")
+    return torch.mm(a, b, out=c)
+
+
+def _pick(a, b, c):
+    M, K = a.shape
+    N = b.shape[1]
+    if HAS_TLE and BLOCK_CLUSTER_MESH is not None:
+        if cluster_remote_mm_scenario(a, b, c, M, N, K):
+            return cluster_remote_mm(a, b, c, M, N, K)
+    return general_mm(a, b, c, M, N, K)
+
+
+def mm(a, b):
+    return _pick(a, b, torch.empty((a.shape[0], b.shape[1]), dtype=a.dtype))
+
+
+def mm_out(a, b, *, out):
+    return _pick(a, b, out)
 '''
 
 FLAG_GEMS_UTILS = '''\
@@ -663,11 +711,15 @@ def write_fake_suite(root: Path, layout: str = "v5.3", version: str = "5.3.4", p
     (site / package / "utils").mkdir(parents=True, exist_ok=True)
     (site / package / "__init__.py").write_text(FLAG_GEMS.format(version=version))
     (site / package / "utils" / "__init__.py").write_text(FLAG_GEMS_UTILS)
-    (site / package / "tuned.py").write_text(FLAG_GEMS_TUNED_LOADER)
+    (site / package / "tuned.py").write_text(FLAG_GEMS_ARCH_LOADER.format(
+        module="fake_arch.ops", exports="tuned_double = _module.tuned_double\ntuned_fail = _module.tuned_fail"))
+    (site / package / "blas.py").write_text(FLAG_GEMS_ARCH_LOADER.format(
+        module="fake_arch.mm", exports="mm = _module.mm\nmm_out = _module.mm_out\nPATHS = _module.PATHS"))
     arch = site / package / "runtime" / "backend" / "_fake" / "fake_arch"
     arch.mkdir(parents=True, exist_ok=True)
     (arch / "__init__.py").write_text("")
     (arch / "ops.py").write_text(FLAG_GEMS_TUNED)
+    (arch / "mm.py").write_text(FLAG_GEMS_CLUSTER_MM)
     info = site / f"{package}-{version}.dist-info"
     info.mkdir(exist_ok=True)
     (info / "METADATA").write_text(f"Metadata-Version: 2.1\nName: {package}\nVersion: {version}\n")
