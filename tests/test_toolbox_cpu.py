@@ -38,7 +38,7 @@ def test_toggles_an_extra_plugin_and_the_wall_column(tmp_path: Path) -> None:
 
 def test_unknown_toggles_and_missing_plugins_are_refused(tmp_path: Path) -> None:
     for args, words in ((["--plugins", "-timing"], "unknown plugin 'timing'"),
-                        (["--plugins", "+mm_cluster"], "could not be established"),
+                        (["--plugins", "+mm_cluster"], "lacks the capability hopper_cluster_mm"),
                         (["--plugins", "ir"], "is not +NAME or -NAME"),
                         (["--extra-plugin", "no_such_module_here"], "cannot find this module"),
                         (["--sweep-devices", "2", "--replay-from", "x"], "replay")):

@@ -39,6 +39,10 @@ class Capabilities:
     # ``torch.cuda.is_available()`` run here: those guards skip tests that would pass
     # (the compat plugin harness.child.plugins.skipguards drops them; docs/plugins.md).
     stale_cuda_guards: bool = False
+    # The device may run FlagGems' Hopper cluster mm (runtime/backend/_nvidia/hopper: cluster_remote_mm,
+    # a 2-CTA thread-block cluster kernel, where FlagTree's TLE is installed): --plugins +mm_cluster,
+    # which keeps mm off that path, may be turned on (harness.child.plugins.mm_cluster; docs/plugins.md).
+    hopper_cluster_mm: bool = False
 
 
 class CaptureFailure(StrEnum):

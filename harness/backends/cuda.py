@@ -32,7 +32,10 @@ BACKEND = Backend(
     torch_extension=None,
     device_type="cuda",
     visibility_keys=("CUDA_VISIBLE_DEVICES",),
-    capabilities=Capabilities(accelerator=True, device_events=True, graph_capture=True, profiler=True),
+    # hopper_cluster_mm: FlagGems dispatches mm on Hopper (sm_90) to runtime/backend/_nvidia/hopper, whose
+    # cluster path runs under FlagTree's TLE (the mm_cluster plugin may keep mm off it).
+    capabilities=Capabilities(accelerator=True, device_events=True, graph_capture=True, profiler=True,
+                              hopper_cluster_mm=True),
     listing=DeviceListing(command=("nvidia-smi", "-L"), index_pattern=r"^GPU (\d+):"),
     detect_paths=("/dev/nvidiactl", "/dev/nvidia[0-9]*"),
     capture_errors=CaptureErrorWording(fatal=CUDA_FATAL, ignore=CUDA_FOOTERS),

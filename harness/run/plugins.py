@@ -7,6 +7,8 @@ by default from the backend's capabilities and can be toggled per run (``--plugi
 ``--extra-plugin MODULE`` adds a user's pytest plugin. Compat plugins for a library's own
 pytest (FlagGems' tests and benchmarks, ``--suite``) are planned here too, as
 ``PluginPlan.suite_modules``: the suite runner puts ``suite_pytest_args()`` on FlagGems' command.
+A plugin for FlagGems' process whichever runs it (``mm_cluster``) targets both. A plugin that
+``needs`` a capability is refused where the backend lacks it, rather than forced on.
 """
 
 from __future__ import annotations
@@ -21,7 +23,6 @@ from harness.errors import UsageError
 __all__ = [
     "OPTIONAL_PLUGINS",
     "TIMER_CHOICES",
-    "UNAVAILABLE_PLUGINS",
     "OptionalPlugin",
     "PluginPlan",
     "check_extra_plugins",
@@ -34,35 +35,33 @@ TIMER_CHOICES = ("auto", "graph", "direct", "profiler", "cpu")
 
 @dataclass(frozen=True)
 class OptionalPlugin:
-    """A plugin a run may toggle: ``target`` "cases" (the harness's op process) or "suite"
-    (a library's own pytest, --suite)."""
+    """A plugin a run may toggle. ``targets``: the processes it loads into, "cases" (the
+    harness's op process) and/or "suite" (a library's own pytest, --suite). ``needs``: a
+    :class:`~harness.backends.base.Capabilities` field without which ``+NAME`` is refused."""
 
     name: str
     module: str
-    target: str
+    targets: tuple[str, ...]
     what: str
+    needs: str = ""
 
 
 OPTIONAL_PLUGINS: dict[str, OptionalPlugin] = {
     p.name: p
     for p in (
-        OptionalPlugin("autotune", "harness.child.plugins.autotune", "cases",
+        OptionalPlugin("autotune", "harness.child.plugins.autotune", ("cases",),
                        "records the configs Triton's and FlagGems' autotuners chose; seeds them on replay"),
-        OptionalPlugin("ir", "harness.child.plugins.ir", "cases",
+        OptionalPlugin("ir", "harness.child.plugins.ir", ("cases",),
                        "keeps each compiled kernel's IR and metadata under ir/<op>/<case>/ and its compile time"),
-        OptionalPlugin("wall", "harness.child.plugins.wall", "cases",
+        OptionalPlugin("wall", "harness.child.plugins.wall", ("cases",),
                        "also times each call as a user makes it (host dispatch and launch included)"),
-        OptionalPlugin("skipguards", "harness.child.plugins.skipguards", "suite",
+        OptionalPlugin("skipguards", "harness.child.plugins.skipguards", ("suite",),
                        "drops FlagGems' torch.cuda.is_available() skip guards that are stale on this device"),
+        # FlagGems' process is the harness's op process (--provider flaggems) or its own pytest (--suite).
+        OptionalPlugin("mm_cluster", "harness.child.plugins.mm_cluster", ("cases", "suite"),
+                       "keeps FlagGems' mm and mm_out off their Hopper cluster path (cluster_remote_mm) where it "
+                       "is live, and says in the op's log what it found", needs="hopper_cluster_mm"),
     )
-}
-
-# Names a user may know from the driver this harness grew from, with why they cannot be turned on.
-UNAVAILABLE_PLUGINS: dict[str, str] = {
-    "mm_cluster": (
-        "the Hopper mm cluster workaround is not implemented: what it must change could not be "
-        "established from FlagGems' sources (docs/plugins.md, 'Hopper mm')"
-    ),
 }
 
 
@@ -138,6 +137,11 @@ def _defaults(backend: Backend, timer: str, ir: str) -> dict[str, tuple[bool, st
                        "skipguards (FlagGems' pytest): drops its torch.cuda.is_available() skip guards, stale "
                        "here (capability stale_cuda_guards)" if caps.stale_cuda_guards else
                        "skipguards: off: FlagGems' CUDA skip guards are right on this backend"),
+        "mm_cluster": (False,
+                       "mm_cluster: off by default: FlagGems' mm takes its Hopper cluster path wherever that is live "
+                       "(--plugins +mm_cluster keeps it off; docs/plugins.md)" if caps.hopper_cluster_mm else
+                       "mm_cluster: off: FlagGems' Hopper cluster mm does not run on this backend (capability "
+                       "hopper_cluster_mm); +mm_cluster is refused"),
     }
 
 
@@ -148,8 +152,6 @@ def _toggled(toggles: Sequence[str]) -> dict[str, bool]:
         sign, name = toggle[:1], toggle[1:]
         if sign not in ("+", "-") or not name:
             raise UsageError(f"plugin toggle {toggle!r} is not +NAME or -NAME (for example --plugins -ir +wall).")
-        if name in UNAVAILABLE_PLUGINS:
-            raise UsageError(f"--plugins {toggle}: {UNAVAILABLE_PLUGINS[name]}. Drop {toggle}.")
         if name not in OPTIONAL_PLUGINS:
             raise UsageError(
                 f"--plugins {toggle}: unknown plugin {name!r}. Optional plugins: "
@@ -212,12 +214,18 @@ def plan_plugins(
         if name in states and states[name] != on:
             on = states[name]
             why = f"{name}: {'on' if on else 'off'} (--plugins {'+' if on else '-'}{name}): {plugin.what}"
+        if on and plugin.needs and not getattr(caps, plugin.needs):
+            raise UsageError(
+                f"--plugins +{name}: backend {backend.name!r} lacks the capability {plugin.needs}, which {name} "
+                f"needs (it {plugin.what}). Drop +{name}; `harness plugins --backend {backend.name}` lists what loads."
+            )
         if not on:
             off.append(why if why.startswith(f"{name}: off") else f"{name}: off: {why}")
-        elif plugin.target == "suite":
+            return
+        if "suite" in plugin.targets:
             suite_modules.append(plugin.module)
             suite_reasons.append(why)
-        else:
+        if "cases" in plugin.targets:
             modules.append(plugin.module)
             reasons.append(why)
 
@@ -235,5 +243,6 @@ def plan_plugins(
         modules.append(module)
         reasons.append(f"{module}: --extra-plugin")
     optional("skipguards")
+    optional("mm_cluster")
     return PluginPlan(modules=tuple(modules), timer=timer, reasons=tuple(reasons),
                       suite_modules=tuple(suite_modules), suite_reasons=tuple(suite_reasons), off=tuple(off))

@@ -37,7 +37,7 @@ from harness.run.batch import BatchContext
 from harness.run.decide import AttemptExit
 from harness.run.execute import Prepared, shard_part, stored_ops, sweep_step
 from harness.run.plan import OpPlan, RunPlan, make_run_id, shard_ops
-from harness.run.plugins import PluginPlan, check_extra_plugins, plan_plugins
+from harness.run.plugins import OPTIONAL_PLUGINS, PluginPlan, check_extra_plugins, plan_plugins
 from harness.run.rundir import check_out_dir
 from harness.run.select import read_dismiss_file, read_ops_file
 from harness.run.spawn import Launch
@@ -75,6 +75,8 @@ DEFAULT_SHAPE_COUNT = 5  # rows per dtype assumed for a benchmark whose shapes c
 # Optional plugins of the harness's own op process whose work the suite plugin does in FlagGems'
 # pytest (on or off as planned for the backend and toggled by --plugins).
 SUITE_FEATURES = ("autotune", "ir", "wall")
+# Optional plugins loaded into FlagGems' pytest themselves (PluginPlan.suite_modules).
+_COMPAT_PLUGINS = tuple(p.name for p in OPTIONAL_PLUGINS.values() if "suite" in p.targets)
 
 
 def _now() -> str:
@@ -176,8 +178,8 @@ def suite_features(backend: Backend, options: RunOptions) -> dict[str, bool]:
 def suite_plugins(backend: Backend, options: RunOptions) -> PluginPlan:
     """FlagGems' pytest gets the suite plugin (which does the work of the autotune, ir and wall
     plugins there, as toggled), the compat plugins planned for a library's pytest
-    (``suite_modules``: skipguards where the backend has stale CUDA guards) and the run's
-    ``--extra-plugin`` modules."""
+    (``suite_modules``: skipguards where the backend has stale CUDA guards, mm_cluster when turned
+    on) and the run's ``--extra-plugin`` modules."""
     planned = plan_plugins(backend, options.timer, options.plugins, options.extra_plugins, options.ir)
     features = suite_features(backend, options)
     inside = [f"{name}: {'on' if features[name] else 'off'}, inside the suite plugin" for name in SUITE_FEATURES]
@@ -187,7 +189,7 @@ def suite_plugins(backend: Backend, options: RunOptions) -> PluginPlan:
                  f"timer, outputs checked against torch's, records written by the op process; {'; '.join(inside)})",
                  *(f"{module}: --extra-plugin" for module in options.extra_plugins)),
         suite_modules=planned.suite_modules, suite_reasons=planned.suite_reasons,
-        off=tuple(r for r in planned.off if r.split(":", 1)[0] in (*SUITE_FEATURES, "skipguards")),
+        off=tuple(r for r in planned.off if r.split(":", 1)[0] in (*SUITE_FEATURES, *_COMPAT_PLUGINS)),
     )
 
 

@@ -71,7 +71,8 @@ def library_modules(package: str) -> list[str]:
     the modules it imported under names of their own from files inside its folders. FlagGems loads
     its vendor and architecture backends so, with runtime/backend/_<vendor>/ put on sys.path:
     ``_nvidia.ops``, ``hopper.ops.mm`` (on an H200 the mm it dispatches to lives there, seen
-    2026-12-01 with FlagGems 5.3.4: a suite mm swept 0 keys while its autotuners tuned)."""
+    2026-12-01 with FlagGems 5.3.4: a suite mm swept 0 keys while its autotuners tuned). The
+    mm_cluster plugin finds the Hopper mm's cluster path among them."""
     root = sys.modules.get(package)
     folders = tuple(os.path.join(str(p), "") for p in (getattr(root, "__path__", None) or ()))
     names = []
