@@ -107,7 +107,7 @@ def _add_run(sub: argparse._SubParsersAction[argparse.ArgumentParser]) -> None:
 
 def _add_plugin_args(p: argparse.ArgumentParser) -> None:
     p.add_argument("--plugins", nargs="+", metavar="TOGGLE",
-                   help="turn optional plugins on or off: -ir -autotune -wall +skipguards "
+                   help="turn optional plugins on or off: -ir -autotune -wall +skipguards +mm_cluster "
                         "(`harness plugins` lists them and what each does by default here)")
     p.add_argument("--extra-plugin", dest="extra_plugins", action="append", metavar="MODULE",
                    help="also load this pytest plugin module in every op process (repeatable)")

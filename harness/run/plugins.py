@@ -217,7 +217,7 @@ def plan_plugins(
         if on and plugin.needs and not getattr(caps, plugin.needs):
             raise UsageError(
                 f"--plugins +{name}: backend {backend.name!r} lacks the capability {plugin.needs}, which {name} "
-                f"needs (it {plugin.what}). Drop +{name}; `harness plugins --backend {backend.name}` lists what loads."
+                f"needs. Drop +{name} (`harness plugins --backend {backend.name}` lists what loads, and why)."
             )
         if not on:
             off.append(why if why.startswith(f"{name}: off") else f"{name}: off: {why}")
