@@ -55,7 +55,14 @@ from harness.child.outputs import (
     dtype_name,
     first_tensor_shape,
 )
-from harness.child.timing.base import CaptureFatal, CaptureRefused, Samples, Timer, begin_row
+from harness.child.timing.base import (
+    CaptureFatal,
+    CaptureRefused,
+    Samples,
+    Timer,
+    begin_row,
+    unresolved,
+)
 from harness.contract import POISONED_EXIT
 from harness.errors import ContextPoisoned
 from harness.results.schema import Correctness, Fallback, Measurement, Timing, case_id
@@ -543,12 +550,13 @@ class LatencySeam:
                                                               done.samples, done.correctness)
         assert pending.baseline is not None
         base, cand = Timing.of(pending.baseline.values), Timing.of(samples.values)
-        base_ms, cand_ms = base.summary.median, cand.summary.median
+        floor = unresolved(candidate=cand.summary.median, baseline=base.summary.median)
+        base_ms, cand_ms = (base.summary.median, cand.summary.median) if not floor else (0.0, 0.0)
         gbps, base_gbps = _gbps(bench, args, cand_ms), _gbps(bench, args, base_ms)
         flops = _flops(bench, args, kwargs)
         tflops = flops / (cand_ms * 1e-3) / 1e12 if flops and cand_ms > 0 else None
         notes = [f"{side} noisy (IQR/median did not settle)" for side, s in
-                 (("candidate", samples), ("baseline", pending.baseline)) if s.noisy]
+                 (("candidate", samples), ("baseline", pending.baseline)) if s.noisy] + list(floor)
         extra: dict[str, Any] = {"suite": pending.facts}
         if flops:
             extra["flops"] = flops
@@ -559,7 +567,7 @@ class LatencySeam:
         if done.wall is not None and pending.baseline_wall is not None:
             walls = {"candidate_wall": Timing.of(done.wall.values), "baseline_wall": Timing.of(pending.baseline_wall.values)}
         self._row(pending, "pass", timer=samples.timer, correctness=correctness, baseline=base, candidate=cand,
-                  speedup=base_ms / cand_ms if cand_ms > 0 else None, gbps=gbps, tflops=tflops,
+                  speedup=base_ms / cand_ms if cand_ms > 0 and base_ms > 0 else None, gbps=gbps, tflops=tflops,
                   extra_notes=tuple(notes), extra=extra, **walls)
 
     def _row(self, pending: _Pending, status: str, timer: str | None = None, extra_notes: Sequence[str] = (),

@@ -16,7 +16,14 @@ from dataclasses import dataclass, replace
 from typing import Any
 
 from harness.backends.base import Peaks, roofline
-from harness.child.timing.base import CaptureFatal, CaptureRefused, Samples, Timer, begin_row
+from harness.child.timing.base import (
+    CaptureFatal,
+    CaptureRefused,
+    Samples,
+    Timer,
+    begin_row,
+    unresolved,
+)
 from harness.contract import Case
 from harness.ops.base import OpSpec
 from harness.results.schema import Correctness, Fallback, Measurement, Timing
@@ -229,7 +236,10 @@ def measure_case(
     candidate_samples: Samples = cand_s
     base = Timing.of(baseline_samples.values, settled=not baseline_samples.noisy)
     cand = Timing.of(candidate_samples.values, settled=not candidate_samples.noisy)
-    cand_sec = cand.summary.median * 1e-3
+    floor = unresolved(candidate=cand.summary.median, baseline=base.summary.median)
+    notes = (*notes, *floor)
+    cand_sec = cand.summary.median * 1e-3 if not floor else 0.0
+    base_ms = base.summary.median if not floor else 0.0
     itemsize = torch.empty((), dtype=dtype).element_size()
     nbytes = op.bytes_moved(case.shape, itemsize)
     flops = op.flops(case.shape)
@@ -238,13 +248,13 @@ def measure_case(
         correctness=correctness,
         baseline=base,
         candidate=cand,
-        speedup=base.summary.median / cand.summary.median if cand.summary.median > 0 else None,
+        speedup=base_ms / (cand_sec * 1e3) if cand_sec > 0 and base_ms > 0 else None,
         gbps=nbytes / cand_sec / 1e9 if cand_sec > 0 else None,
         tflops=flops / cand_sec / 1e12 if cand_sec > 0 and flops else None,
         extra={
             "bytes": nbytes,
             "flops": flops,
-            "baseline_gbps": nbytes / (base.summary.median * 1e-3) / 1e9 if base.summary.median > 0 else None,
+            "baseline_gbps": nbytes / (base_ms * 1e-3) / 1e9 if base_ms > 0 else None,
             **roofline(ctx.peaks, nbytes / cand_sec / 1e9 if cand_sec > 0 else None,
                        flops / cand_sec / 1e12 if cand_sec > 0 and flops else None, case.dtype),
         },

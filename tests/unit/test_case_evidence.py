@@ -78,6 +78,19 @@ def test_a_reading_that_fails_never_fails_the_case() -> None:
     assert record.status == "pass" and record.device_state == ()
 
 
+def test_a_built_in_case_below_the_timers_resolution_gets_no_speedup() -> None:
+    from harness.child.measure import CaseContext, measure_case
+    from harness.contract import Case
+
+    ctx = CaseContext(run_id="r", backend="cuda", device="0", torch_device="cpu", device_name="x",
+                      timer_name="graph", cache="cold")
+    record = measure_case(ctx, _op(), _op().candidate, Case("scale", "builtin", "float32", (8,)),
+                          FakeTimer(-3e-6), seed=1)
+    assert record.status == "pass" and record.speedup is None and record.gbps is None and record.tflops is None
+    assert sum(n.endswith("no speedup, GB/s or TFLOP/s") for n in record.notes) == 2
+    assert record.extra["baseline_gbps"] is None
+
+
 class FakeDevice:
     """A device namespace for the graph timer without a device: a clock that each kernel call
     advances by its duration, events that read the clock, graphs that record the calls made while

@@ -119,6 +119,18 @@ def test_a_row_pairs_torch_and_flaggems_checks_outputs_and_keeps_both_timings(tm
     assert first.extra["suite"]["shape_detail"] == [[8, 4], [8, 4]] and "said on every row" in first.notes
 
 
+def test_a_call_that_launches_no_device_work_gets_no_speedup_and_says_why(tmp_path: Path) -> None:
+    # the graph timer subtracts the empty graph's cost: a call with no kernel reads noise around
+    # zero, negative too (FlagGems' conj_physical of a real tensor on the H200: a speedup of -1.06)
+    seam = seam_for(tmp_path, timer=Timer(ms=-2e-6))
+    run(seam, Bench("add", torch.add))
+    (row,) = rows(tmp_path)
+    assert row.status == "pass" and row.speedup is None and row.tflops is None and row.gbps is None
+    assert any(n.startswith("candidate below the timer's resolution") for n in row.notes)
+    assert any(n.startswith("baseline below the timer's resolution") for n in row.notes)
+    assert row.candidate is not None and row.candidate.summary.median == pytest.approx(-2e-6)  # kept as measured
+
+
 def test_each_row_begins_a_row_of_the_timer_so_the_small_kernel_choice_is_made_per_row(tmp_path: Path) -> None:
     timer, fallback = Timer(), Timer("direct")
     run(seam_for(tmp_path, timer, fallback), Bench("add", torch.add, dtypes=[torch.float32, torch.bfloat16]))

@@ -14,6 +14,7 @@ __all__ = [
     "CaptureRefused",
     "DeviceApi",
     "Samples",
+    "RESOLUTION_MS",
     "Timer",
     "adaptive_samples",
     "batch_size",
@@ -21,7 +22,22 @@ __all__ = [
     "device_api",
     "rel_spread",
     "reps_for",
+    "unresolved",
 ]
+
+# No device timer here resolves a call below 0.1 us: a median under it (the graph timer's, with the
+# empty graph's cost subtracted, can be negative) means the call launched no device work or less
+# than can be told from none (seen on the H200: FlagGems' conj_physical of a real bf16 tensor, whose
+# graph medians were -0.00002 to 0.000003 ms on both sides, gave a speedup of -1.06).
+RESOLUTION_MS = 1e-4
+
+
+def unresolved(**medians_ms: float) -> tuple[str, ...]:
+    """A note for each side whose median is below RESOLUTION_MS; such a row gets no speedup,
+    GB/s or TFLOP/s (a ratio of noise around zero is no number)."""
+    return tuple(f"{side} below the timer's resolution (median {ms:.2g} ms < {RESOLUTION_MS:g} ms): it launched "
+                 "no device work or too little to time; no speedup, GB/s or TFLOP/s"
+                 for side, ms in medians_ms.items() if not ms >= RESOLUTION_MS)
 
 
 @dataclass(frozen=True)
