@@ -113,3 +113,48 @@ def test_the_timeline_splits_each_ended_op_into_before_during_and_after_its_sess
     (run / "specs" / "cut.times.json").write_text(json.dumps({"started": 0, "pytest": 1}))  # never ended
     assert corpus.timeline([run]) == {"ops": 2, "elapsed_s": 14.0, "before_session_s": 4.5, "session_s": 6.5,
                                       "after_session_s": 3.0, "import_wait_s": 1.0}
+
+
+def test_caliber_gives_an_earlier_sessions_rows_flaggems_own_numbers(tmp_path: Path,
+                                                                     monkeypatch: pytest.MonkeyPatch) -> None:
+    """CALIBER_PREVIOUS: the earlier rows' ops go through FlagGems' own runner with this call's
+    ops, and their rows join the table with its numbers, the rest of each row as measured then."""
+    import csv
+    import json
+
+    import benchmarks.flaggems_corpus as corpus
+
+    suite = write_fake_suite(tmp_path / "tree")
+    runs = tmp_path / "runs"
+    sample = runs / "sample-1"
+    sample.mkdir(parents=True)
+    (sample / "ops_status.csv").write_text("op,status,elapsed_s,rows\nadd,PASS,3,1\n")
+    facts = {"nodeid": "benchmark/test_add.py::test_add", "op_name": "add", "shape_detail": [[64, 64]]}
+    (sample / "records.jsonl").write_text(json.dumps(
+        {"op": "add", "dtype": "bfloat16", "status": "pass", "speedup": 1.1, "timer": "profiler",
+         "candidate": {"summary": {"median": 0.002}}, "baseline": {"summary": {"median": 0.0022}},
+         "extra": {"suite": facts}}) + "\n")
+    previous = tmp_path / "caliber.csv"
+    previous.write_text("op,op_name,dtype,input,shape,flaggems_own_speedup,own_torch_ms,own_gems_ms,direct_speedup,"
+                        "graph_speedup\nmm,mm,bfloat16,0,\"[[384, 384]]\",,,,0.2,0.8\n")
+    asked: list[list[str]] = []
+
+    def own(nodes: list[str], work: Path, budget: float, options: list[str]) -> tuple[list[dict[str, object]], float]:
+        asked.append(nodes)
+        work.mkdir(parents=True)
+        return [{"op_name": "add", "dtype": "torch.bfloat16", "result": [{"speedup": 0.05}]},
+                {"op_name": "mm", "dtype": "torch.bfloat16", "result": [{"speedup": 0.7, "latency": 0.005}]}], 1.0
+
+    timed: list[list[str]] = []
+    monkeypatch.setattr(corpus, "flaggems_own", own)
+    monkeypatch.setattr(corpus, "harness_run", lambda name, extra, budget: timed.append(list(extra)) or runs / name)
+    monkeypatch.setattr(corpus, "SUITE", suite.benchmark)
+    monkeypatch.setattr(corpus, "RUNS", runs)
+    monkeypatch.setattr(corpus, "CALIBER_PREVIOUS", str(previous))
+    corpus.step_caliber(tmp_path / "out")
+    assert len(asked) == 1 and len(asked[0]) == 2 and any("mm" in n for n in asked[0])  # both ops, one runner
+    assert all({"--triton-cache", "user", "--ir", "off", "-wall"} <= set(extra) for extra in timed)
+    table = {r["op"]: r for r in csv.DictReader((tmp_path / "out" / "caliber.csv").open())}
+    assert float(table["add"]["flaggems_own_speedup"]) == 0.05
+    assert float(table["mm"]["flaggems_own_speedup"]) == 0.7 and float(table["mm"]["own_gems_ms"]) == 0.005
+    assert table["mm"]["direct_speedup"] == "0.2" and table["mm"]["graph_speedup"] == "0.8"  # as measured then
