@@ -38,6 +38,7 @@ __all__ = [
     "PARENT_PID_ENV",
     "RUN_MARK_ENV",
     "POISONED_EXIT",
+    "PYTEST_OFF",
     "Case",
     "CaseProgress",
     "ChildSpec",
@@ -59,6 +60,12 @@ CANCELLED_EXIT = 3  # a pre-started (held) process that was told not to run
 # capture poisoned the device context); its rows fall back to the direct timer with this reason.
 CAPTURE_OFF = "capture_off"
 GO = "go"  # the line a held op process waits for on stdin before it runs pytest
+# pytest plugins every op process's pytest (the harness's and a suite's) leaves out: the cache
+# (nothing to keep between runs) and unraisableexception, whose end-of-session gc.collect() x5
+# took 0.94 s with torch and Triton loaded on a 2-core CPU machine (the H200's ops spent 1.4-2.3 s
+# between their session's end and pytest's return). An exception nothing can raise (one in a
+# __del__) still goes to the op's log through Python's own hook.
+PYTEST_OFF = ("-p", "no:cacheprovider", "-p", "no:unraisableexception")
 # The parent's pid: an op process ends its own process group once this process is gone.
 PARENT_PID_ENV = "HARNESS_PARENT_PID"
 # The mark every op process and whatever it starts inherits (harness.run.leftovers): the run

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import sys
 
-from harness.child.process import main
+from harness.child.process import leave, main
 
 if __name__ == "__main__":
-    sys.exit(main(sys.argv[1:]))
+    leave(main(sys.argv[1:]))

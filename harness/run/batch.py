@@ -24,7 +24,7 @@ from dataclasses import dataclass, field, replace
 from pathlib import Path
 from typing import Any, Protocol
 
-from harness.contract import CAPTURE_OFF, ChildSpec, RunFiles
+from harness.contract import CAPTURE_OFF, PYTEST_OFF, ChildSpec, RunFiles
 from harness.results.schema import Measurement
 from harness.results.store import atomic_write_text, read_records
 from harness.run.caches import cache_env, run_cache_dir
@@ -165,7 +165,7 @@ class CaseRunner:
         spec_path = files.spec(op_plan.op)
         spec_path.parent.mkdir(exist_ok=True)
         spec.dump(spec_path)
-        args = (str(CASES_FILE), "-q", "-rN", "-p", "no:cacheprovider", "--noconftest", "-c", os.devnull,
+        args = (str(CASES_FILE), "-q", "-rN", *PYTEST_OFF, "--noconftest", "-c", os.devnull,
                 "--rootdir", str(ctx.run_dir), *plan.plugins.pytest_args(), "--harness-spec", str(spec_path))
         return Launch(pytest_args=args, exit_path=files.exit_file(op_plan.op),
                       header=f"attempt {attempt} on device {op_plan.device}")

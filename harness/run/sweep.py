@@ -41,7 +41,7 @@ from harness.autotune.sweep import (
 )
 from harness.backends import enumerate_devices
 from harness.backends.base import Backend
-from harness.contract import ChildSpec
+from harness.contract import PYTEST_OFF, ChildSpec
 from harness.errors import UsageError
 from harness.results.store import read_json, write_json
 from harness.run.caches import cache_env
@@ -120,7 +120,7 @@ def case_shard_launch(ctx: BatchContext, op_plan: OpPlan, index: int, device: st
                "shard_result": str(files.shard_result(index))},
     )
     spec.dump(files.shard_spec(index))
-    args = (str(TUNE_FILE), "-q", "-rN", "-p", "no:cacheprovider", "--noconftest", "-c", os.devnull,
+    args = (str(TUNE_FILE), "-q", "-rN", *PYTEST_OFF, "--noconftest", "-c", os.devnull,
             "--rootdir", str(ctx.run_dir), *shard_plugins(plan.plugins.modules),
             "--harness-spec", str(files.shard_spec(index)))
     return Launch(pytest_args=args, exit_path=files.shard_exit(index),

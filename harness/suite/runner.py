@@ -29,7 +29,7 @@ from harness.autotune.store import check_replay_source
 from harness.autotune.sweep import SweepFiles
 from harness.backends import enumerate_devices, require_devices, resolve_backend
 from harness.backends.base import Backend, capture_denied
-from harness.contract import CAPTURE_OFF, ChildSpec, op_file_stem
+from harness.contract import CAPTURE_OFF, PYTEST_OFF, ChildSpec, op_file_stem
 from harness.errors import EnvironmentProblem, UsageError
 from harness.options import RunOptions
 from harness.results.store import read_records
@@ -319,7 +319,7 @@ def suite_command(tree: SuiteTree, op: SuiteOp, level: str, shape_file: Path, sp
     mark = ["-m", op.mark] if op.mark else []
     return [*(str(tree.suite_dir / f) for f in op.files), *mark, "--level", level, "--shape_file", str(shape_file),
             "-p", "harness.child.plugins.suite", SPEC_OPTION, str(spec_path), *compat,
-            "-c", os.devnull, "--rootdir", str(tree.root), "-p", "no:cacheprovider",
+            "-c", os.devnull, "--rootdir", str(tree.root), *PYTEST_OFF,
             "-q", "-rN", "-s", "-W", "ignore::pytest.PytestUnknownMarkWarning"]
 
 
