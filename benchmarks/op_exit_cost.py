@@ -25,6 +25,7 @@ import sys
 import tempfile
 import time
 from pathlib import Path
+from typing import Any
 
 ROOT = Path(__file__).resolve().parents[1]
 
@@ -75,12 +76,13 @@ def main() -> int:
             for way, (exit_way, extra) in WAYS.items():
                 samples[way].append(one(test_file, exit_way, extra))
     print(f"{'after the session':48} {'median s':>9} {'min s':>7} {'max s':>7}")
-    rows = {}
+    rows: dict[str, dict[str, Any]] = {}
     for way, values in samples.items():
         rows[way] = {"median_s": round(statistics.median(values), 3), "min_s": round(min(values), 3),
                      "max_s": round(max(values), 3), "samples_s": [round(v, 3) for v in values]}
         print(f"{way:48} {rows[way]['median_s']:9.3f} {rows[way]['min_s']:7.3f} {rows[way]['max_s']:7.3f}")
-    first, last = (rows[w]["median_s"] for w in (next(iter(WAYS)), list(WAYS)[-1]))
+    first: float = rows[next(iter(WAYS))]["median_s"]
+    last: float = rows[list(WAYS)[-1]]["median_s"]
     print(f"saved per op process: {first - last:.3f} s")
     import torch
 
