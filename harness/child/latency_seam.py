@@ -61,7 +61,7 @@ from harness.child.timing.base import (
     Samples,
     Timer,
     begin_row,
-    unresolved,
+    resolved_medians,
 )
 from harness.contract import POISONED_EXIT
 from harness.errors import ContextPoisoned
@@ -550,8 +550,7 @@ class LatencySeam:
                                                               done.samples, done.correctness)
         assert pending.baseline is not None
         base, cand = Timing.of(pending.baseline.values), Timing.of(samples.values)
-        floor = unresolved(candidate=cand.summary.median, baseline=base.summary.median)
-        base_ms, cand_ms = (base.summary.median, cand.summary.median) if not floor else (0.0, 0.0)
+        base_ms, cand_ms, floor = resolved_medians(base.summary.median, cand.summary.median)
         gbps, base_gbps = _gbps(bench, args, cand_ms), _gbps(bench, args, base_ms)
         flops = _flops(bench, args, kwargs)
         tflops = flops / (cand_ms * 1e-3) / 1e12 if flops and cand_ms > 0 else None
@@ -567,7 +566,7 @@ class LatencySeam:
         if done.wall is not None and pending.baseline_wall is not None:
             walls = {"candidate_wall": Timing.of(done.wall.values), "baseline_wall": Timing.of(pending.baseline_wall.values)}
         self._row(pending, "pass", timer=samples.timer, correctness=correctness, baseline=base, candidate=cand,
-                  speedup=base_ms / cand_ms if cand_ms > 0 and base_ms > 0 else None, gbps=gbps, tflops=tflops,
+                  speedup=base_ms / cand_ms if cand_ms > 0 else None, gbps=gbps, tflops=tflops,
                   extra_notes=tuple(notes), extra=extra, **walls)
 
     def _row(self, pending: _Pending, status: str, timer: str | None = None, extra_notes: Sequence[str] = (),

@@ -22,7 +22,7 @@ from harness.child.timing.base import (
     Samples,
     Timer,
     begin_row,
-    unresolved,
+    resolved_medians,
 )
 from harness.contract import Case
 from harness.ops.base import OpSpec
@@ -236,10 +236,9 @@ def measure_case(
     candidate_samples: Samples = cand_s
     base = Timing.of(baseline_samples.values, settled=not baseline_samples.noisy)
     cand = Timing.of(candidate_samples.values, settled=not candidate_samples.noisy)
-    floor = unresolved(candidate=cand.summary.median, baseline=base.summary.median)
+    base_ms, cand_ms, floor = resolved_medians(base.summary.median, cand.summary.median)
     notes = (*notes, *floor)
-    cand_sec = cand.summary.median * 1e-3 if not floor else 0.0
-    base_ms = base.summary.median if not floor else 0.0
+    cand_sec = cand_ms * 1e-3
     itemsize = torch.empty((), dtype=dtype).element_size()
     nbytes = op.bytes_moved(case.shape, itemsize)
     flops = op.flops(case.shape)
@@ -248,7 +247,7 @@ def measure_case(
         correctness=correctness,
         baseline=base,
         candidate=cand,
-        speedup=base_ms / (cand_sec * 1e3) if cand_sec > 0 and base_ms > 0 else None,
+        speedup=base_ms / cand_ms if cand_ms > 0 else None,
         gbps=nbytes / cand_sec / 1e9 if cand_sec > 0 else None,
         tflops=flops / cand_sec / 1e12 if cand_sec > 0 and flops else None,
         extra={

@@ -22,6 +22,7 @@ and a SIGKILL it sends takes this process alone, before the watchdog could end i
 
 from __future__ import annotations
 
+import atexit
 import functools
 import importlib
 import os
@@ -122,7 +123,7 @@ class _Clock:
 def leave(code: int) -> None:
     """End the op process as the interpreter would, less its slowest part. An interpreter's exit
     waits for the non-daemon threads, runs the ``atexit`` hooks, then tears down every module: with
-    torch and Triton loaded the last step alone took about 1.3 s on a 2-core CPU machine
+    torch and Triton loaded the last step alone took about 1.1 s on a 2-core CPU machine
     (``benchmarks/op_exit_cost.py``), paid by every op of a batch, and it measures nothing. So this
     waits for the threads and runs the hooks in that order (a thread or hook that hangs still hangs
     here, and the parent still ends the process and says so: docs/batch.md), flushes Python's
@@ -131,9 +132,7 @@ def leave(code: int) -> None:
     for thread in threading.enumerate():
         if thread is not main_thread and not thread.daemon and thread.is_alive():
             thread.join()
-    import atexit
-
-    atexit._run_exitfuncs()
+    atexit._run_exitfuncs()  # the step of CPython's own exit that runs the hooks (a private name)
     for stream in (sys.stdout, sys.stderr):
         try:
             stream.flush()

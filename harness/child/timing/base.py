@@ -13,8 +13,8 @@ __all__ = [
     "CaptureFatal",
     "CaptureRefused",
     "DeviceApi",
-    "Samples",
     "RESOLUTION_MS",
+    "Samples",
     "Timer",
     "adaptive_samples",
     "batch_size",
@@ -22,7 +22,7 @@ __all__ = [
     "device_api",
     "rel_spread",
     "reps_for",
-    "unresolved",
+    "resolved_medians",
 ]
 
 # No device timer here resolves a call below 0.1 us: a median under it (the graph timer's, with the
@@ -32,12 +32,14 @@ __all__ = [
 RESOLUTION_MS = 1e-4
 
 
-def unresolved(**medians_ms: float) -> tuple[str, ...]:
-    """A note for each side whose median is below RESOLUTION_MS; such a row gets no speedup,
-    GB/s or TFLOP/s (a ratio of noise around zero is no number)."""
-    return tuple(f"{side} below the timer's resolution (median {ms:.2g} ms < {RESOLUTION_MS:g} ms): it launched "
-                 "no device work or too little to time; no speedup, GB/s or TFLOP/s"
-                 for side, ms in medians_ms.items() if not ms >= RESOLUTION_MS)
+def resolved_medians(base_ms: float, cand_ms: float) -> tuple[float, float, tuple[str, ...]]:
+    """The row's baseline and candidate medians for its speedup, GB/s and TFLOP/s, and a note for
+    each side whose median is below RESOLUTION_MS; when there is one, both medians come back as 0
+    and the row gets none of those numbers (a ratio of noise around zero is no number)."""
+    notes = tuple(f"{side} below the timer's resolution (median {ms:.2g} ms < {RESOLUTION_MS:g} ms): it launched "
+                  "no device work or too little to time; no speedup, GB/s or TFLOP/s"
+                  for side, ms in (("candidate", cand_ms), ("baseline", base_ms)) if not ms >= RESOLUTION_MS)
+    return (0.0, 0.0, notes) if notes else (base_ms, cand_ms, ())
 
 
 @dataclass(frozen=True)
