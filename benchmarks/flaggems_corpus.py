@@ -25,9 +25,9 @@ Steps of ``run`` (STEPS, default all, each bounded by its budget in seconds):
   --iter 100`` in its tree, its results streamed by benchmarks/flaggems_stream.py), the harness's
   direct timer, the sample's default timer and the profiler timer for the first PROFILED (6).
   Runs of an earlier call carried into RUNS are kept. CALIBER_PREVIOUS (a caliber.csv an earlier
-  session wrote, whose runs are not here): its ops go through FlagGems' own runner too and its rows
-  join the table with FlagGems' numbers filled in (the other columns as measured then). The
-  direct and profiler runs use the user's Triton cache (FlagGems' runner has just compiled the
+  session wrote, whose runs are not here): its rows join the table, and each of its ops gets what
+  its rows lack (FlagGems' own runner, or the direct timer; the other columns as measured then).
+  The direct and profiler runs use the user's Triton cache (FlagGems' runner has just compiled the
   same kernels there), no IR and no wall time: they time, nothing else. Writes $OUT/caliber.csv.
 - ``throughput`` (THROUGHPUT_BUDGET_S, default 90): for up to THROUGHPUT_FILES (6) files, FlagGems'
   own runner on the file's benchmarks that passed in the sample with bf16 (its defaults: 1000 ms
@@ -80,6 +80,9 @@ OP_TIMEOUT = os.environ.get("OP_TIMEOUT", "120")
 # The time cap of a timing that does not settle (--cap-ms; the harness's default is 1000): a corpus
 # nightly's setting, since rows of small kernels rarely settle and each costs the cap (docs/timing.md).
 CAP_MS = os.environ.get("CAP_MS", "300")
+# Options added to the sample's and rerun's harness runs (not caliber's): "--plugins -wall --ir off",
+# a nightly that times and checks and keeps neither the wall timer nor the IR.
+HARNESS_ARGS = os.environ.get("HARNESS_ARGS", "").split()
 RERUN_OPS = os.environ.get("RERUN_OPS", "")  # step rerun: a file of op ids (one a line)
 RUN_NAME = os.environ.get("RUN_NAME", "rerun")  # step rerun's run (sample-K: a sample part made elsewhere)
 # Seconds per step: call 1 = sample1 (+ about 30 s of set-up) and call 2 = sample2 + caliber +
@@ -282,7 +285,7 @@ def step_sample(k: int, sample: Sequence[SuiteOp], out: Path, base_classes: froz
     ops_file.write_text("".join(f"{op.id}\n" for op in part))
     say(f"sample part {k}: {len(part)} ops, {dict(Counter(category(o, base_classes) for o in part))}")
     budget = part_weights()[k - 1]
-    keep_outputs(harness_run(f"sample-{k}", ["--ops-file", str(ops_file)], budget), out)
+    keep_outputs(harness_run(f"sample-{k}", ["--ops-file", str(ops_file), *HARNESS_ARGS], budget), out)
 
 
 def keep_outputs(run_dir: Path, out: Path) -> None:
@@ -305,7 +308,7 @@ def step_rerun(out: Path) -> None:
         return
     ops = [line.strip() for line in Path(RERUN_OPS).read_text().splitlines() if line.strip()]
     say(f"rerun: {len(ops)} ops of {RERUN_OPS} on devices {DEVICES}")
-    keep_outputs(harness_run(RUN_NAME, ["--ops-file", RERUN_OPS], BUDGETS["rerun"]), out)
+    keep_outputs(harness_run(RUN_NAME, ["--ops-file", RERUN_OPS, *HARNESS_ARGS], BUDGETS["rerun"]), out)
 
 
 def archive(out: Path, limit: int = 15 << 20) -> None:
@@ -401,6 +404,11 @@ def _harness_rows(run_dir: Path | None) -> dict[Key, Mapping[str, Any]]:
     return by_order(rows)
 
 
+def _measured(rows: Sequence[Mapping[str, Any]], op: str, column: str) -> bool:
+    """Whether any of ``rows`` of ``op`` has a number in ``column``."""
+    return any(r["op"] == op and r.get(column) not in (None, "") for r in rows)
+
+
 def part_number(path: Path) -> int:
     """K of a ``sample-K`` folder (or ``triage-K.csv``); parts sort by it (sample-10 after sample-2)."""
     digits = path.stem.rpartition("-")[2]
@@ -440,10 +448,14 @@ def step_caliber(out: Path) -> None:
         f"{len(chosen)} taken, cheapest first")
     previous = read_csv(Path(CALIBER_PREVIOUS)) if CALIBER_PREVIOUS else []
     nodeids = {op.id: op.functions[0].nodeid for op in all_ops(read_inventory(locate_suite(SUITE)))}
-    earlier = [op for op in dict.fromkeys(r["op"] for r in previous) if op not in small and op in nodeids]
+    # An earlier session's op gets what its rows lack, nothing more: FlagGems' own numbers, a direct run.
+    earlier_ops = [op for op in dict.fromkeys(r["op"] for r in previous) if op not in small and op in nodeids]
+    earlier = [op for op in earlier_ops if not _measured(previous, op, "flaggems_own_speedup")]
+    earlier_direct = [op for op in earlier_ops if not _measured(previous, op, "direct_speedup")]
     if previous:
-        say(f"caliber: {len(earlier)} ops of {CALIBER_PREVIOUS} get FlagGems' own numbers too")
-    if not chosen and not earlier:
+        say(f"caliber: of {len(earlier_ops)} ops of {CALIBER_PREVIOUS}, {len(earlier)} get FlagGems' own numbers, "
+            f"{len(earlier_direct)} a direct run")
+    if not chosen and not earlier and not earlier_direct:
         return
     budget = BUDGETS["caliber"]
     shares = [float(x) for x in os.environ.get("CALIBER_SHARES", "0.3 0.45 0.25").split()]
@@ -481,7 +493,7 @@ def step_caliber(out: Path) -> None:
                          "speedup": m.get("speedup"), "base": m.get("latency_base"), "cand": m.get("latency"),
                          "shape": m.get("shape_detail")}
                         for res in own_results if res.get("harness_op") for m in res.get("result", []))
-    for prefix, timer, share, ops in (("caliber-direct", "direct", shares[1], chosen),
+    for prefix, timer, share, ops in (("caliber-direct", "direct", shares[1], [*chosen, *earlier_direct]),
                                       ("caliber-profiler", "profiler", shares[2], chosen[:PROFILED])):
         todo = [op for op in ops if op not in timed_ops(prefix)]
         if todo and not table_only:
@@ -508,10 +520,13 @@ def step_caliber(out: Path) -> None:
         key = (row["op"], row["op_name"], row["dtype"], int(row["input"]))
         if row["op"] in chosen:
             continue
-        o = own_rows.get(key, {})
+        o, d = own_rows.get(key, {}), direct_rows.get(key, {}) if row["op"] in earlier_direct else {}
         table.append({**row, "flaggems_own_speedup": o.get("speedup", row.get("flaggems_own_speedup")),
                       "own_torch_ms": o.get("base", row.get("own_torch_ms")),
-                      "own_gems_ms": o.get("cand", row.get("own_gems_ms"))})
+                      "own_gems_ms": o.get("cand", row.get("own_gems_ms")),
+                      "direct_speedup": d.get("speedup", row.get("direct_speedup")),
+                      "direct_torch_ms": d.get("base", row.get("direct_torch_ms")),
+                      "direct_gems_ms": d.get("cand", row.get("direct_gems_ms"))})
     write_csv(out / "caliber.csv", table)
     say(f"caliber: {len(table)} rows ({len({r['op'] for r in table})} ops) -> caliber.csv")
 

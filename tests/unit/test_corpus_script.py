@@ -117,8 +117,9 @@ def test_the_timeline_splits_each_ended_op_into_before_during_and_after_its_sess
 
 def test_caliber_gives_an_earlier_sessions_rows_flaggems_own_numbers(tmp_path: Path,
                                                                      monkeypatch: pytest.MonkeyPatch) -> None:
-    """CALIBER_PREVIOUS: the earlier rows' ops go through FlagGems' own runner with this call's
-    ops, and their rows join the table with its numbers, the rest of each row as measured then."""
+    """CALIBER_PREVIOUS: an earlier row's op gets what its rows lack (mm: FlagGems' own runner,
+    with this call's ops; bitwise_not: a direct run), not what they have (its own numbers), and the rows
+    join the table with the new numbers, the rest of each row as measured then."""
     import csv
     import json
 
@@ -136,7 +137,8 @@ def test_caliber_gives_an_earlier_sessions_rows_flaggems_own_numbers(tmp_path: P
          "extra": {"suite": facts}}) + "\n")
     previous = tmp_path / "caliber.csv"
     previous.write_text("op,op_name,dtype,input,shape,flaggems_own_speedup,own_torch_ms,own_gems_ms,direct_speedup,"
-                        "graph_speedup\nmm,mm,bfloat16,0,\"[[384, 384]]\",,,,0.2,0.8\n")
+                        "graph_speedup\nmm,mm,bfloat16,0,\"[[384, 384]]\",,,,0.2,0.8\n"
+                        "bitwise_not,bitwise_not,bfloat16,0,\"[[64, 64]]\",0.04,,,,1.1\n")
     asked: list[list[str]] = []
 
     def own(nodes: list[str], work: Path, budget: float, options: list[str]) -> tuple[list[dict[str, object]], float]:
@@ -147,14 +149,27 @@ def test_caliber_gives_an_earlier_sessions_rows_flaggems_own_numbers(tmp_path: P
 
     timed: list[list[str]] = []
     monkeypatch.setattr(corpus, "flaggems_own", own)
-    monkeypatch.setattr(corpus, "harness_run", lambda name, extra, budget: timed.append(list(extra)) or runs / name)
+    def harness_run(name: str, extra: list[str], budget: float) -> Path:
+        timed.append(list(extra))
+        ops = Path(extra[extra.index("--ops-file") + 1]).read_text().split()
+        if name.startswith("caliber-direct"):  # bitwise_not's direct run: a record _harness_rows reads
+            (runs / name).mkdir(parents=True)
+            (runs / name / "records.jsonl").write_text(json.dumps(
+                {"op": "bitwise_not", "dtype": "bfloat16", "status": "pass", "speedup": 0.03, "timer": "direct",
+                 "extra": {"suite": {"op_name": "bitwise_not"}}}) + "\n")
+            assert ops == ["add", "bitwise_not"]
+        return runs / name
+
+    monkeypatch.setattr(corpus, "harness_run", harness_run)
     monkeypatch.setattr(corpus, "SUITE", suite.benchmark)
     monkeypatch.setattr(corpus, "RUNS", runs)
     monkeypatch.setattr(corpus, "CALIBER_PREVIOUS", str(previous))
     corpus.step_caliber(tmp_path / "out")
-    assert len(asked) == 1 and len(asked[0]) == 2 and any("mm" in n for n in asked[0])  # both ops, one runner
+    assert len(asked) == 1 and len(asked[0]) == 2 and any("mm" in n for n in asked[0])  # add and mm, one runner
+    assert not any("bitwise_not" in n for n in asked[0])  # bitwise_not had FlagGems' own numbers
     assert all({"--triton-cache", "user", "--ir", "off", "-wall"} <= set(extra) for extra in timed)
     table = {r["op"]: r for r in csv.DictReader((tmp_path / "out" / "caliber.csv").open())}
     assert float(table["add"]["flaggems_own_speedup"]) == 0.05
     assert float(table["mm"]["flaggems_own_speedup"]) == 0.7 and float(table["mm"]["own_gems_ms"]) == 0.005
     assert table["mm"]["direct_speedup"] == "0.2" and table["mm"]["graph_speedup"] == "0.8"  # as measured then
+    assert float(table["bitwise_not"]["direct_speedup"]) == 0.03 and table["bitwise_not"]["flaggems_own_speedup"] == "0.04"
