@@ -32,7 +32,9 @@ Steps of ``run`` (STEPS, default all, each bounded by its budget in seconds):
 - ``throughput`` (THROUGHPUT_BUDGET_S, default 90): for up to THROUGHPUT_FILES (6) files, FlagGems'
   own runner on the file's benchmarks that passed in the sample with bf16 (its defaults: 1000 ms
   warm-up, 100 ms per call; its process start measured once with --collect-only) against the sum
-  of the harness's per-op wall times for the same benchmarks. Writes $OUT/throughput.csv.
+  of the harness's per-op wall times for the same benchmarks; THROUGHPUT_PREVIOUS (an earlier
+  call's throughput.csv): its files are kept as measured and the next ones taken. Writes
+  $OUT/throughput.csv.
 
 Every call also writes $OUT/corpus.json (what ran, counts, the projection from what is there),
 $OUT/corpus.log and (ARCHIVE=1, the default) $OUT/runs.tgz: RUNS' run directories without IR,
@@ -96,6 +98,7 @@ CALIBER_OPS = int(os.environ.get("CALIBER_OPS", "20"))
 PROFILED = int(os.environ.get("PROFILED", "6"))
 CALIBER_PREVIOUS = os.environ.get("CALIBER_PREVIOUS", "")  # step caliber: an earlier session's caliber.csv
 THROUGHPUT_FILES = int(os.environ.get("THROUGHPUT_FILES", "6"))
+THROUGHPUT_PREVIOUS = os.environ.get("THROUGHPUT_PREVIOUS", "")  # step throughput: an earlier call's throughput.csv
 SMALL_MS = 0.020  # "kernels under 20 us"
 GPUS = (1, 2, 8)
 LOG: list[str] = []
@@ -542,10 +545,13 @@ def step_throughput(out: Path) -> None:
     for op in all_ops(inventory):
         if status.get(op.id, {}).get("status") == "PASS" and "bfloat16" in op.functions[0].dtypes:
             by_file[op.functions[0].file].append(op)
-    files = sorted(by_file, key=_rank)[:THROUGHPUT_FILES]
-    say(f"throughput: {len(by_file)} files have benchmarks that passed with bf16 in the sample; {len(files)} taken")
+    # THROUGHPUT_PREVIOUS (a throughput.csv an earlier call wrote): its files are kept as measured
+    # then, and the next files in the same order are taken.
+    rows: list[dict[str, Any]] = [dict(r) for r in read_csv(Path(THROUGHPUT_PREVIOUS))] if THROUGHPUT_PREVIOUS else []
+    files = [f for f in sorted(by_file, key=_rank) if f not in {r["file"] for r in rows}][:THROUGHPUT_FILES]
+    say(f"throughput: {len(by_file)} files have benchmarks that passed with bf16 in the sample; {len(files)} taken"
+        + (f", {len(rows)} kept from {THROUGHPUT_PREVIOUS}" if rows else ""))
     deadline = time.monotonic() + BUDGETS["throughput"]
-    rows: list[dict[str, Any]] = []
     startup: float | None = None
     for file in files:
         if deadline - time.monotonic() < 20:
@@ -587,14 +593,17 @@ def timeline(run_dirs: Sequence[Path]) -> dict[str, Any]:
                 continue
             if row["status"] not in ENDED or "session_start" not in t or "session_end" not in t:
                 continue
-            t0 = t.get("go", t["started"])
+            # From when the parent asked the op to run (a pre-started process: the time its go line
+            # carries; before that line had it, the time the process read it, after its imports).
+            t0 = t.get("asked", t.get("go", t["started"]))
+            wait = max(0.0, t.get("preloaded", t0) - t0)
             elapsed = float(row["elapsed_s"])
             sums["ops"] += 1
             sums["elapsed_s"] += elapsed
-            sums["before_session_s"] += t["session_start"] - t0
+            sums["import_wait_s"] += wait
+            sums["before_session_s"] += t["session_start"] - t0 - wait
             sums["session_s"] += t["session_end"] - t["session_start"]
             sums["after_session_s"] += elapsed - (t["session_end"] - t0)
-            sums["import_wait_s"] += max(0.0, t.get("preloaded", t0) - t0)
     return {k: round(v, 1) if isinstance(v, float) else v for k, v in sums.items()}
 
 

@@ -59,7 +59,7 @@ CANCELLED_EXIT = 3  # a pre-started (held) process that was told not to run
 # ChildSpec.extra key: why this op process must not capture graphs at all (an earlier attempt's
 # capture poisoned the device context); its rows fall back to the direct timer with this reason.
 CAPTURE_OFF = "capture_off"
-GO = "go"  # the line a held op process waits for on stdin before it runs pytest
+GO = "go"  # the line a held op process waits for on stdin before it runs pytest ("go TIME": when sent)
 # pytest plugins every op process's pytest (the harness's and a suite's) leaves out: the cache
 # (nothing to keep between runs) and unraisableexception, whose end-of-session gc.collect() x5
 # took 0.94 s with torch and Triton loaded on a 2-core CPU machine (the H200's ops spent 1.4-2.3 s

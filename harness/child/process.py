@@ -7,7 +7,8 @@ No harness plugin is imported here before pytest loads it.
 
 With ``--hold`` (a pre-started process, docs/batch.md "Pre-start"), it first imports what
 every op needs (pytest, torch, triton, the harness's op and timing modules; none of which
-opens a device) and then waits for one line on stdin: ``go`` runs pytest as above; anything
+opens a device) and then waits for one line on stdin: ``go TIME`` (TIME: when the parent sent
+it, kept in the op's timeline as ``asked``) runs pytest as above; anything
 else, or the end of stdin (the parent cancelled it or is gone), ends it with
 :data:`harness.contract.CANCELLED_EXIT` and no EXIT_FILE.
 
@@ -169,9 +170,14 @@ def main(argv: Sequence[str]) -> int:
                   "device (not measured to move timings); `--prestart off` avoids it, at the cost of each op's "
                   "imports on the device's clock (docs/flaggems.md, \"Selection\")", file=sys.stderr, flush=True)
         times["preloaded"] = time.time()
-        if sys.stdin.readline().strip() != GO:
+        word, _, sent = sys.stdin.readline().strip().partition(" ")
+        if word != GO:
             return CANCELLED_EXIT
         times["go"] = time.time()
+        try:  # when the parent asked: before "preloaded", the op waited for its own imports
+            times["asked"] = float(sent)
+        except ValueError:
+            pass
     import json
 
     import pytest

@@ -212,12 +212,14 @@ def start(launch: Launch, env: Mapping[str, str], log_path: Path, hold: bool) ->
 
 def release(child: subprocess.Popen[bytes]) -> None:
     """Let a held process run its op. One that already died is left to be classified by its
-    exit like any other attempt (a fresh process would have hit the same failure)."""
+    exit like any other attempt (a fresh process would have hit the same failure). The line
+    carries the time it was sent, so the op's timeline shows how long the op waited for its own
+    imports (``asked`` against ``preloaded``)."""
     stdin = child.stdin
     if stdin is None:
         return
     try:
-        stdin.write(f"{GO}\n".encode())
+        stdin.write(f"{GO} {time.time():.6f}\n".encode())
         stdin.close()
     except (BrokenPipeError, OSError):
         pass

@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import csv
 import io
+import json
 import os
 import subprocess
 import sys
@@ -336,6 +337,22 @@ def test_a_held_child_runs_pytest_only_after_go(tmp_path: Path) -> None:
     out, _ = child.communicate(f"{GO}\n".encode(), timeout=120)
     assert child.returncode == 0 and exit_path.read_text() == "0\n", out.decode()
     assert b"pytest" in out
+
+
+@pytest.mark.slow
+def test_a_held_childs_timeline_says_when_the_parent_asked_it_to_run(tmp_path: Path) -> None:
+    """release() sends the time with the go line: the timeline tells a wait for the op's own
+    imports (asked before preloaded) from a process that was ready and waiting."""
+    from harness.child.process import times_path
+    from harness.run.spawn import release
+
+    child, exit_path = _held_child(tmp_path)
+    before = time.time()
+    release(child)  # writes the line and closes stdin
+    assert child.wait(timeout=120) == 0, child.stdout.read().decode() if child.stdout else ""
+    times = json.loads(times_path(exit_path).read_text())
+    assert before <= times["asked"] <= times["go"] <= times["pytest"]
+    assert times["started"] <= times["preloaded"] <= times["go"]
 
 
 @pytest.mark.slow

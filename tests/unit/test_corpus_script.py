@@ -104,14 +104,15 @@ def test_the_timeline_splits_each_ended_op_into_before_during_and_after_its_sess
     run = tmp_path / "sample-1"
     (run / "specs").mkdir(parents=True)
     (run / "ops_status.csv").write_text("op,status,elapsed_s\nheld,PASS,10\nfresh,SKIP,4\ncut,INTERRUPTED,3\n")
-    # pre-started, released 1 s before its imports were done; fresh: started by the parent
+    # pre-started, asked to run 1 s before its imports were done (it read the line after them);
+    # fresh: started by the parent
     (run / "specs" / "held.times.json").write_text(json.dumps(
-        {"started": 0, "preloaded": 101, "go": 100, "pytest": 101, "session_start": 102, "session_end": 108,
-         "returned": 108.5}))
+        {"started": 0, "preloaded": 101, "asked": 100, "go": 101, "pytest": 101, "session_start": 102,
+         "session_end": 108, "returned": 108.5}))
     (run / "specs" / "fresh.times.json").write_text(json.dumps(
         {"started": 50, "pytest": 51, "session_start": 52.5, "session_end": 53, "returned": 53.2}))
     (run / "specs" / "cut.times.json").write_text(json.dumps({"started": 0, "pytest": 1}))  # never ended
-    assert corpus.timeline([run]) == {"ops": 2, "elapsed_s": 14.0, "before_session_s": 4.5, "session_s": 6.5,
+    assert corpus.timeline([run]) == {"ops": 2, "elapsed_s": 14.0, "before_session_s": 3.5, "session_s": 6.5,
                                       "after_session_s": 3.0, "import_wait_s": 1.0}
 
 
@@ -173,3 +174,39 @@ def test_caliber_gives_an_earlier_sessions_rows_flaggems_own_numbers(tmp_path: P
     assert float(table["mm"]["flaggems_own_speedup"]) == 0.7 and float(table["mm"]["own_gems_ms"]) == 0.005
     assert table["mm"]["direct_speedup"] == "0.2" and table["mm"]["graph_speedup"] == "0.8"  # as measured then
     assert float(table["bitwise_not"]["direct_speedup"]) == 0.03 and table["bitwise_not"]["flaggems_own_speedup"] == "0.04"
+
+
+def test_throughput_keeps_an_earlier_calls_files_and_takes_the_next_ones(tmp_path: Path,
+                                                                         monkeypatch: pytest.MonkeyPatch) -> None:
+    """THROUGHPUT_PREVIOUS: a file an earlier call compared is kept as measured, not run again;
+    the next files in the same order are taken."""
+    import csv
+
+    import benchmarks.flaggems_corpus as corpus
+
+    suite = write_fake_suite(tmp_path / "tree")
+    inventory = read_inventory(locate_suite(suite.benchmark))
+    bf16 = [op for op in all_ops(inventory) if "bfloat16" in op.functions[0].dtypes and "::" not in op.id]
+    files = sorted({op.functions[0].file for op in bf16}, key=corpus._rank)
+    assert len(files) >= 2, files
+    sample = tmp_path / "runs" / "sample-1"
+    sample.mkdir(parents=True)
+    (sample / "ops_status.csv").write_text("op,status,elapsed_s,rows\n" + "".join(f"{op.id},PASS,5,1\n" for op in bf16))
+    previous = tmp_path / "throughput.csv"
+    previous.write_text(f"file,benchmarks,flaggems_wall_s,harness_op_wall_s,harness_over_flaggems\n{files[0]},1,20,5,0.25\n")
+    ran: list[list[str]] = []
+
+    def own(nodes: list[str], work: Path, budget: float, options: list[str]) -> tuple[list[dict[str, object]], float]:
+        ran.append(nodes)
+        return [{"op_name": "x", "result": [{}]}], 10.0
+
+    monkeypatch.setattr(corpus, "flaggems_own", own)
+    monkeypatch.setattr(corpus, "SUITE", suite.benchmark)
+    monkeypatch.setattr(corpus, "RUNS", tmp_path / "runs")
+    monkeypatch.setattr(corpus, "THROUGHPUT_PREVIOUS", str(previous))
+    monkeypatch.setattr(corpus, "THROUGHPUT_FILES", 1)
+    corpus.step_throughput(tmp_path / "out")
+    measured = [n for nodes in ran if "--collect-only" not in nodes for n in nodes]
+    assert measured and all(files[1] in n for n in measured) and not any(files[0] in n for n in measured)
+    table = [r["file"] for r in csv.DictReader((tmp_path / "out" / "throughput.csv").open())]
+    assert table == [files[0], files[1]]
