@@ -38,7 +38,8 @@ Steps of ``run`` (STEPS, default all, each bounded by its budget in seconds):
 
 Every call also writes $OUT/corpus.json (what ran, counts, the projection from what is there),
 $OUT/corpus.log and (ARCHIVE=1, the default) $OUT/runs.tgz: RUNS' run directories without IR,
-caches, specs and HTML. RUNS (default /tmp/flaggems-corpus) may be a carried folder holding an
+caches, specs and HTML. With ARCHIVE_TO (a folder) that archive is also written there every
+ARCHIVE_EVERY_S (60) seconds while a harness run goes on, so a call cut from outside keeps it. RUNS (default /tmp/flaggems-corpus) may be a carried folder holding an
 earlier call's runs. Needs, carried next to the working tree: .whl/
 (benchmarks/fetch_device_wheels.sh) with .whl/flaggems-v5.3.4/ (benchmarks/fetch_flaggems.sh) and
 .flaggems/v5.3.4/benchmark.
@@ -58,7 +59,7 @@ import subprocess
 import sys
 import time
 from collections import Counter, defaultdict
-from collections.abc import Iterable, Mapping, Sequence
+from collections.abc import Callable, Iterable, Mapping, Sequence
 from pathlib import Path
 from typing import Any
 
@@ -98,6 +99,10 @@ CALIBER_OPS = int(os.environ.get("CALIBER_OPS", "20"))
 PROFILED = int(os.environ.get("PROFILED", "6"))
 CALIBER_PREVIOUS = os.environ.get("CALIBER_PREVIOUS", "")  # step caliber: an earlier session's caliber.csv
 THROUGHPUT_FILES = int(os.environ.get("THROUGHPUT_FILES", "6"))
+# ARCHIVE_TO (a folder, the device call's $OUT) gets runs.tgz refreshed every ARCHIVE_EVERY_S
+# seconds while a harness run is going: a call cut by its limit still brings back what it measured.
+ARCHIVE_TO = Path(os.environ["ARCHIVE_TO"]) if os.environ.get("ARCHIVE_TO") else None
+ARCHIVE_EVERY_S = float(os.environ.get("ARCHIVE_EVERY_S", "60"))
 THROUGHPUT_PREVIOUS = os.environ.get("THROUGHPUT_PREVIOUS", "")  # step throughput: an earlier call's throughput.csv
 SMALL_MS = 0.020  # "kernels under 20 us"
 GPUS = (1, 2, 8)
@@ -235,15 +240,25 @@ def child_env() -> dict[str, str]:
 
 
 def bounded(cmd: Sequence[str], budget_s: float, cwd: Path | None = None, log: Path | None = None,
-            env: Mapping[str, str] | None = None) -> tuple[int, float]:
+            env: Mapping[str, str] | None = None, tick: Callable[[], None] | None = None,
+            every_s: float = 60.0) -> tuple[int, float]:
     """Run ``cmd`` for at most ``budget_s``; past it, SIGTERM (the harness then finalizes an
-    interrupted run), SIGKILL 60 s later. (exit code, wall seconds)."""
+    interrupted run), SIGKILL 60 s later. While it runs, ``tick`` is called every ``every_s``
+    seconds (the archive of the runs so far). (exit code, wall seconds)."""
     start = time.monotonic()
     out = log.open("ab") if log else subprocess.DEVNULL
     child = subprocess.Popen(list(cmd), cwd=cwd, env=dict(env or child_env()), stdout=out, stderr=subprocess.STDOUT,
                              start_new_session=True)
     try:
-        code = child.wait(timeout=max(1.0, budget_s))
+        while True:
+            left = budget_s - (time.monotonic() - start)
+            try:
+                code = child.wait(timeout=max(1.0, min(left, every_s) if tick else left))
+                break
+            except subprocess.TimeoutExpired:
+                if tick is None or time.monotonic() - start >= budget_s:
+                    raise
+                tick()
     except subprocess.TimeoutExpired:
         os.killpg(child.pid, signal.SIGTERM)
         try:
@@ -275,7 +290,9 @@ def harness_run(name: str, extra: Sequence[str], budget: float) -> Path:
            "--dtypes", "bfloat16", "--devices", *DEVICES, "--op-timeout", OP_TIMEOUT, "--cap-ms", CAP_MS,
            "--progress", "plain",
            "--out", str(run_dir), *extra]
-    code, wall = bounded(cmd, budget, log=RUNS / f"{name}.log")
+    code, wall = bounded(cmd, budget, log=RUNS / f"{name}.log",
+                         tick=archive_now if ARCHIVE_TO and ARCHIVE_EVERY_S > 0 else None,
+                         every_s=ARCHIVE_EVERY_S)
     info = json.loads((run_dir / "run.json").read_text()) if (run_dir / "run.json").is_file() else {}
     statuses = Counter(o["status"] for o in info.get("ops", []))
     say(f"{name}: exit {code}, {wall:.0f} s, run {info.get('status', '?')}, ops {dict(statuses)}")
@@ -334,14 +351,27 @@ def archive(out: Path, limit: int = 15 << 20) -> None:
             return info
         return pick
 
-    target = out / "runs.tgz"
+    target, partial = out / "runs.tgz", out / "runs.tgz.partial"
+    out.mkdir(parents=True, exist_ok=True)
     for logs in (True, False):
-        with tarfile.open(target, "w:gz") as tar:
+        with tarfile.open(partial, "w:gz") as tar:
             for run in sorted(p for p in RUNS.iterdir() if p.is_dir() and (p / "run.json").is_file()):
                 tar.add(run, arcname=run.name, filter=keep(logs))
-        if target.stat().st_size <= limit:
+        if partial.stat().st_size <= limit:
             break
+    os.replace(partial, target)  # a call cut while this writes keeps the archive before it
     say(f"runs.tgz: {target.stat().st_size >> 10} KiB")
+
+
+def archive_now() -> None:
+    """The periodic archive into ARCHIVE_TO; a file that vanishes under it (the run goes on) only
+    skips this turn."""
+    if ARCHIVE_TO is None:
+        return
+    try:
+        archive(ARCHIVE_TO)
+    except (OSError, EOFError) as exc:
+        say(f"runs.tgz not refreshed this time: {type(exc).__name__}: {exc}")
 
 
 def in_suite(nodeid: str) -> str:

@@ -210,3 +210,42 @@ def test_throughput_keeps_an_earlier_calls_files_and_takes_the_next_ones(tmp_pat
     assert measured and all(files[1] in n for n in measured) and not any(files[0] in n for n in measured)
     table = [r["file"] for r in csv.DictReader((tmp_path / "out" / "throughput.csv").open())]
     assert table == [files[0], files[1]]
+
+
+def test_a_bounded_run_refreshes_the_archive_while_it_goes_and_stops_at_its_budget(tmp_path: Path) -> None:
+    """bounded(): the tick runs every ``every_s`` while the command runs; past the budget the
+    command is ended (SIGTERM) and its exit code returned."""
+    import sys
+    import time
+
+    from benchmarks.flaggems_corpus import bounded
+
+    ticks: list[float] = []
+    code, wall = bounded([sys.executable, "-c", "import time; time.sleep(2.5)"], 30.0,
+                         env={"PATH": "/usr/bin:/bin"}, tick=lambda: ticks.append(time.monotonic()), every_s=1.0)
+    assert code == 0 and 2 <= len(ticks) <= 3 and wall < 10
+    code, wall = bounded([sys.executable, "-c", "import time; time.sleep(60)"], 2.0, env={"PATH": "/usr/bin:/bin"})
+    assert code != 0 and wall < 30
+
+
+def test_the_archive_holds_a_run_still_going_and_replaces_the_last_one_whole(tmp_path: Path,
+                                                                            monkeypatch: pytest.MonkeyPatch) -> None:
+    import json
+    import tarfile
+
+    import benchmarks.flaggems_corpus as corpus
+
+    runs = tmp_path / "runs"
+    run = runs / "sample-1"
+    (run / "specs").mkdir(parents=True)
+    (run / "run.json").write_text(json.dumps({"status": "running"}))
+    (run / "records.jsonl").write_text("{}\n")
+    (run / "specs" / "add.json").write_text("{}")  # a spec: left out
+    (run / "specs" / "add.times.json").write_text("{}")  # a timeline: kept
+    monkeypatch.setattr(corpus, "RUNS", runs)
+    out = tmp_path / "out"
+    corpus.archive(out)
+    with tarfile.open(out / "runs.tgz") as tar:
+        names = set(tar.getnames())
+    assert {"sample-1/run.json", "sample-1/records.jsonl", "sample-1/specs/add.times.json"} <= names
+    assert "sample-1/specs/add.json" not in names and not (out / "runs.tgz.partial").exists()
