@@ -8,8 +8,18 @@ for sessions of 10 and of 1200 iterations of a small kernel between boundary ker
 timer takes them.
 
     python3 benchmarks/profiler_cost.py [--out benchmarks/results/profiler_cost-<device>.json]
+    python3 benchmarks/profiler_cost.py --warm-up [--out ...]
 
 Prints a table and writes the numbers to --out. Needs a CUDA device with CUPTI.
+
+``--warm-up`` asks whether the first session's cost can be paid ahead, where a pre-started op
+process could pay it off the device's clock, and whether that breaks the profiler afterwards
+(an empty session before a graph capture is reported to leave CUPTI recording nothing on CUDA
+13: lightseekorg/tokenspeed#1348). Each way runs in a fresh process: an empty profiler session
+(``none``: no warm-up; ``before-cuda``: before CUDA starts; ``after-cuda``: after it, before any
+capture), then a CUDA graph captured and replayed as the graph timer does, then a profiler
+session of eager calls and one of graph replays. Per way: the warm-up's seconds, whether it
+started CUDA, the first real session's seconds to enter, and the kernels each session recorded.
 """
 
 from __future__ import annotations
@@ -24,11 +34,99 @@ from typing import Any
 REPO = Path(__file__).resolve().parents[1]
 
 
+WAYS = ("none", "before-cuda", "after-cuda")
+
+
+def warm_up_way(way: str) -> dict[str, Any]:
+    """One way of warming the profiler, in this (fresh) process: see the module's docstring."""
+    import torch
+    from torch.profiler import ProfilerActivity, profile
+
+    def kernels(prof: Any) -> int:
+        return sum(1 for e in prof.profiler.kineto_results.events()
+                   if e.device_type() != torch.autograd.DeviceType.CPU)
+
+    def empty_session() -> float:
+        t0 = time.perf_counter()
+        with profile(activities=[ProfilerActivity.CUDA]):
+            pass
+        return time.perf_counter() - t0
+
+    result: dict[str, Any] = {"way": way, "warm_up_s": None}
+    if way == "before-cuda":
+        result["warm_up_s"] = round(empty_session(), 4)
+    result["cuda_started_by_warm_up"] = torch.cuda.is_initialized()
+    x = torch.randn(64, 64, device="cuda")
+    torch.cuda.synchronize()
+    if way == "after-cuda":
+        result["warm_up_s"] = round(empty_session(), 4)
+    stream = torch.cuda.Stream()
+    stream.wait_stream(torch.cuda.current_stream())
+    with torch.cuda.stream(stream):
+        torch.neg(x)  # warm the call outside the capture, as the graph timer does
+    torch.cuda.current_stream().wait_stream(stream)
+    graph = torch.cuda.CUDAGraph()
+    with torch.cuda.graph(graph):
+        for _ in range(10):
+            torch.neg(x)
+    graph.replay()
+    torch.cuda.synchronize()
+    t0 = time.perf_counter()
+    prof = profile(activities=[ProfilerActivity.CUDA])
+    prof.__enter__()
+    result["first_session_enter_s"] = round(time.perf_counter() - t0, 4)
+    for _ in range(10):
+        torch.neg(x)
+    torch.cuda.synchronize()
+    prof.__exit__(None, None, None)
+    result["eager_kernels"] = kernels(prof)  # 10 expected
+    with profile(activities=[ProfilerActivity.CUDA]) as replays:
+        graph.replay()
+        torch.cuda.synchronize()
+    result["graph_replay_kernels"] = kernels(replays)  # 10 expected where CUPTI sees graph kernels
+    return result
+
+
+def warm_up(out: Path | None) -> None:
+    import subprocess
+    import sys
+
+    rows = []
+    for way in WAYS:
+        t0 = time.perf_counter()
+        done = subprocess.run([sys.executable, __file__, "--way", way], capture_output=True, text=True, timeout=300)
+        lines = [line for line in done.stdout.splitlines() if line.startswith("{")]
+        row = json.loads(lines[-1]) if done.returncode == 0 and lines else \
+            {"way": way, "error": " | ".join((done.stderr or done.stdout).strip().splitlines()[-3:])}
+        row["process_s"] = round(time.perf_counter() - t0, 2)
+        rows.append(row)
+    columns = ("way", "warm_up_s", "cuda_started_by_warm_up", "first_session_enter_s", "eager_kernels",
+               "graph_replay_kernels", "process_s", "error")
+    print("  ".join(columns))
+    for row in rows:
+        print("  ".join(str(row.get(c, "")) for c in columns))
+    import torch
+    device = torch.cuda.get_device_name(0) if torch.cuda.is_available() else "no-cuda"
+    target = out or REPO / "benchmarks" / "results" / f"profiler_warm_up-{device.replace(' ', '_')}.json"
+    target.parent.mkdir(parents=True, exist_ok=True)
+    target.write_text(json.dumps({"device": device, "torch": torch.__version__, "date": time.strftime("%Y-%m-%d"),
+                                  "ways": rows}, indent=1) + "\n")
+    print(f"-> {target}")
+
+
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--out", type=Path, default=None)
     parser.add_argument("--sessions", type=int, default=4, help="sessions of each size after the first")
+    parser.add_argument("--warm-up", action="store_true", help="compare ways of paying the first session ahead")
+    parser.add_argument("--way", choices=WAYS, help=argparse.SUPPRESS)  # one way, in its own process
     args = parser.parse_args()
+    if args.way:
+        print(json.dumps(warm_up_way(args.way)))
+        return
+    if args.warm_up:
+        warm_up(args.out)
+        return
     rows: list[dict[str, Any]] = []
 
     def step(name: str, start: float, **extra: Any) -> float:
@@ -47,7 +145,7 @@ def main() -> None:
 
     def session(n: int, label: str) -> None:
         t0 = time.perf_counter()
-        prof = profile(activities=[ProfilerActivity.CUDA])
+        prof: Any = profile(activities=[ProfilerActivity.CUDA])
         prof.__enter__()
         t1 = step(f"{label}: enter", t0)
         for _ in range(n):
