@@ -6,6 +6,7 @@ table, throughput against FlagGems' own runner, and the projected nightly (docs/
     STEPS="sample1" python3 benchmarks/flaggems_corpus.py run        # GPU: a call
     python3 benchmarks/flaggems_corpus.py remaining OUT1 --out FILE  # CPU: the sample's ops no call ended
     python3 benchmarks/flaggems_corpus.py merge OUT1 OUT2 --out benchmarks/results/NAME   # CPU
+    python3 benchmarks/flaggems_corpus.py timeline RUNS1 RUNS2       # CPU: time split of unpacked runs.tgz
 
 Steps of ``run`` (STEPS, default all, each bounded by its budget in seconds):
 
@@ -29,7 +30,7 @@ Steps of ``run`` (STEPS, default all, each bounded by its budget in seconds):
   its rows lack (FlagGems' own runner, or the direct timer; the other columns as measured then).
   The direct and profiler runs use the user's Triton cache (FlagGems' runner has just compiled the
   same kernels there), no IR and no wall time: they time, nothing else. Writes $OUT/caliber.csv.
-- ``throughput`` (THROUGHPUT_BUDGET_S, default 90): for up to THROUGHPUT_FILES (6) files, FlagGems'
+- ``throughput`` (THROUGHPUT_BUDGET_S, default 90): for up to THROUGHPUT_FILES (6) new files, FlagGems'
   own runner on the file's benchmarks that passed in the sample with bf16 (its defaults: 1000 ms
   warm-up, 100 ms per call; its process start measured once with --collect-only) against the sum
   of the harness's per-op wall times for the same benchmarks; THROUGHPUT_PREVIOUS (an earlier
@@ -258,7 +259,12 @@ def bounded(cmd: Sequence[str], budget_s: float, cwd: Path | None = None, log: P
             except subprocess.TimeoutExpired:
                 if tick is None or time.monotonic() - start >= budget_s:
                     raise
-                tick()
+                try:
+                    tick()
+                except BaseException:  # never leave the run going behind a failed tick
+                    os.killpg(child.pid, signal.SIGKILL)
+                    child.wait()
+                    raise
     except subprocess.TimeoutExpired:
         os.killpg(child.pid, signal.SIGTERM)
         try:
@@ -365,12 +371,17 @@ def archive(out: Path, limit: int = 15 << 20) -> None:
 
 def archive_now() -> None:
     """The periodic archive into ARCHIVE_TO; a file that vanishes under it (the run goes on) only
-    skips this turn."""
+    skips this turn. It runs beside the op being timed: one tar and gzip of a few hundred KiB
+    (no IR, no caches) a minute, on one core of the GPU machine's 16; not measured to move
+    timings. A call cut while it writes leaves ``runs.tgz.partial`` next to the last whole
+    archive."""
+    import tarfile
+
     if ARCHIVE_TO is None:
         return
     try:
         archive(ARCHIVE_TO)
-    except (OSError, EOFError) as exc:
+    except (OSError, EOFError, tarfile.TarError) as exc:
         say(f"runs.tgz not refreshed this time: {type(exc).__name__}: {exc}")
 
 
@@ -564,6 +575,10 @@ def step_caliber(out: Path) -> None:
     say(f"caliber: {len(table)} rows ({len({r['op'] for r in table})} ops) -> caliber.csv")
 
 
+THROUGHPUT_COLUMNS = ("file", "benchmarks", "flaggems_rows", "flaggems_wall_s", "flaggems_start_s", "harness_rows",
+                      "harness_op_wall_s", "harness_over_flaggems", "note")
+
+
 def step_throughput(out: Path) -> None:
     samples = parts_in(RUNS)
     if not samples:
@@ -600,7 +615,7 @@ def step_throughput(out: Path) -> None:
                      "harness_over_flaggems": round(harness_s / wall, 3) if wall and results else None,
                      "note": "" if results else "FlagGems' runner reported no results (tp-own/pytest.log): not compared"})
         say(f"  {file}: FlagGems {wall:.1f} s (its start {startup:.1f} s), harness {harness_s:.1f} s")
-    write_csv(out / "throughput.csv", rows)
+    write_csv(out / "throughput.csv", rows, THROUGHPUT_COLUMNS)
 
 
 ENDED = ("PASS", "FAIL", "ERROR", "CRASH", "TIMEOUT", "SKIP")
@@ -608,10 +623,13 @@ ENDED = ("PASS", "FAIL", "ERROR", "CRASH", "TIMEOUT", "SKIP")
 
 def timeline(run_dirs: Sequence[Path]) -> dict[str, Any]:
     """Where the ended ops' time went, from each op process's timeline (``specs/<op>.times.json``,
-    harness.child.process) and its ``elapsed_s``: before pytest's session (pytest's start,
-    conftest and plugins; for a pre-started process released before its imports were done, the
-    rest of those too: ``import_wait``), the session (collection and the cases), and after it
-    (pytest's end, the process's exit, the parent noticing). Seconds summed over the ops."""
+    harness.child.process) and its ``elapsed_s``: waiting for its own imports (``import_wait``: a
+    pre-started process asked to run before its imports were done; known only from timelines
+    with ``asked``, 889336c on, and counted as time after the session before), before pytest's
+    session (pytest's start, conftest and plugins), the session (collection and the cases), and
+    after it (pytest's end, the process's exit, the parent noticing). Seconds summed over the
+    ops. A retried op's timeline is its last attempt's, so its earlier attempts count as time
+    after the session."""
     sums = {"ops": 0, "elapsed_s": 0.0, "before_session_s": 0.0, "session_s": 0.0, "after_session_s": 0.0,
             "import_wait_s": 0.0}
     for run in run_dirs:
@@ -762,7 +780,7 @@ def cmd_merge(dirs: Sequence[Path], out: Path) -> None:
 
 def main(argv: Sequence[str] | None = None) -> None:
     parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
-    parser.add_argument("command", choices=("plan", "run", "merge", "remaining"))
+    parser.add_argument("command", choices=("plan", "run", "merge", "remaining", "timeline"))
     parser.add_argument("dirs", nargs="*", type=Path, help="merge: the $OUT folders of the GPU calls")
     parser.add_argument("--out", type=Path, default=Path(os.environ.get("OUT", "/tmp/flaggems-corpus-out")))
     args = parser.parse_args(argv)
@@ -772,6 +790,8 @@ def main(argv: Sequence[str] | None = None) -> None:
         cmd_run(args.out)
     elif args.command == "remaining":
         cmd_remaining(args.dirs, args.out)
+    elif args.command == "timeline":  # the sample parts' time split, from run folders (a call's runs.tgz unpacked)
+        print(json.dumps(timeline([p for d in args.dirs for p in parts_in(d)]), indent=1))
     else:
         cmd_merge(args.dirs, args.out)
 

@@ -1,7 +1,7 @@
 """What one use of the torch profiler costs an op process, step by step (docs/timing.md).
 
-A suite op's first profiler row took 3.9-6.2 s on the H200 (2026-12-01, sample-4 of the corpus
-run) where its later profiler rows took 1.2-1.7 s and its graph rows 0.5-1.2 s. This script
+A suite op's first profiler row took 3.5-9.7 s on the H200 (2026-12-01, the corpus sample's
+fourth session) where its later profiler rows took 0.9-1.7 s and its graph rows 0.5-1.2 s. This script
 times, in a fresh process, the steps the profiler timer goes through: CUDA's start, the first
 profiler session and later ones (entering, the calls, leaving), and reading the device events,
 for sessions of 10 and of 1200 iterations of a small kernel between boundary kernels, as the
@@ -19,7 +19,8 @@ process could pay it off the device's clock, and whether that breaks the profile
 (``none``: no warm-up; ``before-cuda``: before CUDA starts; ``after-cuda``: after it, before any
 capture), then a CUDA graph captured and replayed as the graph timer does, then a profiler
 session of eager calls and one of graph replays. Per way: the warm-up's seconds, whether it
-started CUDA, the first real session's seconds to enter, and the kernels each session recorded.
+started CUDA (the question for ``before-cuda``: a pre-started process must not open its
+device), the first real session's seconds to enter, and the kernels each session recorded.
 """
 
 from __future__ import annotations

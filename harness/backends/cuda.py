@@ -51,8 +51,8 @@ BACKEND = Backend(
         # (host IPC is for CUDA IPC / NCCL between containers). No capability is documented.
     ),
     # FlagGems' benchmark functions (v5.3.4) whose graph capture failed and left the context or torch's
-    # generator unusable on the H200 (2026-12-01, the corpus sample: docs/flaggems.md): each ended CRASH
-    # with its other rows timed direct on the retry. Denied, their rows are timed direct from the start.
+    # generator unusable on the H200 (2026-12-01, the corpus runs: docs/flaggems.md, triage). Denied,
+    # their rows are timed direct from the start instead of poisoning an attempt first.
     capture_deny=frozenset({"ctc_loss_backward", "embedding_backward", "linalg_lu_factor_ex_out", "unique_dim_dim1"}),
     graph_class="CUDAGraph",
     state_nvml=True,

@@ -26,6 +26,7 @@ from __future__ import annotations
 import atexit
 import functools
 import importlib
+import math
 import os
 import signal
 import sys
@@ -36,7 +37,7 @@ from pathlib import Path
 
 from harness.contract import CANCELLED_EXIT, GO, PARENT_PID_ENV
 
-__all__ = ["PARENT_POLL_S", "PRELOAD", "end_own_group", "leave", "main", "preload", "times_path", "watch_parent"]
+__all__ = ["PARENT_POLL_S", "PRELOAD", "asked_time", "end_own_group", "leave", "main", "preload", "times_path", "watch_parent"]
 
 PARENT_POLL_S = 0.5
 # Imported while held. Never a module pytest loads as a plugin (-p): pytest must import those
@@ -101,6 +102,16 @@ def watch_parent(parent: int, on_gone: Callable[[], None] | None = None,
     thread = threading.Thread(target=watch, name="harness-parent-watch", daemon=True)
     thread.start()
     return thread
+
+
+def asked_time(words: Sequence[str]) -> float | None:
+    """The time a go line carries (``go TIME``), or None for a bare ``go`` or one that is no
+    finite number (the timeline then has no ``asked``)."""
+    try:
+        value = float(words[0]) if words else math.nan
+    except ValueError:
+        return None
+    return value if math.isfinite(value) else None
 
 
 def times_path(exit_path: Path) -> Path:
@@ -170,14 +181,13 @@ def main(argv: Sequence[str]) -> int:
                   "device (not measured to move timings); `--prestart off` avoids it, at the cost of each op's "
                   "imports on the device's clock (docs/flaggems.md, \"Selection\")", file=sys.stderr, flush=True)
         times["preloaded"] = time.time()
-        word, _, sent = sys.stdin.readline().strip().partition(" ")
-        if word != GO:
+        words = sys.stdin.readline().split()
+        if not words or words[0] != GO:
             return CANCELLED_EXIT
         times["go"] = time.time()
-        try:  # when the parent asked: before "preloaded", the op waited for its own imports
-            times["asked"] = float(sent)
-        except ValueError:
-            pass
+        asked = asked_time(words[1:])
+        if asked is not None:  # when the parent asked: before "preloaded", the op waited for its own imports
+            times["asked"] = asked
     import json
 
     import pytest

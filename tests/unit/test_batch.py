@@ -355,6 +355,14 @@ def test_a_held_childs_timeline_says_when_the_parent_asked_it_to_run(tmp_path: P
     assert times["started"] <= times["preloaded"] <= times["go"]
 
 
+def test_a_go_lines_time_is_kept_only_when_it_is_a_finite_number() -> None:
+    from harness.child.process import asked_time
+
+    assert asked_time(["1796162913.25"]) == 1796162913.25
+    assert asked_time([]) is None  # a bare go (a parent before the time was sent)
+    assert asked_time(["soon"]) is None and asked_time(["nan"]) is None and asked_time(["inf"]) is None
+
+
 @pytest.mark.slow
 def test_a_held_child_ends_without_running_when_stdin_closes(tmp_path: Path) -> None:
     child, exit_path = _held_child(tmp_path)
