@@ -40,10 +40,10 @@ Steps of ``run`` (STEPS, default all, each bounded by its budget in seconds):
 Every call also writes $OUT/corpus.json (what ran, counts, the projection from what is there),
 $OUT/corpus.log and (ARCHIVE=1, the default) $OUT/runs.tgz: RUNS' run directories without IR,
 caches, specs and HTML. With ARCHIVE_TO (a folder) that archive is also written there every
-ARCHIVE_EVERY_S (60) seconds while a harness run goes on, so a call cut from outside keeps it. RUNS (default /tmp/flaggems-corpus) may be a carried folder holding an
-earlier call's runs. Needs, carried next to the working tree: .whl/
-(benchmarks/fetch_device_wheels.sh) with .whl/flaggems-v5.3.4/ (benchmarks/fetch_flaggems.sh) and
-.flaggems/v5.3.4/benchmark.
+ARCHIVE_EVERY_S (60) seconds while a harness run goes on, so a call cut from outside keeps it.
+RUNS (default /tmp/flaggems-corpus) may be a carried folder holding an earlier call's runs.
+Needs, carried next to the working tree: .whl/ (benchmarks/fetch_device_wheels.sh) with
+.whl/flaggems-v5.3.4/ (benchmarks/fetch_flaggems.sh) and .flaggems/v5.3.4/benchmark.
 """
 
 from __future__ import annotations
@@ -58,6 +58,7 @@ import signal
 import statistics
 import subprocess
 import sys
+import tarfile
 import time
 from collections import Counter, defaultdict
 from collections.abc import Callable, Iterable, Mapping, Sequence
@@ -341,8 +342,6 @@ def archive(out: Path, limit: int = 15 << 20) -> None:
     """RUNS' run directories, without IR, compiler caches and specs, into $OUT/runs.tgz (records,
     statuses, run.json, op logs), for triage and reports on another machine; without the op logs
     when that is over ``limit`` bytes."""
-    import tarfile
-
     def keep(logs: bool) -> Any:
         def pick(info: tarfile.TarInfo) -> tarfile.TarInfo | None:
             parts = Path(info.name).parts
@@ -375,8 +374,6 @@ def archive_now() -> None:
     (no IR, no caches) a minute, on one core of the GPU machine's 16; not measured to move
     timings. A call cut while it writes leaves ``runs.tgz.partial`` next to the last whole
     archive."""
-    import tarfile
-
     if ARCHIVE_TO is None:
         return
     try:
@@ -564,7 +561,8 @@ def step_caliber(out: Path) -> None:
         key = (row["op"], row["op_name"], row["dtype"], int(row["input"]))
         if row["op"] in chosen:
             continue
-        o, d = own_rows.get(key, {}), direct_rows.get(key, {}) if row["op"] in earlier_direct else {}
+        o = own_rows.get(key, {})
+        d = direct_rows.get(key, {}) if row["op"] in earlier_direct else {}
         table.append({**row, "flaggems_own_speedup": o.get("speedup", row.get("flaggems_own_speedup")),
                       "own_torch_ms": o.get("base", row.get("own_torch_ms")),
                       "own_gems_ms": o.get("cand", row.get("own_gems_ms")),

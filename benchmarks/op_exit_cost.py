@@ -16,7 +16,6 @@ and writes the numbers to --out.
 from __future__ import annotations
 
 import argparse
-import json
 import os
 import platform
 import statistics
@@ -28,6 +27,9 @@ from pathlib import Path
 from typing import Any
 
 ROOT = Path(__file__).resolve().parents[1]
+sys.path.insert(0, str(ROOT))
+
+from benchmarks._common import write_json  # noqa: E402
 
 CHILD = """
 import sys, time
@@ -87,11 +89,10 @@ def main() -> int:
     import torch
 
     commit = subprocess.run(["git", "rev-parse", "--short", "HEAD"], cwd=ROOT, capture_output=True, text=True).stdout.strip()
-    args.out.parent.mkdir(parents=True, exist_ok=True)
-    args.out.write_text(json.dumps({
+    write_json(args.out, {
         "date": time.strftime("%Y-%m-%d"), "commit": commit, "machine": platform.machine(), "cpus": os.cpu_count(),
         "python": platform.python_version(), "torch": torch.__version__, "repeats": args.repeats,
-        "ways": rows, "saved_per_op_s": round(first - last, 3)}, indent=2) + "\n")
+        "ways": rows, "saved_per_op_s": round(first - last, 3)})
     print(f"-> {args.out}")
     return 0
 

@@ -28,11 +28,21 @@ from __future__ import annotations
 import argparse
 import json
 import platform
+import sys
 import time
 from pathlib import Path
 from typing import Any
 
 REPO = Path(__file__).resolve().parents[1]
+sys.path.insert(0, str(REPO))
+
+
+def write_json(path: Path, data: Any) -> None:
+    """benchmarks._common's, imported when the numbers are written: importing it first would load
+    the harness's timing modules before the "import torch" step this script times."""
+    from benchmarks._common import write_json as write
+
+    write(path, data)
 
 
 WAYS = ("none", "before-cuda", "after-cuda")
@@ -109,9 +119,7 @@ def warm_up(out: Path | None) -> None:
     import torch
     device = torch.cuda.get_device_name(0) if torch.cuda.is_available() else "no-cuda"
     target = out or REPO / "benchmarks" / "results" / f"profiler_warm_up-{device.replace(' ', '_')}.json"
-    target.parent.mkdir(parents=True, exist_ok=True)
-    target.write_text(json.dumps({"device": device, "torch": torch.__version__, "date": time.strftime("%Y-%m-%d"),
-                                  "ways": rows}, indent=1) + "\n")
+    write_json(target, {"device": device, "torch": torch.__version__, "date": time.strftime("%Y-%m-%d"), "ways": rows})
     print(f"-> {target}")
 
 
@@ -176,8 +184,7 @@ def main() -> None:
     result = {"device": device, "torch": torch.__version__, "python": platform.python_version(),
               "date": time.strftime("%Y-%m-%d"), "rows": rows}
     out = args.out or REPO / "benchmarks" / "results" / f"profiler_cost-{device.replace(' ', '_')}.json"
-    out.parent.mkdir(parents=True, exist_ok=True)
-    out.write_text(json.dumps(result, indent=1) + "\n")
+    write_json(out, result)
     print(f"-> {out}")
 
 
