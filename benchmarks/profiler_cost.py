@@ -20,7 +20,9 @@ process could pay it off the device's clock, and whether that breaks the profile
 capture), then a CUDA graph captured and replayed as the graph timer does, then a profiler
 session of eager calls and one of graph replays. Per way: the warm-up's seconds, whether it
 started CUDA (the question for ``before-cuda``: a pre-started process must not open its
-device), the first real session's seconds to enter, and the kernels each session recorded.
+device; asked of torch and of the driver, whose primary context a library can open without
+torch knowing), the first real session's seconds to enter, and the kernels each session
+recorded, including a session after a second capture (a later row's).
 """
 
 from __future__ import annotations
@@ -67,6 +69,7 @@ def warm_up_way(way: str) -> dict[str, Any]:
     if way == "before-cuda":
         result["warm_up_s"] = round(empty_session(), 4)
     result["cuda_started_by_warm_up"] = torch.cuda.is_initialized()
+    result["device_context_by_warm_up"] = primary_context_active()
     x = torch.randn(64, 64, device="cuda")
     torch.cuda.synchronize()
     if way == "after-cuda":
@@ -95,7 +98,34 @@ def warm_up_way(way: str) -> dict[str, Any]:
         graph.replay()
         torch.cuda.synchronize()
     result["graph_replay_kernels"] = kernels(replays)  # 10 expected where CUPTI sees graph kernels
+    again = torch.cuda.CUDAGraph()  # a later row's capture, after profiler sessions, then its profiler session
+    with torch.cuda.graph(again):
+        torch.neg(x)
+    again.replay()
+    torch.cuda.synchronize()
+    with profile(activities=[ProfilerActivity.CUDA]) as later:
+        for _ in range(10):
+            torch.neg(x)
+        torch.cuda.synchronize()
+    result["eager_kernels_after_second_capture"] = kernels(later)  # 10 expected
     return result
+
+
+def primary_context_active(device: int = 0) -> bool | None:
+    """Whether this process holds device ``device``'s primary context (the driver's own answer,
+    which torch.cuda.is_initialized cannot give for a context a library opened); None where the
+    driver library cannot be asked. cuInit opens no context."""
+    import ctypes
+
+    try:
+        cuda = ctypes.CDLL("libcuda.so.1")
+        handle, flags, active = ctypes.c_int(), ctypes.c_uint(), ctypes.c_int()
+        if (cuda.cuInit(0) != 0 or cuda.cuDeviceGet(ctypes.byref(handle), device) != 0
+                or cuda.cuDevicePrimaryCtxGetState(handle, ctypes.byref(flags), ctypes.byref(active)) != 0):
+            return None
+    except (OSError, AttributeError):
+        return None
+    return bool(active.value)
 
 
 def warm_up(out: Path | None) -> None:
@@ -111,8 +141,8 @@ def warm_up(out: Path | None) -> None:
             {"way": way, "error": " | ".join((done.stderr or done.stdout).strip().splitlines()[-3:])}
         row["process_s"] = round(time.perf_counter() - t0, 2)
         rows.append(row)
-    columns = ("way", "warm_up_s", "cuda_started_by_warm_up", "first_session_enter_s", "eager_kernels",
-               "graph_replay_kernels", "process_s", "error")
+    columns = ("way", "warm_up_s", "cuda_started_by_warm_up", "device_context_by_warm_up", "first_session_enter_s",
+               "eager_kernels", "graph_replay_kernels", "eager_kernels_after_second_capture", "process_s", "error")
     print("  ".join(columns))
     for row in rows:
         print("  ".join(str(row.get(c, "")) for c in columns))

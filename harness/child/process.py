@@ -7,7 +7,8 @@ No harness plugin is imported here before pytest loads it.
 
 With ``--hold`` (a pre-started process, docs/batch.md "Pre-start"), it first imports what
 every op needs (pytest, torch, triton, the harness's op and timing modules; none of which
-opens a device) and then waits for one line on stdin: ``go TIME`` (TIME: when the parent sent
+opens a device), with ``--warm-profiler`` pays the profiler's start (one empty session, which
+opens no device either: :func:`warm_profiler`), and then waits for one line on stdin: ``go TIME`` (TIME: when the parent sent
 it, kept in the op's timeline as ``asked``) runs pytest as above; anything
 else, or the end of stdin (the parent cancelled it or is gone), ends it with
 :data:`harness.contract.CANCELLED_EXIT` and no EXIT_FILE.
@@ -37,7 +38,8 @@ from pathlib import Path
 
 from harness.contract import CANCELLED_EXIT, GO, PARENT_PID_ENV
 
-__all__ = ["PARENT_POLL_S", "PRELOAD", "asked_time", "end_own_group", "leave", "main", "preload", "times_path", "watch_parent"]
+__all__ = ["PARENT_POLL_S", "PRELOAD", "asked_time", "end_own_group", "leave", "main", "preload", "times_path",
+           "warm_profiler", "watch_parent"]
 
 PARENT_POLL_S = 0.5
 # Imported while held. Never a module pytest loads as a plugin (-p): pytest must import those
@@ -114,6 +116,20 @@ def asked_time(words: Sequence[str]) -> float | None:
     return value if math.isfinite(value) else None
 
 
+def warm_profiler(times: dict[str, float]) -> None:
+    """Pay the profiler's start now (harness.child.timing.profiler.warm_up), noting when it ended
+    (``warmed``); a failure is said on stderr and left to the profiler rows, which meet it again."""
+    try:
+        from harness.child.timing.profiler import warm_up
+
+        warm_up()
+    except Exception as exc:  # noqa: BLE001 - the op's own profiler rows report it in full
+        print(f"harness.child: warning: the profiler's warm-up failed ({type(exc).__name__}: {exc}); "
+              "its start is paid by the op's first profiler row instead", file=sys.stderr, flush=True)
+        return
+    times["warmed"] = time.time()
+
+
 def times_path(exit_path: Path) -> Path:
     """Where an op process writes its timeline, next to its exit file (``<op>.times.json``)."""
     return exit_path.with_name(f"{exit_path.stem}.times.json")
@@ -162,25 +178,32 @@ def main(argv: Sequence[str]) -> int:
     if hold:
         del args[1]
     extra: list[str] = []  # --preload A,B: more modules to import while held (a suite's package)
-    if len(args) > 2 and args[1] == "--preload":
+    if hold and len(args) > 2 and args[1] == "--preload":
         extra = [m for m in args[2].split(",") if m]
         del args[1:3]
+    warm = hold and len(args) > 1 and args[1] == "--warm-profiler"  # pay the profiler's start while held
+    if warm:
+        del args[1]
     if len(args) < 2 or args[1] != "--":
-        print("usage: python -m harness.child EXIT_FILE [--hold [--preload MODULES]] -- PYTEST_ARGS...",
+        print("usage: python -m harness.child EXIT_FILE [--hold [--preload MODULES] [--warm-profiler]] -- PYTEST_ARGS...",
               file=sys.stderr)
         return 2
     watch_parent(_expected_parent(os.environ))
     if hold:
         preload((*PRELOAD, *extra))
+        times["preloaded"] = time.time()
+        if warm:
+            warm_profiler(times)
         torch = sys.modules.get("torch")
         cuda = getattr(torch, "cuda", None)
         if cuda is not None and cuda.is_initialized():  # a device opened while another op may be timing
             what = f"the pre-start imports (with {', '.join(extra)})" if extra else "the pre-start imports"
+            what += " and the profiler's warm-up" if warm else ""
             print(f"harness.child: warning: {what} initialised CUDA: "
                   "this process opened its device context while the op before it may be timing on the same "
                   "device (not measured to move timings); `--prestart off` avoids it, at the cost of each op's "
                   "imports on the device's clock (docs/flaggems.md, \"Selection\")", file=sys.stderr, flush=True)
-        times["preloaded"] = time.time()
+        times["held"] = time.time()
         words = sys.stdin.readline().split()
         if not words or words[0] != GO:
             return CANCELLED_EXIT

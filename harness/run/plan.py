@@ -9,7 +9,7 @@ import secrets
 from collections.abc import Collection, Mapping, Sequence
 from dataclasses import dataclass, replace
 
-from harness.backends.base import Backend
+from harness.backends.base import Backend, Capabilities
 from harness.contract import Case
 from harness.errors import UsageError
 from harness.ops.base import OpInfo, Shape
@@ -29,6 +29,7 @@ __all__ = [
     "plan_shard",
     "resolve_level",
     "shard_ops",
+    "warm_profiler_for",
 ]
 
 
@@ -74,6 +75,17 @@ class RunPlan:
     @property
     def timer(self) -> str:
         return self.plugins.timer
+
+    @property
+    def warm_profiler(self) -> bool:
+        return warm_profiler_for(self.backend.capabilities, self.timer)
+
+
+def warm_profiler_for(caps: Capabilities, timer: str) -> bool:
+    """Whether a pre-started op process pays the profiler's start while held: where its timer may
+    hand rows to the profiler (the graph timer's small rows, or the profiler timer) and the
+    backend measured the warm-up safe (Capabilities.profiler_warm_up)."""
+    return caps.profiler and caps.profiler_warm_up and timer in ("graph", "profiler")
 
     def total_cases(self) -> int:
         return sum(o.expected_cases for o in self.ops)

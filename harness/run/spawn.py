@@ -188,14 +188,19 @@ class Launch:
     header: str = ""  # what the op's log says about this process ("attempt 2 on device 0")
     preload: tuple[str, ...] = ()  # modules a held process imports besides the usual (a suite's package)
 
-    def command(self, hold: bool) -> list[str]:
-        held = ["--hold", *(["--preload", ",".join(self.preload)] if self.preload else [])] if hold else []
+    def command(self, hold: bool, warm_profiler: bool = False) -> list[str]:
+        """The op process's command line; ``warm_profiler`` (held only): pay the profiler's start
+        while held (harness.child.timing.profiler.warm_up)."""
+        held = ["--hold", *(["--preload", ",".join(self.preload)] if self.preload else []),
+                *(["--warm-profiler"] if warm_profiler else [])] if hold else []
         return [sys.executable, "-m", "harness.child", str(self.exit_path), *held, "--", *self.pytest_args]
 
 
-def start(launch: Launch, env: Mapping[str, str], log_path: Path, hold: bool) -> subprocess.Popen[bytes]:
+def start(launch: Launch, env: Mapping[str, str], log_path: Path, hold: bool,
+          warm_profiler: bool = False) -> subprocess.Popen[bytes]:
     """Start the process in a session of its own (ended as a whole), its output appended to
-    ``log_path``; with ``hold`` it waits for :func:`release`."""
+    ``log_path``; with ``hold`` it waits for :func:`release` (``warm_profiler``: having paid the
+    profiler's start)."""
     launch.exit_path.parent.mkdir(parents=True, exist_ok=True)
     launch.exit_path.unlink(missing_ok=True)
     log_path.parent.mkdir(parents=True, exist_ok=True)
@@ -204,7 +209,7 @@ def start(launch: Launch, env: Mapping[str, str], log_path: Path, hold: bool) ->
         log.write(line.encode("utf-8", "replace"))
         log.flush()
         return subprocess.Popen(
-            launch.command(hold), cwd=launch.cwd, env={**env, **launch.env},
+            launch.command(hold, warm_profiler), cwd=launch.cwd, env={**env, **launch.env},
             stdout=log, stderr=subprocess.STDOUT, stdin=subprocess.PIPE if hold else subprocess.DEVNULL,
             start_new_session=True,
         )

@@ -16,7 +16,7 @@ from harness.child.timing.base import Budget, DeviceApi, Samples, adaptive_sampl
 from harness.child.timing.direct import estimate_ms
 from harness.child.timing.flush import FLUSH_KERNEL_NAME, MARKER_KERNEL_NAME, Flusher, Marker
 
-__all__ = ["ProfilerTimer", "kernel_samples"]
+__all__ = ["ProfilerTimer", "kernel_samples", "warm_up"]
 
 
 def kernel_samples(kernels: list[tuple[str, float, float]]) -> list[float]:
@@ -59,6 +59,23 @@ def _device_kernels(prof: Any) -> list[tuple[str, float, float]]:
         if ev.device_type != DeviceType.CPU:
             found.append((ev.name, float(ev.time_range.start), float(ev.time_range.elapsed_us())))
     return found
+
+
+def warm_up() -> float:
+    """Open and close one empty device-profiler session, the seconds it took. The first session in
+    a process pays the profiler's own start (5.2 s to enter on the H200 machine, 1-7 ms later:
+    docs/timing.md, "The profiler's first session"); a pre-started op process pays it here, while
+    held, off the device's clock. It opens no device context on CUDA (``profiler_cost.py
+    --warm-up``); on ROCm an empty roctracer session is reported to leave collection dead for the
+    process, so only a backend whose ``Capabilities.profiler_warm_up`` says so is warmed."""
+    import time
+
+    from torch.profiler import ProfilerActivity, profile
+
+    start = time.perf_counter()
+    with profile(activities=[ProfilerActivity.CUDA]):
+        pass
+    return time.perf_counter() - start
 
 
 @dataclass
