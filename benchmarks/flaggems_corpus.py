@@ -53,6 +53,7 @@ import csv
 import hashlib
 import io
 import json
+import math
 import os
 import signal
 import statistics
@@ -106,6 +107,10 @@ THROUGHPUT_FILES = int(os.environ.get("THROUGHPUT_FILES", "6"))
 ARCHIVE_TO = Path(os.environ["ARCHIVE_TO"]) if os.environ.get("ARCHIVE_TO") else None
 ARCHIVE_EVERY_S = float(os.environ.get("ARCHIVE_EVERY_S", "60"))
 THROUGHPUT_PREVIOUS = os.environ.get("THROUGHPUT_PREVIOUS", "")  # step throughput: an earlier call's throughput.csv
+# step throughput: the harness's side from the sample's runs ("sample") or from a run of its own
+# ("run": run tp-harness on every file of the table, alone on its devices)
+THROUGHPUT_HARNESS = os.environ.get("THROUGHPUT_HARNESS", "sample")
+THROUGHPUT_HARNESS_BUDGET_S = float(os.environ.get("THROUGHPUT_HARNESS_BUDGET_S", "240"))
 SMALL_MS = 0.020  # "kernels under 20 us"
 GPUS = (1, 2, 8)
 LOG: list[str] = []
@@ -595,6 +600,11 @@ def step_throughput(out: Path) -> None:
     say(f"throughput: {len(by_file)} files have benchmarks that passed with bf16 in the sample; {len(files)} taken"
         + (f", {len(rows)} kept from {THROUGHPUT_PREVIOUS}" if rows else ""))
     deadline = time.monotonic() + BUDGETS["throughput"]
+    if THROUGHPUT_HARNESS == "run":
+        status = throughput_harness_run([r["file"] for r in rows] + files, by_file, status, deadline)
+        for row in rows:  # an earlier call's file: FlagGems' side as measured then, the harness's now
+            row.update(harness_side(by_file[row["file"]], status, float(row.get("flaggems_wall_s") or 0)),
+                       note=f"harness re-measured in tp-harness; FlagGems' runner as in {THROUGHPUT_PREVIOUS}")
     startup: float | None = None
     for file in files:
         if deadline - time.monotonic() < 20:
@@ -605,15 +615,39 @@ def step_throughput(out: Path) -> None:
                                       min(60.0, (deadline - time.monotonic()) / 2), [])
         results, wall = flaggems_own(nodes, RUNS / "tp-own", deadline - time.monotonic(),
                                      ["--level", "core", "--mode", "kernel", "--dtypes", "bfloat16"])
-        harness_s = sum(float(status[o.id]["elapsed_s"]) for o in by_file[file])
+        side = harness_side(by_file[file], status, wall if results else 0.0)
         rows.append({"file": file, "benchmarks": len(nodes), "flaggems_rows": sum(len(r.get("result", [])) for r in results),
-                     "flaggems_wall_s": round(wall, 1), "flaggems_start_s": round(startup, 1),
-                     "harness_rows": sum(int(status[o.id]["rows"]) for o in by_file[file]),
-                     "harness_op_wall_s": round(harness_s, 1),
-                     "harness_over_flaggems": round(harness_s / wall, 3) if wall and results else None,
+                     "flaggems_wall_s": round(wall, 1), "flaggems_start_s": round(startup, 1), **side,
                      "note": "" if results else "FlagGems' runner reported no results (tp-own/pytest.log): not compared"})
-        say(f"  {file}: FlagGems {wall:.1f} s (its start {startup:.1f} s), harness {harness_s:.1f} s")
+        say(f"  {file}: FlagGems {wall:.1f} s (its start {startup:.1f} s), harness {side['harness_op_wall_s']} s")
     write_csv(out / "throughput.csv", rows, THROUGHPUT_COLUMNS)
+
+
+def harness_side(ops: Sequence[SuiteOp], status: Mapping[str, Mapping[str, str]], flaggems_wall: float) -> dict[str, Any]:
+    """A file's harness columns: its ops' rows and summed wall times, and the ratio to FlagGems'
+    wall (none where that is 0 or an op did not pass where it was timed)."""
+    passed = all(status.get(o.id, {}).get("status") == "PASS" for o in ops)
+    harness_s = sum(float(status[o.id]["elapsed_s"]) for o in ops) if passed else None
+    return {"harness_rows": sum(int(status[o.id]["rows"]) for o in ops) if passed else None,
+            "harness_op_wall_s": None if harness_s is None else round(harness_s, 1),
+            "harness_over_flaggems": round(harness_s / flaggems_wall, 3) if harness_s is not None and flaggems_wall else None}
+
+
+def throughput_harness_run(files: Sequence[str], by_file: Mapping[str, Sequence[SuiteOp]],
+                           status: Mapping[str, Mapping[str, str]], deadline: float) -> dict[str, Mapping[str, str]]:
+    """The table's files' ops timed by the harness alone on DEVICES (run tp-harness, HARNESS_ARGS),
+    their statuses in place of the sample's. The run leads with one op of the sample outside the
+    table, so every op of the table is pre-started as in a nightly, where only a device's first op
+    has its imports on the clock."""
+    ops = [o.id for f in sorted(files, key=_rank) for o in by_file[f]]
+    lead = next((op for op in sorted(status, key=_rank) if status[op].get("status") == "PASS" and op not in ops), None)
+    ops_file = RUNS / "tp-harness.txt"
+    ops_file.write_text("".join(f"{op}\n" for op in ([lead] if lead else []) + ops))
+    budget = min(THROUGHPUT_HARNESS_BUDGET_S, (deadline - time.monotonic()) / 2)
+    say(f"throughput: the harness on {len(ops)} ops of {len(files)} files (led by {lead}), {budget:.0f} s")
+    run_dir = harness_run("tp-harness", ["--ops-file", str(ops_file), *HARNESS_ARGS], budget)
+    timed = {r["op"]: r for r in read_csv(run_dir / "ops_status.csv")} if (run_dir / "ops_status.csv").is_file() else {}
+    return {op: timed.get(op, {"status": "NOT RUN"}) for op in ops}
 
 
 ENDED = ("PASS", "FAIL", "ERROR", "CRASH", "TIMEOUT", "SKIP")
@@ -642,7 +676,8 @@ def timeline(run_dirs: Sequence[Path]) -> dict[str, Any]:
             # From when the parent asked the op to run (a pre-started process: the time its go line
             # carries; before that line had it, the time the process read it, after its imports).
             t0 = t.get("asked", t.get("go", t["started"]))
-            wait = max(0.0, t.get("preloaded", t0) - t0)
+            # ready: held with its imports done and, warmed (harness.child.process), the profiler's start paid
+            wait = max(0.0, t.get("held", t.get("preloaded", t0)) - t0)
             elapsed = float(row["elapsed_s"])
             sums["ops"] += 1
             sums["elapsed_s"] += elapsed
@@ -663,27 +698,61 @@ def final_status(rows: Iterable[Mapping[str, str]]) -> dict[str, Mapping[str, st
     return final
 
 
-def summarize(sample_dirs: Sequence[Path], out: Path, extra: Mapping[str, Any] | None = None) -> dict[str, Any]:
-    """Counts per status, wall time and the projection over every sample part in ``sample_dirs``."""
-    ops_rows = [row for d in sample_dirs for row in read_csv(d / "ops_status.csv")]
-    walls = []
-    for d in sample_dirs:
-        info = json.loads((d / "run.json").read_text()) if (d / "run.json").is_file() else {}
-        if info.get("started_at") and info.get("finished_at"):
-            from datetime import datetime
+Span = tuple[str, float, float, frozenset[str]]  # (part, started, finished, devices)
 
-            walls.append((datetime.fromisoformat(info["finished_at"]) - datetime.fromisoformat(info["started_at"])).total_seconds())
+
+def part_span(run_dir: Path) -> Span | None:
+    """When a sample part ran and on which devices, from its run.json; None where it does not say."""
+    from datetime import datetime
+
+    info = json.loads((run_dir / "run.json").read_text()) if (run_dir / "run.json").is_file() else {}
+    if not (info.get("started_at") and info.get("finished_at")):
+        return None
+    return (str(run_dir), datetime.fromisoformat(info["started_at"]).timestamp(),
+            datetime.fromisoformat(info["finished_at"]).timestamp(), frozenset(map(str, info.get("devices") or ())))
+
+
+def side_by_side(spans: Sequence[Span]) -> set[str]:
+    """The parts that ran at the same time as another part on a device they share (several
+    harness runs on one GPU, to fit a session's device time): their ops' statuses count, but
+    their times are not an op's cost alone on a device, so they stay out of the projection."""
+    shared: set[str] = set()
+    for i, (name, start, end, devices) in enumerate(spans):
+        for other, start2, end2, devices2 in spans[i + 1:]:
+            if start < end2 and start2 < end and devices & devices2:
+                shared.update((name, other))
+    return shared
+
+
+def union_s(spans: Sequence[Span]) -> float:
+    """Seconds during which at least one part ran (parts side by side count once)."""
+    total, reach = 0.0, -math.inf
+    for _, start, end, _ in sorted(spans, key=lambda s: s[1]):
+        if end > reach:
+            total += end - max(start, reach)
+            reach = end
+    return total
+
+
+def summarize(sample_dirs: Sequence[Path], out: Path, extra: Mapping[str, Any] | None = None) -> dict[str, Any]:
+    """Counts per status, wall time and the projection over every sample part in ``sample_dirs``.
+    The projection takes its op costs from parts that ran alone on their devices (side_by_side)."""
+    spans = [span for d in sample_dirs if (span := part_span(d)) is not None]
+    shared = side_by_side(spans)
+    ops_rows = [dict(row, part=str(d)) for d in sample_dirs for row in read_csv(d / "ops_status.csv")]
     final = final_status(ops_rows)
-    done = {op: float(r["elapsed_s"]) for op, r in final.items() if r["status"] in ENDED}
+    ended = {op for op, r in final.items() if r["status"] in ENDED}
+    done = {op: float(final[op]["elapsed_s"]) for op in ended if final[op]["part"] not in shared}
     compiled = {op: float(final[op].get("compile_s") or 0) for op in done}
     warm = {op: max(0.0, done[op] - compiled[op]) for op in done}
     inventory = read_inventory(locate_suite(SUITE))
     corpus = all_ops(inventory)
     summary = {"suite": str(SUITE), "ref": inventory.tree.ref, "sample_parts": [d.name for d in sample_dirs],
-               "ops_planned": len(final), "ops_ended": len(done),
+               "side_by_side_parts": sorted(Path(p).name for p in shared),
+               "ops_planned": len(final), "ops_ended": len(ended), "ops_costed": len(done),
                "ops_by_status": dict(Counter(r["status"] for r in final.values())),
-               "strata_ended": dict(Counter(category(o, inventory.base_classes) for o in corpus if o.id in done)),
-               "wall_s": round(sum(walls), 1), "projection": project(corpus, done, inventory.base_classes),
+               "strata_ended": dict(Counter(category(o, inventory.base_classes) for o in corpus if o.id in ended)),
+               "wall_s": round(union_s(spans), 1), "projection": project(corpus, done, inventory.base_classes),
                # An estimate, not a measurement: each op's time less its Triton compile time (the
                # records' ir.compile_ms), what a nightly whose compiler cache persists would not pay
                # again for unchanged kernels. FlagGems' autotuning runs are not subtracted.

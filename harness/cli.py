@@ -89,6 +89,10 @@ def _add_run(sub: argparse._SubParsersAction[argparse.ArgumentParser]) -> None:
     p.add_argument("--prestart", help="auto (default: on for accelerators, off on the cpu backend), on or off: "
                    "start each device's next op process while the current op runs, held before it touches "
                    "the device, so its imports (about 5 s a process on the H200 machine) overlap")
+    p.add_argument("--prestart-depth", metavar="N",
+                   help="how many of a device's next ops are pre-started at once (1-8, default 2): an op "
+                        "process's preparation (imports, the profiler's warm-up: 10-15 s on the H200 machine) "
+                        "overlaps that many ops before it, so short ops do not wait for it")
     p.add_argument("--replay-from", metavar="RUN_DIR",
                    help="use the autotune configs recorded by an earlier run of the same backend instead "
                         "of tuning; a key it lacks is tuned live and its row says replay-miss (docs/compare.md)")
@@ -230,7 +234,7 @@ def build_parser() -> argparse.ArgumentParser:
 def _cli_values(ns: argparse.Namespace) -> dict[str, Any]:
     keys = ("backend", "ops", "dtypes", "level", "shapes_file", "ops_modules", "provider", "timer",
             "cache", "seed", "warmup_ms", "rep_ms", "cap_ms", "devices", "op_timeout", "reports_dir", "out", "run_id",
-            "ops_file", "dismiss", "progress", "suite", "replay_from", "prestart", "plugins", "extra_plugins",
+            "ops_file", "dismiss", "progress", "suite", "replay_from", "prestart", "prestart_depth", "plugins", "extra_plugins",
             "ir", "triton_cache", "keep_triton_cache", "sweep_devices", "shard", "nodes", "allow_version_mismatch")
     return {k: getattr(ns, k, None) for k in keys}
 

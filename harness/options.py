@@ -107,6 +107,7 @@ class RunOptions:
     image_digest: str | None = None
     replay_from: str | None = None  # a run directory whose recorded autotune configs this run uses
     prestart: str = "auto"  # start a device's next op process early (held): auto (accelerators), on, off
+    prestart_depth: int = 2  # how many of a device's next ops are held at once (docs/batch.md, "Pre-start")
     plugins: tuple[str, ...] = ()  # toggles of optional plugins: "-ir", "+mm_cluster" (harness.run.plugins)
     extra_plugins: tuple[str, ...] = ()  # pytest plugin modules added to every op process
     ir: str = "on"  # keep each compiled kernel's IR and metadata under RUN/ir; full: SASS too (docs/compile.md)
@@ -192,6 +193,18 @@ def _int(name: str) -> Callable[[Any], int]:
         if isinstance(value, str) and re.fullmatch(r"\s*[+-]?\d+\s*", value):
             return int(value)
         raise UsageError(f"{name} must be a whole number, got {value!r}.")
+
+    return parse
+
+
+def _int_between(name: str, low: int, high: int) -> Callable[[Any], int]:
+    whole = _int(name)
+
+    def parse(value: Any) -> int:
+        number = whole(value)
+        if not low <= number <= high:
+            raise UsageError(f"{name} must be from {low} to {high}, got {value!r}.")
+        return number
 
     return parse
 
@@ -413,6 +426,7 @@ _PARSERS: dict[str, Callable[[Any], Any]] = {
     "image_digest": _str,
     "replay_from": _str,
     "prestart": _choice("prestart mode", PRESTART_CHOICES),
+    "prestart_depth": _int_between("prestart depth", 1, 8),
     "plugins": _toggles,
     "extra_plugins": _modules,
     "ir": _choice("IR capture mode", IR_CHOICES),

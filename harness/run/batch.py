@@ -123,6 +123,7 @@ class BatchContext:
     events: BatchEvents
     runner: OpRunner
     prestart: bool = False
+    prestart_depth: int = 1  # how many of a device's next ops are held at once
     cache_dir: Path | None = None  # the run's own compiler caches (harness.run.caches), if isolated
     sweep: SweepStep | None = None  # --sweep-devices: tune autotuned ops before measuring them
     locks: DeviceLocks = field(default_factory=DeviceLocks)
@@ -136,6 +137,10 @@ class BatchContext:
     @property
     def records_path(self) -> Path:
         return self.files.records
+
+    def is_held(self, op: str) -> bool:
+        with self.held_lock:
+            return op in self.held
 
     def take_held(self, op: str) -> _Held | None:
         with self.held_lock:
@@ -216,7 +221,7 @@ def _spawn(ctx: BatchContext, op_plan: OpPlan, attempt: int, skip: Collection[st
     launch = ctx.runner.launch(ctx, op_plan, attempt, skip, capture_off)
     env = child_env(ctx.plan.backend, op_plan.device, ctx.parent_env, cache_env(ctx.cache_dir))
     env.update(op_marks(ctx.run_dir, op_plan.op))  # inherited by all it starts (harness.run.leftovers)
-    child = start(launch, env, ctx.files.log(op_plan.op), hold)
+    child = start(launch, env, ctx.files.log(op_plan.op), hold, warm_profiler=hold and ctx.plan.warm_profiler)
     return _Held(child, launch.exit_path, frozenset(skip))
 
 
@@ -414,19 +419,22 @@ def _device_worker(ctx: BatchContext, share: Sequence[OpPlan], board: _Board, ru
         for i, op_plan in enumerate(todo):
             if ctx.stop.requested:
                 return
-            upcoming = todo[i + 1] if i + 1 < len(todo) else None
+            upcoming = tuple(todo[i + 1:i + 1 + ctx.prestart_depth])
 
-            def started(attempt: int, o: OpPlan = op_plan, following: OpPlan | None = upcoming) -> None:
+            def started(attempt: int, o: OpPlan = op_plan, following: tuple[OpPlan, ...] = upcoming) -> None:
                 if attempt == 0:  # its sweep (harness.run.sweep), before the first attempt
                     board.set(OpOutcome(o.op, o.device, RUNNING, 0, notes=("sweeping its autotune keys",)))
                     return
                 board.set(OpOutcome(o.op, o.device, RUNNING, attempt, notes=(f"attempt {attempt} running",)))
                 ctx.events.attempt_started(o.device, o.op, attempt)
-                if ctx.prestart and attempt == 1 and following is not None:
-                    try:
-                        prestart_op(ctx, following)
-                    except Exception as exc:  # noqa: BLE001 - the op then starts fresh when its turn comes
-                        ctx.events.note(f"could not pre-start {following.op}: {type(exc).__name__}: {exc}")
+                if ctx.prestart and attempt == 1:
+                    for ahead in following:
+                        if ctx.is_held(ahead.op):  # pre-started while an op before this one ran
+                            continue
+                        try:
+                            prestart_op(ctx, ahead)
+                        except Exception as exc:  # noqa: BLE001 - the op then starts fresh when its turn comes
+                            ctx.events.note(f"could not pre-start {ahead.op}: {type(exc).__name__}: {exc}")
 
             try:
                 with ctx.locks.measuring(op_plan.device):
@@ -460,6 +468,7 @@ def run_batch(
     stop: StopToken | None = None,
     already_done: Mapping[str, OpOutcome] | None = None,
     prestart: bool = False,
+    prestart_depth: int = 1,
     run_one: OpFunction = run_op,
     sweep: SweepStep | None = None,
 ) -> BatchResult:
@@ -468,8 +477,9 @@ def run_batch(
     Returns when every op has ended or, after a stop was requested, when every child is gone;
     the records file is then left with no torn line. ``runner`` is the source of the ops' processes
     (default: the harness's own cases); ``run_one`` runs one op (tests replace it). With
-    ``prestart``, each device's next op process is started (held) as soon as the current op's
-    first attempt starts, so its imports overlap that op's run.
+    ``prestart``, each device's next ``prestart_depth`` op processes are started (held) as soon as
+    the current op's first attempt starts, so their imports overlap that op's run (and, deeper
+    than 1, the runs of the ops between).
     """
     stop = stop or StopToken()
     run_dir = run_dir.absolute()  # every path an op process gets is absolute: an op may chdir
@@ -484,7 +494,7 @@ def run_batch(
     if cache_dir is not None:
         cache_dir.mkdir(parents=True, exist_ok=True)
     ctx = BatchContext(plan, run_dir, parent_env, stop, events, runner or CaseRunner(), prestart=prestart,
-                       cache_dir=cache_dir, sweep=sweep)
+                       prestart_depth=max(1, prestart_depth), cache_dir=cache_dir, sweep=sweep)
     todo = [o for o in plan.ops if not initial[o.op].done]
     threads = [
         threading.Thread(target=_device_worker, args=(ctx, share, board, run_one), name=f"device-{device}",

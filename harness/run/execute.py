@@ -453,6 +453,7 @@ def _execute_locked(prepared: Prepared, env: Mapping[str, str], out: TextIO) -> 
             result = run_batch(plan, run_dir, env, progress, runner=prepared.runner, stop=stop,
                                already_done=already,
                                prestart=plan.options.prestart_for(plan.backend.capabilities.accelerator),
+                               prestart_depth=plan.options.prestart_depth,
                                sweep=prepared.sweep)
         outcomes = list(result.outcomes)
         if result.interrupted:

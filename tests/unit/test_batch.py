@@ -379,3 +379,94 @@ def test_preload_reports_modules_it_could_not_import() -> None:
                          [("auto", True, True), ("auto", False, False), ("on", False, True), ("off", True, False)])
 def test_prestart_mode(mode: str, accelerator: bool, expected: bool) -> None:
     assert RunOptions(prestart=mode).prestart_for(accelerator) is expected
+
+
+def test_the_profiler_is_warmed_only_where_the_backend_measured_it_safe_and_the_timer_may_use_it() -> None:
+    from harness.run.plan import warm_profiler_for
+
+    cuda, rocm, cpu = (get_backend(name).capabilities for name in ("cuda", "rocm", "cpu"))
+    assert warm_profiler_for(cuda, "graph") and warm_profiler_for(cuda, "profiler")
+    assert not warm_profiler_for(cuda, "direct")  # never hands a row to the profiler
+    assert not warm_profiler_for(rocm, "graph")  # an empty roctracer session is reported to leave it blind
+    assert not warm_profiler_for(cpu, "cpu")
+
+
+def test_only_a_held_process_is_told_to_warm_the_profiler(tmp_path: Path) -> None:
+    from harness.run.spawn import Launch
+
+    launch = Launch(pytest_args=("t.py",), exit_path=tmp_path / "x.exit", preload=("flag_gems",))
+    held = launch.command(hold=True, warm_profiler=True)
+    assert held[held.index("--hold"):held.index("--")] == ["--hold", "--preload", "flag_gems", "--warm-profiler"]
+    assert "--warm-profiler" not in launch.command(hold=False, warm_profiler=True)
+    assert "--warm-profiler" not in launch.command(hold=True)
+
+
+def test_a_warm_up_that_worked_is_in_the_timeline_and_one_that_failed_is_said(monkeypatch: pytest.MonkeyPatch,
+                                                                              capsys: pytest.CaptureFixture[str]) -> None:
+    import harness.child.timing.profiler as profiler
+    from harness.child.process import warm_profiler
+
+    times: dict[str, float] = {}
+    monkeypatch.setattr(profiler, "warm_up", lambda: 0.01)
+    warm_profiler(times)
+    assert "warmed" in times and not capsys.readouterr().err
+
+    def fails() -> float:
+        raise AssertionError("No activities specified for the profiler")
+
+    times = {}
+    monkeypatch.setattr(profiler, "warm_up", fails)
+    warm_profiler(times)
+    assert "warmed" not in times
+    assert "the profiler's warm-up failed (AssertionError: No activities" in capsys.readouterr().err
+
+
+@pytest.mark.slow
+def test_a_held_child_told_to_warm_the_profiler_still_runs_its_op(tmp_path: Path) -> None:
+    """On this CPU torch the warm-up fails (no device activity to profile): said, and the op runs."""
+    from harness.child.process import times_path
+    from harness.run.spawn import release
+
+    exit_path = tmp_path / "op.exit"
+    env = dict(os.environ, PYTHONPATH=str(Path(__file__).resolve().parents[2]))
+    child = subprocess.Popen([sys.executable, "-m", "harness.child", str(exit_path), "--hold", "--warm-profiler",
+                              "--", "--version"],
+                             stdin=subprocess.PIPE, stdout=subprocess.PIPE, stderr=subprocess.STDOUT, env=env)
+    release(child)
+    assert child.wait(timeout=120) == 0
+    out = child.stdout.read().decode() if child.stdout else ""
+    times = json.loads(times_path(exit_path).read_text())
+    assert times["preloaded"] <= times["held"] <= times["go"], out
+    assert ("warmed" in times) != ("the profiler's warm-up failed" in out), out
+    assert exit_path.read_text() == "0\n"
+
+
+@pytest.mark.parametrize(("depth", "expected"), [
+    (1, {"a": ["b"], "b": ["c"], "c": ["d"], "d": []}),
+    (2, {"a": ["b", "c"], "b": ["d"], "c": [], "d": []}),  # c was already held when b started
+])
+def test_each_op_start_holds_the_next_ops_up_to_the_depth_once_each(
+        tmp_path: Path, monkeypatch: pytest.MonkeyPatch, depth: int, expected: dict[str, list[str]]) -> None:
+    import harness.run.batch as batch
+
+    ops = [OpPlan(name, "0", ("float32",), ((1,),), "builtin") for name in "abcd"]
+    started: dict[str, list[str]] = {}
+    current: list[str] = []
+
+    def fake_prestart(ctx, op_plan):  # type: ignore[no-untyped-def]
+        started[current[-1]].append(op_plan.op)
+        ctx.held[op_plan.op] = None  # held (a real one is a process; cancel_held is faked too)
+
+    def runner(ctx, op_plan, on_attempt):  # type: ignore[no-untyped-def]
+        current.append(op_plan.op)
+        started[op_plan.op] = []
+        ctx.held.pop(op_plan.op, None)  # run_op takes its own held process
+        on_attempt(1)
+        return OpOutcome(op_plan.op, op_plan.device, "PASS", 1, 0.0, 1)
+
+    monkeypatch.setattr(batch, "prestart_op", fake_prestart)
+    monkeypatch.setattr(batch, "cancel_held", lambda ctx, names: [ctx.held.pop(n, None) for n in names])
+    result = run_batch(_run_plan(ops, ("0",)), tmp_path, {}, _Events(), run_one=runner, prestart=True,
+                       prestart_depth=depth)
+    assert [o.status for o in result.outcomes] == ["PASS"] * 4
+    assert started == expected

@@ -114,6 +114,44 @@ def test_the_timeline_splits_each_ended_op_into_before_during_and_after_its_sess
     (run / "specs" / "cut.times.json").write_text(json.dumps({"started": 0, "pytest": 1}))  # never ended
     assert corpus.timeline([run]) == {"ops": 2, "elapsed_s": 14.0, "before_session_s": 3.5, "session_s": 6.5,
                                       "after_session_s": 3.0, "import_wait_s": 1.0}
+    # warmed: ready ("held") only after the profiler's warm-up, which the op also waited for
+    (run / "specs" / "held.times.json").write_text(json.dumps(
+        {"started": 0, "preloaded": 99, "warmed": 101, "held": 101, "asked": 100, "go": 101, "pytest": 101,
+         "session_start": 102, "session_end": 108, "returned": 108.5}))
+    assert corpus.timeline([run])["import_wait_s"] == 1.0
+
+
+def test_parts_run_side_by_side_on_a_device_count_their_statuses_but_not_their_times(
+        tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    import json
+
+    import benchmarks.flaggems_corpus as corpus
+
+    spans = [("a", 0.0, 10.0, frozenset({"0"})), ("b", 5.0, 20.0, frozenset({"0"})),
+             ("c", 5.0, 20.0, frozenset({"1"})), ("d", 30.0, 40.0, frozenset({"0"}))]
+    assert corpus.side_by_side(spans) == {"a", "b"}  # c overlaps both in time, on another device
+    assert corpus.union_s(spans) == 30.0  # 0-20 and 30-40
+    assert corpus.union_s([]) == 0.0
+
+    suite = write_fake_suite(tmp_path / "tree")
+    monkeypatch.setattr(corpus, "SUITE", suite.benchmark)
+    ops = [o.id for o in all_ops(read_inventory(locate_suite(suite.benchmark)))]
+
+    def part(k: int, start: str, end: str, op: str, elapsed: int) -> Path:
+        folder = tmp_path / "c" / f"sample-{k}"
+        folder.mkdir(parents=True)
+        (folder / "ops_status.csv").write_text(f"op,status,elapsed_s,compile_s\n{op},PASS,{elapsed},\n")
+        (folder / "run.json").write_text(json.dumps({"started_at": f"2026-12-02T10:{start}+00:00",
+                                                     "finished_at": f"2026-12-02T10:{end}+00:00", "devices": ["0"]}))
+        return folder
+
+    parts = [part(1, "00:00", "01:00", ops[0], 50), part(2, "02:00", "04:00", ops[1], 70),
+             part(3, "03:00", "05:00", ops[2], 90)]
+    summary = corpus.summarize(parts, tmp_path)
+    assert summary["ops_ended"] == 3 and summary["ops_costed"] == 1
+    assert summary["side_by_side_parts"] == ["sample-2", "sample-3"]
+    assert summary["wall_s"] == 60 + 180  # parts 2 and 3 together took 10:02-10:05
+    assert summary["projection"]["mean_op_s"] == 50.0  # only the part that ran alone
 
 
 def test_caliber_gives_an_earlier_sessions_rows_flaggems_own_numbers(tmp_path: Path,
@@ -216,6 +254,54 @@ def test_throughput_keeps_an_earlier_calls_files_and_takes_the_next_ones(tmp_pat
     assert new["flaggems_rows"] == "1" and new["flaggems_wall_s"] == "10.0"
     assert float(new["harness_over_flaggems"]) == round(float(new["harness_op_wall_s"]) / 10.0, 3) > 0
     assert list(table[1]) == list(corpus.THROUGHPUT_COLUMNS)
+
+
+def test_throughput_can_time_the_harness_side_in_a_run_of_its_own_led_by_an_op_outside_the_table(
+        tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    """THROUGHPUT_HARNESS=run: the table's files (an earlier call's too) are timed again by one
+    harness run, whose first op is a sample op outside the table; an earlier file keeps FlagGems'
+    numbers of then."""
+    import csv
+
+    import benchmarks.flaggems_corpus as corpus
+
+    suite = write_fake_suite(tmp_path / "tree")
+    inventory = read_inventory(locate_suite(suite.benchmark))
+    bf16 = [op for op in all_ops(inventory) if "bfloat16" in op.functions[0].dtypes and "::" not in op.id]
+    files = sorted({op.functions[0].file for op in bf16}, key=corpus._rank)
+    runs = tmp_path / "runs"
+    (runs / "sample-1").mkdir(parents=True)
+    (runs / "sample-1" / "ops_status.csv").write_text(
+        "op,status,elapsed_s,rows\n" + "".join(f"{op.id},PASS,50,1\n" for op in bf16))
+    previous = tmp_path / "throughput.csv"
+    previous.write_text(f"file,benchmarks,flaggems_wall_s,harness_op_wall_s,harness_over_flaggems\n{files[0]},1,20,50,2.5\n")
+    table_ops = [op.id for op in bf16 if op.functions[0].file in files[:2]]
+    asked: list[list[str]] = []
+
+    def harness_run(name: str, extra: list[str], budget: float) -> Path:
+        ops = Path(extra[extra.index("--ops-file") + 1]).read_text().split()
+        asked.append(ops)
+        (runs / name).mkdir(parents=True)
+        (runs / name / "ops_status.csv").write_text("op,status,elapsed_s,rows\n" + "".join(f"{op},PASS,4,2\n" for op in ops))
+        return runs / name
+
+    monkeypatch.setattr(corpus, "flaggems_own", lambda nodes, work, budget, options: ([{"result": [{}]}], 10.0))
+    monkeypatch.setattr(corpus, "harness_run", harness_run)
+    monkeypatch.setattr(corpus, "SUITE", suite.benchmark)
+    monkeypatch.setattr(corpus, "RUNS", runs)
+    monkeypatch.setattr(corpus, "THROUGHPUT_PREVIOUS", str(previous))
+    monkeypatch.setattr(corpus, "THROUGHPUT_FILES", 1)
+    monkeypatch.setattr(corpus, "THROUGHPUT_HARNESS", "run")
+    corpus.step_throughput(tmp_path / "out")
+    (ops,) = asked
+    assert ops[0] not in table_ops and sorted(ops[1:]) == sorted(table_ops)  # the lead, then the table's ops
+    table = {r["file"]: r for r in csv.DictReader((tmp_path / "out" / "throughput.csv").open())}
+    old = table[files[0]]
+    per_file = {f: sum(1 for op in bf16 if op.functions[0].file == f) for f in files[:2]}
+    assert old["flaggems_wall_s"] == "20" and float(old["harness_op_wall_s"]) == 4 * per_file[files[0]]
+    assert float(old["harness_over_flaggems"]) == round(4 * per_file[files[0]] / 20, 3)
+    assert "re-measured" in old["note"]
+    assert float(table[files[1]]["harness_op_wall_s"]) == 4 * per_file[files[1]]
 
 
 def test_a_bounded_run_refreshes_the_archive_while_it_goes_and_stops_at_its_budget(tmp_path: Path) -> None:
