@@ -111,6 +111,7 @@ THROUGHPUT_PREVIOUS = os.environ.get("THROUGHPUT_PREVIOUS", "")  # step throughp
 # ("run": run tp-harness on every file of the table, alone on its devices)
 THROUGHPUT_HARNESS = os.environ.get("THROUGHPUT_HARNESS", "sample")
 THROUGHPUT_HARNESS_BUDGET_S = float(os.environ.get("THROUGHPUT_HARNESS_BUDGET_S", "240"))
+LEAD_MIN_S = 12.0
 SMALL_MS = 0.020  # "kernels under 20 us"
 GPUS = (1, 2, 8)
 LOG: list[str] = []
@@ -638,9 +639,12 @@ def throughput_harness_run(files: Sequence[str], by_file: Mapping[str, Sequence[
     """The table's files' ops timed by the harness alone on DEVICES (run tp-harness, HARNESS_ARGS),
     their statuses in place of the sample's. The run leads with one op of the sample outside the
     table, so every op of the table is pre-started as in a nightly, where only a device's first op
-    has its imports on the clock."""
+    has its imports on the clock: the passing op that took the least time of those that took
+    LEAD_MIN_S or more in the sample (long enough for the next ops' preparation; a long lead
+    would only cost device time)."""
     ops = [o.id for f in sorted(files, key=_rank) for o in by_file[f]]
-    lead = next((op for op in sorted(status, key=_rank) if status[op].get("status") == "PASS" and op not in ops), None)
+    passed = {op: float(r.get("elapsed_s") or 0) for op, r in status.items() if r.get("status") == "PASS" and op not in ops}
+    lead = min(passed, key=lambda op: (passed[op] < LEAD_MIN_S, passed[op], _rank(op)), default=None)
     ops_file = RUNS / "tp-harness.txt"
     ops_file.write_text("".join(f"{op}\n" for op in ([lead] if lead else []) + ops))
     budget = min(THROUGHPUT_HARNESS_BUDGET_S, (deadline - time.monotonic()) / 2)
@@ -702,14 +706,18 @@ Span = tuple[str, float, float, frozenset[str]]  # (part, started, finished, dev
 
 
 def part_span(run_dir: Path) -> Span | None:
-    """When a sample part ran and on which devices, from its run.json; None where it does not say."""
+    """When a sample part ran and on which devices, from its run.json; a run cut before it wrote its
+    end (a call cut by its limit, the part kept by a periodic archive) ends when it last wrote a
+    file. None where run.json says no start."""
     from datetime import datetime
 
     info = json.loads((run_dir / "run.json").read_text()) if (run_dir / "run.json").is_file() else {}
-    if not (info.get("started_at") and info.get("finished_at")):
+    if not info.get("started_at"):
         return None
-    return (str(run_dir), datetime.fromisoformat(info["started_at"]).timestamp(),
-            datetime.fromisoformat(info["finished_at"]).timestamp(), frozenset(map(str, info.get("devices") or ())))
+    end = (datetime.fromisoformat(info["finished_at"]).timestamp() if info.get("finished_at")
+           else max(p.stat().st_mtime for p in run_dir.rglob("*") if p.is_file()))
+    return (str(run_dir), datetime.fromisoformat(info["started_at"]).timestamp(), end,
+            frozenset(map(str, info.get("devices") or ())))
 
 
 def side_by_side(spans: Sequence[Span]) -> set[str]:

@@ -43,10 +43,10 @@ class Capabilities:
     # a 2-CTA thread-block cluster kernel, where FlagTree's TLE is installed): --plugins +mm_cluster,
     # which keeps mm off that path, may be turned on (harness.child.plugins.mm_cluster; docs/plugins.md).
     hopper_cluster_mm: bool = False
-    # A pre-started op process may open and close one empty profiler session while held, before its
-    # device is opened, so the profiler's start (5.2 s on the H200 machine) is off the device's clock
-    # and the profiler still records kernels after graph captures (benchmarks/profiler_cost.py
-    # --warm-up; docs/timing.md, "The profiler's first session").
+    # A pre-started op process whose imports opened the device (FlagGems 5.3.4's do) may open and
+    # close one empty profiler session while held, so the profiler's start (5.2 s on the H200
+    # machine) is off the device's clock, and the profiler still records kernels after graph
+    # captures (benchmarks/profiler_cost.py --warm-up; docs/timing.md, "The profiler's first session").
     profiler_warm_up: bool = False
 
 

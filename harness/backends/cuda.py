@@ -34,8 +34,8 @@ BACKEND = Backend(
     visibility_keys=("CUDA_VISIBLE_DEVICES",),
     # hopper_cluster_mm: FlagGems dispatches mm on Hopper (sm_90) to runtime/backend/_nvidia/hopper, whose
     # cluster path runs under FlagTree's TLE (the mm_cluster plugin may keep mm off it).
-    # profiler_warm_up: an empty CUPTI session in a held process (no device context yet) pays the
-    # profiler's start ahead; measured on the H200 machine (docs/timing.md).
+    # profiler_warm_up: an empty CUPTI session in a held process whose imports opened the device pays
+    # the profiler's start ahead, and CUPTI still records after it; measured on the H200 (docs/timing.md).
     capabilities=Capabilities(accelerator=True, device_events=True, graph_capture=True, profiler=True,
                               hopper_cluster_mm=True, profiler_warm_up=True),
     listing=DeviceListing(command=("nvidia-smi", "-L"), index_pattern=r"^GPU (\d+):"),

@@ -7,8 +7,10 @@ No harness plugin is imported here before pytest loads it.
 
 With ``--hold`` (a pre-started process, docs/batch.md "Pre-start"), it first imports what
 every op needs (pytest, torch, triton, the harness's op and timing modules; none of which
-opens a device), with ``--warm-profiler`` pays the profiler's start (one empty session, which
-opens no device either: :func:`warm_profiler`), and then waits for one line on stdin: ``go TIME`` (TIME: when the parent sent
+opens a device), with ``--warm-profiler`` pays the profiler's start (one empty session:
+:func:`warm_profiler`) where those imports opened the device already (FlagGems 5.3.4 does, at
+import; the session would open it otherwise, measured on the H200), and then waits for one
+line on stdin: ``go TIME`` (TIME: when the parent sent
 it, kept in the op's timeline as ``asked``) runs pytest as above; anything
 else, or the end of stdin (the parent cancelled it or is gone), ends it with
 :data:`harness.contract.CANCELLED_EXIT` and no EXIT_FILE.
@@ -181,7 +183,7 @@ def main(argv: Sequence[str]) -> int:
     if hold and len(args) > 2 and args[1] == "--preload":
         extra = [m for m in args[2].split(",") if m]
         del args[1:3]
-    warm = hold and len(args) > 1 and args[1] == "--warm-profiler"  # pay the profiler's start while held
+    warm = hold and len(args) > 1 and args[1] == "--warm-profiler"  # pay the profiler's start while held, if open
     if warm:
         del args[1]
     if len(args) < 2 or args[1] != "--":
@@ -192,13 +194,12 @@ def main(argv: Sequence[str]) -> int:
     if hold:
         preload((*PRELOAD, *extra))
         times["preloaded"] = time.time()
-        if warm:
-            warm_profiler(times)
         torch = sys.modules.get("torch")
         cuda = getattr(torch, "cuda", None)
         if cuda is not None and cuda.is_initialized():  # a device opened while another op may be timing
+            if warm:  # the device is open already: the warm-up opens nothing more
+                warm_profiler(times)
             what = f"the pre-start imports (with {', '.join(extra)})" if extra else "the pre-start imports"
-            what += " and the profiler's warm-up" if warm else ""
             print(f"harness.child: warning: {what} initialised CUDA: "
                   "this process opened its device context while the op before it may be timing on the same "
                   "device (not measured to move timings); `--prestart off` avoids it, at the cost of each op's "

@@ -422,8 +422,8 @@ def test_a_warm_up_that_worked_is_in_the_timeline_and_one_that_failed_is_said(mo
 
 
 @pytest.mark.slow
-def test_a_held_child_told_to_warm_the_profiler_still_runs_its_op(tmp_path: Path) -> None:
-    """On this CPU torch the warm-up fails (no device activity to profile): said, and the op runs."""
+def test_a_held_child_warms_the_profiler_only_where_its_imports_opened_the_device(tmp_path: Path) -> None:
+    """The CPU torch here opens no device: no warm-up (it would open one), and the op runs."""
     from harness.child.process import times_path
     from harness.run.spawn import release
 
@@ -437,7 +437,7 @@ def test_a_held_child_told_to_warm_the_profiler_still_runs_its_op(tmp_path: Path
     out = child.stdout.read().decode() if child.stdout else ""
     times = json.loads(times_path(exit_path).read_text())
     assert times["preloaded"] <= times["held"] <= times["go"], out
-    assert ("warmed" in times) != ("the profiler's warm-up failed" in out), out
+    assert "warmed" not in times and "warm-up" not in out, out
     assert exit_path.read_text() == "0\n"
 
 
@@ -470,3 +470,27 @@ def test_each_op_start_holds_the_next_ops_up_to_the_depth_once_each(
                        prestart_depth=depth)
     assert [o.status for o in result.outcomes] == ["PASS"] * 4
     assert started == expected
+
+
+@pytest.mark.slow
+def test_a_held_child_whose_imports_opened_the_device_warms_the_profiler(tmp_path: Path) -> None:
+    """A preloaded module stands in for FlagGems' import (which opens the device) and for the
+    profiler's session: the held process warms it, says the device was opened, then runs its op."""
+    from harness.child.process import times_path
+    from harness.run.spawn import release
+
+    (tmp_path / "opens_device.py").write_text(
+        "import torch\nimport harness.child.timing.profiler as profiler\n"
+        "torch.cuda.is_initialized = lambda: True\n"
+        f"profiler.warm_up = lambda: open({str(tmp_path / 'warmed')!r}, 'w').close() or 0.0\n")
+    exit_path = tmp_path / "op.exit"
+    env = dict(os.environ, PYTHONPATH=f"{Path(__file__).resolve().parents[2]}{os.pathsep}{tmp_path}")
+    child = subprocess.Popen([sys.executable, "-m", "harness.child", str(exit_path), "--hold", "--preload",
+                              "opens_device", "--warm-profiler", "--", "--version"],
+                             stdin=subprocess.PIPE, stdout=subprocess.PIPE, stderr=subprocess.STDOUT, env=env)
+    release(child)
+    assert child.wait(timeout=120) == 0
+    out = child.stdout.read().decode() if child.stdout else ""
+    times = json.loads(times_path(exit_path).read_text())
+    assert (tmp_path / "warmed").exists() and times["preloaded"] <= times["warmed"] <= times["held"], out
+    assert "initialised CUDA" in out

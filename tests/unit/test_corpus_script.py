@@ -152,6 +152,15 @@ def test_parts_run_side_by_side_on_a_device_count_their_statuses_but_not_their_t
     assert summary["side_by_side_parts"] == ["sample-2", "sample-3"]
     assert summary["wall_s"] == 60 + 180  # parts 2 and 3 together took 10:02-10:05
     assert summary["projection"]["mean_op_s"] == 50.0  # only the part that ran alone
+    # a part cut before it wrote its end: it ends when it last wrote a file
+    import os
+
+    (parts[2] / "run.json").write_text(json.dumps({"started_at": "2026-12-02T10:03:00+00:00", "devices": ["0"]}))
+    end = corpus.part_span(parts[1])[2] + 60  # type: ignore[index]
+    for path in parts[2].iterdir():
+        os.utime(path, (end, end))
+    assert corpus.part_span(parts[2])[2] == end  # type: ignore[index]
+    assert corpus.side_by_side([s for p in parts if (s := corpus.part_span(p))]) == {str(parts[1]), str(parts[2])}
 
 
 def test_caliber_gives_an_earlier_sessions_rows_flaggems_own_numbers(tmp_path: Path,
@@ -272,7 +281,8 @@ def test_throughput_can_time_the_harness_side_in_a_run_of_its_own_led_by_an_op_o
     runs = tmp_path / "runs"
     (runs / "sample-1").mkdir(parents=True)
     (runs / "sample-1" / "ops_status.csv").write_text(
-        "op,status,elapsed_s,rows\n" + "".join(f"{op.id},PASS,50,1\n" for op in bf16))
+        "op,status,elapsed_s,rows\n" + "".join(f"{op.id},PASS,{50 + k},1\n" for k, op in enumerate(bf16))
+        + "short,PASS,3,1\nlong,PASS,13,1\nlonger,PASS,14,1\n")
     previous = tmp_path / "throughput.csv"
     previous.write_text(f"file,benchmarks,flaggems_wall_s,harness_op_wall_s,harness_over_flaggems\n{files[0]},1,20,50,2.5\n")
     table_ops = [op.id for op in bf16 if op.functions[0].file in files[:2]]
@@ -294,7 +304,7 @@ def test_throughput_can_time_the_harness_side_in_a_run_of_its_own_led_by_an_op_o
     monkeypatch.setattr(corpus, "THROUGHPUT_HARNESS", "run")
     corpus.step_throughput(tmp_path / "out")
     (ops,) = asked
-    assert ops[0] not in table_ops and sorted(ops[1:]) == sorted(table_ops)  # the lead, then the table's ops
+    assert ops[0] == "long" and sorted(ops[1:]) == sorted(table_ops)  # the lead (12 s or more, least), the table
     table = {r["file"]: r for r in csv.DictReader((tmp_path / "out" / "throughput.csv").open())}
     old = table[files[0]]
     per_file = {f: sum(1 for op in bf16 if op.functions[0].file == f) for f in files[:2]}
