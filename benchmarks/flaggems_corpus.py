@@ -107,8 +107,9 @@ THROUGHPUT_FILES = int(os.environ.get("THROUGHPUT_FILES", "6"))
 ARCHIVE_TO = Path(os.environ["ARCHIVE_TO"]) if os.environ.get("ARCHIVE_TO") else None
 ARCHIVE_EVERY_S = float(os.environ.get("ARCHIVE_EVERY_S", "60"))
 THROUGHPUT_PREVIOUS = os.environ.get("THROUGHPUT_PREVIOUS", "")  # step throughput: an earlier call's throughput.csv
-# step throughput: the harness's side from the sample's runs ("sample") or from a run of its own
-# ("run": run tp-harness on every file of the table, alone on its devices)
+# step throughput: the harness's side from the sample's runs ("sample"), from a run of its own
+# ("run": run tp-harness on every file of the table, alone on its devices), or from such a run
+# made before ("from:RUN_DIR", on any machine: the table again from a call cut before it wrote it)
 THROUGHPUT_HARNESS = os.environ.get("THROUGHPUT_HARNESS", "sample")
 THROUGHPUT_HARNESS_BUDGET_S = float(os.environ.get("THROUGHPUT_HARNESS_BUDGET_S", "240"))
 LEAD_MIN_S = 12.0
@@ -601,11 +602,15 @@ def step_throughput(out: Path) -> None:
     say(f"throughput: {len(by_file)} files have benchmarks that passed with bf16 in the sample; {len(files)} taken"
         + (f", {len(rows)} kept from {THROUGHPUT_PREVIOUS}" if rows else ""))
     deadline = time.monotonic() + BUDGETS["throughput"]
-    if THROUGHPUT_HARNESS == "run":
-        status = throughput_harness_run([r["file"] for r in rows] + files, by_file, status, deadline)
+    if THROUGHPUT_HARNESS == "run" or THROUGHPUT_HARNESS.startswith("from:"):
+        status = throughput_harness_run([r["file"] for r in rows] + files, by_file, status, deadline,
+                                        Path(THROUGHPUT_HARNESS.removeprefix("from:")) if ":" in THROUGHPUT_HARNESS else None)
         for row in rows:  # an earlier call's file: FlagGems' side as measured then, the harness's now
-            row.update(harness_side(by_file[row["file"]], status, float(row.get("flaggems_wall_s") or 0)),
-                       note=f"harness re-measured in tp-harness; FlagGems' runner as in {THROUGHPUT_PREVIOUS}")
+            side = harness_side(by_file[row["file"]], status, float(row.get("flaggems_wall_s") or 0))
+            if side["harness_op_wall_s"] is None:  # not every op of it passed there (a cut run): kept as it was
+                row["note"] = f"not re-measured (an op of it did not pass in tp-harness): as in {THROUGHPUT_PREVIOUS}"
+            else:
+                row.update(side, note=f"harness re-measured in tp-harness; FlagGems' runner as in {THROUGHPUT_PREVIOUS}")
     startup: float | None = None
     for file in files:
         if deadline - time.monotonic() < 20:
@@ -635,7 +640,8 @@ def harness_side(ops: Sequence[SuiteOp], status: Mapping[str, Mapping[str, str]]
 
 
 def throughput_harness_run(files: Sequence[str], by_file: Mapping[str, Sequence[SuiteOp]],
-                           status: Mapping[str, Mapping[str, str]], deadline: float) -> dict[str, Mapping[str, str]]:
+                           status: Mapping[str, Mapping[str, str]], deadline: float,
+                           made: Path | None = None) -> dict[str, Mapping[str, str]]:
     """The table's files' ops timed by the harness alone on DEVICES (run tp-harness, HARNESS_ARGS),
     their statuses in place of the sample's. The run leads with one op of the sample outside the
     table, so every op of the table is pre-started as in a nightly, where only a device's first op
@@ -647,9 +653,13 @@ def throughput_harness_run(files: Sequence[str], by_file: Mapping[str, Sequence[
     lead = min(passed, key=lambda op: (passed[op] < LEAD_MIN_S, passed[op], _rank(op)), default=None)
     ops_file = RUNS / "tp-harness.txt"
     ops_file.write_text("".join(f"{op}\n" for op in ([lead] if lead else []) + ops))
-    budget = min(THROUGHPUT_HARNESS_BUDGET_S, (deadline - time.monotonic()) / 2)
-    say(f"throughput: the harness on {len(ops)} ops of {len(files)} files (led by {lead}), {budget:.0f} s")
-    run_dir = harness_run("tp-harness", ["--ops-file", str(ops_file), *HARNESS_ARGS], budget)
+    if made is not None:  # run already: its statuses (an op it did not end counts as not run)
+        run_dir = made
+        say(f"throughput: the harness's side from {made}")
+    else:
+        budget = min(THROUGHPUT_HARNESS_BUDGET_S, (deadline - time.monotonic()) / 2)
+        say(f"throughput: the harness on {len(ops)} ops of {len(files)} files (led by {lead}), {budget:.0f} s")
+        run_dir = harness_run("tp-harness", ["--ops-file", str(ops_file), *HARNESS_ARGS], budget)
     timed = {r["op"]: r for r in read_csv(run_dir / "ops_status.csv")} if (run_dir / "ops_status.csv").is_file() else {}
     return {op: timed.get(op, {"status": "NOT RUN"}) for op in ops}
 

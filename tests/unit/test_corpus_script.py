@@ -312,6 +312,18 @@ def test_throughput_can_time_the_harness_side_in_a_run_of_its_own_led_by_an_op_o
     assert float(old["harness_over_flaggems"]) == round(4 * per_file[files[0]] / 20, 3)
     assert "re-measured" in old["note"]
     assert float(table[files[1]]["harness_op_wall_s"]) == 4 * per_file[files[1]]
+    # from:RUN_DIR: the same table from that run, nothing run again
+    monkeypatch.setattr(corpus, "THROUGHPUT_HARNESS", f"from:{runs / 'tp-harness'}")
+    monkeypatch.setattr(corpus, "THROUGHPUT_FILES", 0)
+    monkeypatch.setattr(corpus, "harness_run", None)  # called: a TypeError
+    corpus.step_throughput(tmp_path / "again")
+    again = {r["file"]: r for r in csv.DictReader((tmp_path / "again" / "throughput.csv").open())}
+    assert again[files[0]]["harness_op_wall_s"] == old["harness_op_wall_s"] and files[1] not in again
+    # an op that did not pass there (a cut run): the earlier call's harness numbers stay
+    (runs / "tp-harness" / "ops_status.csv").write_text("op,status,elapsed_s,rows\n")
+    corpus.step_throughput(tmp_path / "cut")
+    (cut,) = csv.DictReader((tmp_path / "cut" / "throughput.csv").open())
+    assert cut["harness_op_wall_s"] == "50" and cut["harness_over_flaggems"] == "2.5" and "not re-measured" in cut["note"]
 
 
 def test_a_bounded_run_refreshes_the_archive_while_it_goes_and_stops_at_its_budget(tmp_path: Path) -> None:
