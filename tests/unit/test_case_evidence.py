@@ -292,6 +292,33 @@ def test_a_failed_capture_that_broke_the_device_random_numbers_ends_the_op_proce
         timer.measure(device.call)
 
 
+class CaptureFailingChained(FakeDevice):
+    """The way a failed capture looks from torch: a generic outer error, the first one beneath it."""
+
+    def call(self) -> None:
+        if self.capturing is not None:
+            try:
+                raise RuntimeError("CUDA error: operation not permitted when stream is capturing (.item())")
+            except RuntimeError as first:
+                raise RuntimeError("CUDA error: operation failed due to a previous error during capture") from first
+        super().call()
+
+
+def test_a_failed_captures_row_keeps_the_first_error_beneath_torchs_generic_one() -> None:
+    """Triage needs the capture's first error: torch's outer one only says there was one."""
+    from harness.errors import ContextPoisoned
+
+    device = CaptureFailingChained(kernel_ms=0.04)
+    timer = _graph(None, device)
+
+    def broken() -> None:
+        raise RuntimeError("Offset increment outside graph capture encountered unexpectedly.")
+
+    timer.rng_probe = broken
+    with pytest.raises(ContextPoisoned, match=r"a previous error during capture <- RuntimeError: .*not permitted .*\.item"):
+        timer.measure(device.call)
+
+
 def test_the_random_probe_draws_without_moving_the_process_random_stream(monkeypatch: pytest.MonkeyPatch) -> None:
     import contextlib
 

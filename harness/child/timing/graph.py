@@ -58,6 +58,12 @@ def unroll_for(estimate_ms: float, target_ms: float = 2.0, most: int = 100) -> i
     return max(1, min(most, int(target_ms / estimate_ms)))
 
 
+def _chain(text: str, limit: int) -> str:
+    """An error's chain (:func:`_error_text`) on one line, outermost first: a failed capture's
+    outermost error is torch's generic one, the first error of the capture lies below it."""
+    return " <- ".join(line for line in text.splitlines() if line.strip())[:limit]
+
+
 def _error_text(exc: BaseException) -> str:
     parts: list[str] = []
     seen: BaseException | None = exc
@@ -116,9 +122,9 @@ class GraphTimer:
         text = _error_text(exc)
         kind = classify_capture_error(self.backend, text)
         if kind is CaptureFailure.POISONED:
-            return ContextPoisoned(f"graph {phase}: {text.splitlines()[0][:300]}")
+            return ContextPoisoned(f"graph {phase}: {_chain(text, 600)}")
         if kind is CaptureFailure.FATAL:
-            return CaptureFatal(f"graph {phase}: {text.splitlines()[0][:300]}")
+            return CaptureFatal(f"graph {phase}: {_chain(text, 600)}")
         # Recoverable: make sure the device is usable again before the direct timer runs.
         with contextlib.suppress(Exception):
             self.api.synchronize()
@@ -129,9 +135,9 @@ class GraphTimer:
             # process raises "Offset increment outside graph capture encountered unexpectedly"
             # (FlagGems' next input, here). The process cannot go on: it ends, and a retry
             # continues after the rows already written.
-            return ContextPoisoned(f"graph {phase} failed ({text.splitlines()[0][:160]}) and left the device's random "
+            return ContextPoisoned(f"graph {phase} failed ({_chain(text, 500)}) and left the device's random "
                                    f"number generator unusable outside capture ({broken})")
-        return CaptureRefused(phase, "capture-failed", text.splitlines()[0][:200])
+        return CaptureRefused(phase, "capture-failed", _chain(text, 400))
 
     def _rng_broken(self) -> str:
         """Why the device's random numbers no longer work after a failed capture, or ""."""
