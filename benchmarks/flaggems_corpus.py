@@ -34,14 +34,19 @@ Steps of ``run`` (STEPS, default all, each bounded by its budget in seconds):
   own runner on the file's benchmarks that passed in the sample with bf16 (its defaults: 1000 ms
   warm-up, 100 ms per call; its process start measured once with --collect-only) against the sum
   of the harness's per-op wall times for the same benchmarks; THROUGHPUT_PREVIOUS (an earlier
-  call's throughput.csv): its files are kept as measured and the next ones taken. Writes
-  $OUT/throughput.csv.
+  call's throughput.csv): its files are kept as measured and the next ones taken. The harness's
+  side comes from the sample (THROUGHPUT_HARNESS=sample, the default), from a run of its own
+  (``run``: tp-harness, every file of the table alone on DEVICES, THROUGHPUT_HARNESS_BUDGET_S 240,
+  led by the sample's lightest passing op of 12 s or more outside the table), or from such a run
+  made before (``from:DIR``). Writes $OUT/throughput.csv.
 
 Every call also writes $OUT/corpus.json (what ran, counts, the projection from what is there),
 $OUT/corpus.log and (ARCHIVE=1, the default) $OUT/runs.tgz: RUNS' run directories without IR,
 caches, specs and HTML. With ARCHIVE_TO (a folder) that archive is also written there every
 ARCHIVE_EVERY_S (60) seconds while a harness run goes on, so a call cut from outside keeps it.
 RUNS (default /tmp/flaggems-corpus) may be a carried folder holding an earlier call's runs.
+Sample parts that ran at the same time on a device (several runs side by side on one GPU) count
+for the statuses, not for the projection (corpus.json: side_by_side_parts, ops_costed).
 Needs, carried next to the working tree: .whl/ (benchmarks/fetch_device_wheels.sh) with
 .whl/flaggems-v5.3.4/ (benchmarks/fetch_flaggems.sh) and .flaggems/v5.3.4/benchmark.
 """
