@@ -24,7 +24,10 @@ Graph capture failures split three ways as for the harness's own cases: recovera
 is timed by the direct timer (both sides), with the reason; fatal -> an error row; poisoned
 -> an error row, then the process ends under ``POISONED_EXIT``. Other exceptions become error
 rows and FlagGems' loop goes on to its next input. The latency returned to FlagGems is the
-median the harness measured, so FlagGems' own printout stays meaningful.
+median the harness measured, so FlagGems' own printout stays meaningful; at least the timers'
+resolution (``RESOLUTION_MS``), since FlagGems divides by it: a call that launches no device work
+(FlagGems' range benchmark runs torch.range on the CPU) reads 0 or less, and the harness's own
+row already says it is below the resolution.
 
 Hook points: the timers come from ``harness.child.plugins.timing.timers_for``;
 :meth:`LatencySeam.measure` is the one place a call is timed (and ``SuiteTimers.wall``, when
@@ -56,6 +59,7 @@ from harness.child.outputs import (
     first_tensor_shape,
 )
 from harness.child.timing.base import (
+    RESOLUTION_MS,
     CaptureFatal,
     CaptureRefused,
     Samples,
@@ -172,6 +176,12 @@ class RowWriter:
             self.begin()
             self.write(provider, dtype, NO_SHAPE, status, timer, direction=direction, notes=notes, message=message,
                        started_at=_now(), extra={"suite": dict(facts)})
+
+
+def _handed(ms: float) -> float:
+    """What FlagGems gets back: the median, never under the timers' resolution (FlagGems divides
+    by it; a call that launched no device work reads 0, or less on the graph timer)."""
+    return ms if ms >= RESOLUTION_MS else RESOLUTION_MS
 
 
 def _median(samples: Samples | None) -> float:
@@ -326,13 +336,13 @@ class LatencySeam:
         if pending is not None and pending.bench is bench and (
                 ids == pending.arg_ids or op is not getattr(bench, "torch_op", None) or self.under_gems()):
             self.pending = None
-            return self._candidate(pending, bench, op, args, kwargs, ids)
+            return _handed(self._candidate(pending, bench, op, args, kwargs, ids))
         if pending is not None:
             self.flush_pending("FlagGems' benchmark timed only torch for this input (no FlagGems call followed)")
         if explicit or self.under_gems():
-            return self._alone(bench, op, args, kwargs)
+            return _handed(self._alone(bench, op, args, kwargs))
         self.complete_deferred()  # outside use_gems(): the previous row's comparison and torch re-timing
-        return self._baseline(bench, op, args, kwargs, ids)
+        return _handed(self._baseline(bench, op, args, kwargs, ids))
 
     def _dtype(self, args: tuple[Any, ...], kwargs: Mapping[str, Any]) -> str:
         if self.current_dtype is not None:

@@ -131,6 +131,27 @@ def test_a_call_that_launches_no_device_work_gets_no_speedup_and_says_why(tmp_pa
     assert row.candidate is not None and row.candidate.summary.median == pytest.approx(-2e-6)  # kept as measured
 
 
+def test_flaggems_never_gets_a_latency_it_cannot_divide_by(tmp_path: Path) -> None:
+    """FlagGems computes speedup = torch's latency / FlagGems' (benchmark/base.py): a call that
+    launched no device work (its range benchmark runs on the CPU) read 0 ms on the H200 and ended
+    FlagGems' function on a ZeroDivisionError, losing the op's later rows. It gets the timers'
+    resolution instead; the harness's row keeps the median as measured and gives no speedup."""
+    from harness.child.timing.base import RESOLUTION_MS
+
+    seam = seam_for(tmp_path, timer=Timer(ms=0.0))
+    bench = Bench("add", torch.add)
+    seam.set_dtypes(bench, type(bench).set_dtypes, None)
+    seam.begin_item("test_x.py::test_x")
+    args = tuple(next(iter(bench.get_input_iter(torch.float32))))
+    base = seam.get_latency(bench, bench.torch_op, args, {})
+    with use_gems():
+        gems = seam.get_latency(bench, bench.torch_op, args, {})
+    seam.end_item()
+    assert base == gems == RESOLUTION_MS and base / gems == 1.0
+    (row,) = rows(tmp_path)
+    assert row.speedup is None and row.candidate is not None and row.candidate.summary.median == 0.0
+
+
 def test_each_row_begins_a_row_of_the_timer_so_the_small_kernel_choice_is_made_per_row(tmp_path: Path) -> None:
     timer, fallback = Timer(), Timer("direct")
     run(seam_for(tmp_path, timer, fallback), Bench("add", torch.add, dtypes=[torch.float32, torch.bfloat16]))
