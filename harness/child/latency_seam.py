@@ -18,7 +18,8 @@ objects. :class:`LatencySeam` answers those calls in the op process:
   next input's torch call, or the item's end), when the row is written; a candidate called
   outside it (an explicit ``gems_op``) is compared at once, and a mismatch is not timed;
 - backward benchmarks (``is_backward``): the timed call is ``autograd.grad`` of the op's output,
-  as FlagGems' own; the comparison covers the output and the gradients for one ``dout``.
+  as FlagGems' own; the comparison covers the output and the gradients for one ``dout``. Such a
+  call is timed direct, never graph-captured (``AUTOGRAD_NOT_CAPTURED`` says why).
 
 Graph capture failures split three ways as for the harness's own cases: recoverable -> the row
 is timed by the direct timer (both sides), with the reason; fatal -> an error row; poisoned
@@ -176,6 +177,21 @@ class RowWriter:
             self.begin()
             self.write(provider, dtype, NO_SHAPE, status, timer, direction=direction, notes=notes, message=message,
                        started_at=_now(), extra={"suite": dict(facts)})
+
+
+# Why a backward benchmark's rows are not graph-captured. Its timed call is autograd.grad of an
+# output whose forward ran before, outside the capture; autograd runs each backward kernel on the
+# stream its forward op used, not on the capture's stream, so the capture is broken. On the H200
+# all four such FlagGems benchmarks run so far (ctc_loss_backward, embedding_backward,
+# gather_backward, avg_pool2d_backward) poisoned the context at their first capture, while backward
+# ops called directly (index_select_backward, slice_backward...) were captured. Not yet run on a
+# GPU with this rule; capturing them would need the forward run on the capture's stream.
+AUTOGRAD_NOT_CAPTURED = ("autograd.grad is not captured: its kernels run on the forward's stream, "
+                         "outside the capture")
+
+
+def _autograd(bench: Any) -> bool:
+    return bool(getattr(bench, "is_backward", False))
 
 
 def _handed(ms: float) -> float:
@@ -379,7 +395,7 @@ class LatencySeam:
                 pending.reference, pending.dout = self._outputs(bench, op, snap_args, snap_kwargs, None)
             fn = self._timed_fn(bench, op, args, kwargs)
             pending.baseline_fn = fn
-            pending.baseline, pending.fallback = self.measure(fn)
+            pending.baseline, pending.fallback = self.measure(fn, _autograd(bench))
             pending.baseline_wall = self.measure_wall(fn)
         except ContextPoisoned as poisoned:
             self._poisoned(pending, poisoned)
@@ -419,12 +435,15 @@ class LatencySeam:
             compared.append(list(torch.autograd.grad((out,), xs, grad_outputs=(dout,))))
         return compared, dout
 
-    def measure(self, fn: Callable[[], Any]) -> tuple[Samples, Fallback | None]:
+    def measure(self, fn: Callable[[], Any], autograd: bool = False) -> tuple[Samples, Fallback | None]:
         """Time ``fn`` with the primary timer; a refused graph capture (or a denied one) times it
-        with the direct timer and says why."""
+        with the direct timer and says why. ``autograd`` (a backward benchmark's
+        ``autograd.grad``) is never captured: see AUTOGRAD_NOT_CAPTURED."""
         timers = self.timers
         if timers.denied and timers.fallback is not None:
             return timers.fallback.measure(fn), Fallback("capture", "denied", timers.denied)
+        if autograd and timers.fallback is not None:
+            return timers.fallback.measure(fn), Fallback("capture", "autograd", AUTOGRAD_NOT_CAPTURED)
         try:
             return timers.primary.measure(fn), None
         except CaptureRefused as refused:
@@ -480,7 +499,7 @@ class LatencySeam:
             if fallback is not None and self.timers.fallback is not None:
                 samples = self.timers.fallback.measure(fn)  # torch's side fell back: so does this one
             else:
-                samples, fallback = self.measure(fn)
+                samples, fallback = self.measure(fn, _autograd(bench))
             wall = self.measure_wall(fn)
         except CaptureFatal as fatal:
             self._row(pending, "error", correctness=correctness, message=f"fatal device error, no latency: {fatal}",
@@ -594,7 +613,7 @@ class LatencySeam:
         if pending.skip:
             return 1.0
         try:
-            samples, pending.fallback = self.measure(self._timed_fn(bench, op, args, kwargs))
+            samples, pending.fallback = self.measure(self._timed_fn(bench, op, args, kwargs), _autograd(bench))
         except ContextPoisoned as poisoned:
             self._poisoned(pending, poisoned)
         except KeyboardInterrupt:

@@ -247,6 +247,26 @@ def test_backward_benchmarks_compare_gradients_and_say_backward(tmp_path: Path) 
     assert row.correctness.numel == 2 * 32  # the output and the gradient
 
 
+def test_a_backward_benchmarks_autograd_call_is_never_captured_but_timed_direct_both_sides(tmp_path: Path) -> None:
+    """autograd.grad runs its kernels on the forward's stream, outside a capture: on the H200
+    every such benchmark's first capture poisoned the context. Both sides go to the direct timer."""
+    from harness.child.latency_seam import AUTOGRAD_NOT_CAPTURED
+
+    class Backward(Bench):
+        def get_input_iter(self, dtype: Any) -> Iterator[tuple[Any, ...]]:
+            yield (torch.randn(8, 4, dtype=dtype).requires_grad_(), 1)
+
+    graph, direct = Timer("graph"), Timer("direct")
+    run(seam_for(tmp_path, graph, direct), Backward("softmax_backward", torch.softmax, is_backward=True))
+    (row,) = rows(tmp_path)
+    assert graph.calls == 0 and direct.calls == 2 and row.timer == "direct" and row.status == "pass"
+    assert row.fallback is not None and (row.fallback.reason, row.fallback.detail) == ("autograd", AUTOGRAD_NOT_CAPTURED)
+    forward = tmp_path / "forward"
+    forward.mkdir()
+    run(seam_for(forward, graph, direct), Bench("add", torch.add))  # a forward benchmark is captured as before
+    assert graph.calls == 2 and rows(forward)[0].fallback is None
+
+
 def test_different_inputs_to_the_two_sides_are_timed_but_not_compared(tmp_path: Path) -> None:
     seam = seam_for(tmp_path)
     bench = Bench("pack", torch.neg, gems_op=lambda x: -x)
