@@ -594,8 +594,15 @@ def step_throughput(out: Path) -> None:
     if not samples:
         say("throughput: no sample run here; run a sample step first")
         return
+    if THROUGHPUT_HARNESS != "sample" and THROUGHPUT_HARNESS != "run" and not (
+            THROUGHPUT_HARNESS.startswith("from:") and Path(THROUGHPUT_HARNESS[5:], "ops_status.csv").is_file()):
+        raise SystemExit(f"THROUGHPUT_HARNESS={THROUGHPUT_HARNESS!r}: expected sample, run, or from:RUN_DIR "
+                         "(a run directory with ops_status.csv)")
     inventory = read_inventory(locate_suite(SUITE))
     status = {o["op"]: o for d in samples for o in read_csv(d / "ops_status.csv")}
+    # ops of parts that ran alone on their devices: their times are an op's own (a lead is chosen among them)
+    shared = side_by_side([s for d in samples if (s := part_span(d)) is not None])
+    alone = {o["op"] for d in samples if str(d) not in shared for o in read_csv(d / "ops_status.csv")}
     by_file: dict[str, list[SuiteOp]] = defaultdict(list)
     for op in all_ops(inventory):
         if status.get(op.id, {}).get("status") == "PASS" and "bfloat16" in op.functions[0].dtypes:
@@ -608,10 +615,11 @@ def step_throughput(out: Path) -> None:
         + (f", {len(rows)} kept from {THROUGHPUT_PREVIOUS}" if rows else ""))
     deadline = time.monotonic() + BUDGETS["throughput"]
     if THROUGHPUT_HARNESS == "run" or THROUGHPUT_HARNESS.startswith("from:"):
-        status = throughput_harness_run([r["file"] for r in rows] + files, by_file, status, deadline,
+        status = throughput_harness_run([r["file"] for r in rows] + files, by_file,
+                                        {op: r for op, r in status.items() if op in alone}, deadline,
                                         Path(THROUGHPUT_HARNESS.removeprefix("from:")) if ":" in THROUGHPUT_HARNESS else None)
         for row in rows:  # an earlier call's file: FlagGems' side as measured then, the harness's now
-            side = harness_side(by_file[row["file"]], status, float(row.get("flaggems_wall_s") or 0))
+            side = harness_side(by_file.get(row["file"], []), status, float(row.get("flaggems_wall_s") or 0))
             if side["harness_op_wall_s"] is None:  # not every op of it passed there (a cut run): kept as it was
                 row["note"] = f"not re-measured (an op of it did not pass in tp-harness): as in {THROUGHPUT_PREVIOUS}"
             else:
@@ -636,8 +644,9 @@ def step_throughput(out: Path) -> None:
 
 def harness_side(ops: Sequence[SuiteOp], status: Mapping[str, Mapping[str, str]], flaggems_wall: float) -> dict[str, Any]:
     """A file's harness columns: its ops' rows and summed wall times, and the ratio to FlagGems'
-    wall (none where that is 0 or an op did not pass where it was timed)."""
-    passed = all(status.get(o.id, {}).get("status") == "PASS" for o in ops)
+    wall (none where that is 0, where an op did not pass where it was timed, or where the file has
+    no op that passed with bf16 in the sample here)."""
+    passed = bool(ops) and all(status.get(o.id, {}).get("status") == "PASS" for o in ops)
     harness_s = sum(float(status[o.id]["elapsed_s"]) for o in ops) if passed else None
     return {"harness_rows": sum(int(status[o.id]["rows"]) for o in ops) if passed else None,
             "harness_op_wall_s": None if harness_s is None else round(harness_s, 1),
@@ -651,8 +660,8 @@ def throughput_harness_run(files: Sequence[str], by_file: Mapping[str, Sequence[
     their statuses in place of the sample's. The run leads with one op of the sample outside the
     table, so every op of the table is pre-started as in a nightly, where only a device's first op
     has its imports on the clock: the passing op that took the least time of those that took
-    LEAD_MIN_S or more in the sample (long enough for the next ops' preparation; a long lead
-    would only cost device time)."""
+    LEAD_MIN_S or more in the sample's parts that ran alone (``status`` holds those: long enough
+    for the next ops' preparation; a long lead would only cost device time)."""
     ops = [o.id for f in sorted(files, key=_rank) for o in by_file[f]]
     passed = {op: float(r.get("elapsed_s") or 0) for op, r in status.items() if r.get("status") == "PASS" and op not in ops}
     lead = min(passed, key=lambda op: (passed[op] < LEAD_MIN_S, passed[op], _rank(op)), default=None)
@@ -674,8 +683,9 @@ ENDED = ("PASS", "FAIL", "ERROR", "CRASH", "TIMEOUT", "SKIP")
 
 def timeline(run_dirs: Sequence[Path]) -> dict[str, Any]:
     """Where the ended ops' time went, from each op process's timeline (``specs/<op>.times.json``,
-    harness.child.process) and its ``elapsed_s``: waiting for its own imports (``import_wait``: a
-    pre-started process asked to run before its imports were done; known only from timelines
+    harness.child.process) and its ``elapsed_s``: waiting for its own preparation (``import_wait``:
+    a pre-started process asked to run before its imports, and its profiler warm-up where it is
+    warmed, were done; known only from timelines
     with ``asked``, 889336c on, and counted as time after the session before), before pytest's
     session (pytest's start, conftest and plugins), the session (collection and the cases), and
     after it (pytest's end, the process's exit, the parent noticing). Seconds summed over the
@@ -761,6 +771,9 @@ def summarize(sample_dirs: Sequence[Path], out: Path, extra: Mapping[str, Any] |
     """Counts per status, wall time and the projection over every sample part in ``sample_dirs``.
     The projection takes its op costs from parts that ran alone on their devices (side_by_side)."""
     spans = [span for d in sample_dirs if (span := part_span(d)) is not None]
+    unspanned = [d.name for d in sample_dirs if (d / "run.json").is_file() and part_span(d) is None]
+    if unspanned:
+        say(f"no start in run.json: {', '.join(unspanned)} counted as run alone, in the projection")
     shared = side_by_side(spans)
     ops_rows = [dict(row, part=str(d)) for d in sample_dirs for row in read_csv(d / "ops_status.csv")]
     final = final_status(ops_rows)

@@ -68,8 +68,9 @@ def warm_up_way(way: str) -> dict[str, Any]:
     result: dict[str, Any] = {"way": way, "warm_up_s": None}
     if way == "before-cuda":
         result["warm_up_s"] = round(empty_session(), 4)
-    result["cuda_started_by_warm_up"] = torch.cuda.is_initialized()
-    result["device_context_by_warm_up"] = primary_context_active()
+    # asked before anything else starts CUDA: only the before-cuda way's warm-up can have opened it
+    result["cuda_started_by_warm_up"] = torch.cuda.is_initialized() if way == "before-cuda" else None
+    result["device_context_by_warm_up"] = primary_context_active() if way == "before-cuda" else None
     x = torch.randn(64, 64, device="cuda")
     torch.cuda.synchronize()
     if way == "after-cuda":

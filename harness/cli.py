@@ -88,7 +88,7 @@ def _add_run(sub: argparse._SubParsersAction[argparse.ArgumentParser]) -> None:
     p.add_argument("--progress", help="auto (live display on a terminal), rich, or plain lines")
     p.add_argument("--prestart", help="auto (default: on for accelerators, off on the cpu backend), on or off: "
                    "start each device's next op process while the current op runs, held before it touches "
-                   "the device, so its imports (about 5 s a process on the H200 machine) overlap")
+                   "the device, so its imports (5 s a process on the H200 machine, 9-11 s with FlagGems) overlap")
     p.add_argument("--prestart-depth", metavar="N",
                    help="how many of a device's next ops are pre-started at once (1-8, default 2): an op "
                         "process's preparation (imports, the profiler's warm-up: 10-15 s on the H200 machine) "

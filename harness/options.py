@@ -52,6 +52,8 @@ ENV_PREFIX = "HARNESS_"
 LEVEL_CHOICES = ("auto", "smoke", "core", "comprehensive")
 CACHE_CHOICES = ("cold", "warm")
 PRESTART_CHOICES = ("auto", "on", "off")
+PRESTART_DEPTH = 2  # default of --prestart-depth (1 to MAX_PRESTART_DEPTH)
+MAX_PRESTART_DEPTH = 8
 IR_CHOICES = ("on", "off", "full")  # full: SASS too (benchmarks/ir_overhead.py)
 TRITON_CACHE_CHOICES = ("isolated", "user")
 # Dtypes a suite run (--suite) passes through to FlagGems' benchmarks: every dtype torch names
@@ -107,7 +109,7 @@ class RunOptions:
     image_digest: str | None = None
     replay_from: str | None = None  # a run directory whose recorded autotune configs this run uses
     prestart: str = "auto"  # start a device's next op process early (held): auto (accelerators), on, off
-    prestart_depth: int = 2  # how many of a device's next ops are held at once (docs/batch.md, "Pre-start")
+    prestart_depth: int = PRESTART_DEPTH  # how many of a device's next ops are held at once (docs/batch.md)
     plugins: tuple[str, ...] = ()  # toggles of optional plugins: "-ir", "+mm_cluster" (harness.run.plugins)
     extra_plugins: tuple[str, ...] = ()  # pytest plugin modules added to every op process
     ir: str = "on"  # keep each compiled kernel's IR and metadata under RUN/ir; full: SASS too (docs/compile.md)
@@ -426,7 +428,7 @@ _PARSERS: dict[str, Callable[[Any], Any]] = {
     "image_digest": _str,
     "replay_from": _str,
     "prestart": _choice("prestart mode", PRESTART_CHOICES),
-    "prestart_depth": _int_between("prestart depth", 1, 8),
+    "prestart_depth": _int_between("prestart depth", 1, MAX_PRESTART_DEPTH),
     "plugins": _toggles,
     "extra_plugins": _modules,
     "ir": _choice("IR capture mode", IR_CHOICES),

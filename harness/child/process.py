@@ -210,7 +210,7 @@ def main(argv: Sequence[str]) -> int:
             return CANCELLED_EXIT
         times["go"] = time.time()
         asked = asked_time(words[1:])
-        if asked is not None:  # when the parent asked: before "preloaded", the op waited for its own imports
+        if asked is not None:  # when the parent asked: before "held", the op waited for its own preparation
             times["asked"] = asked
     import json
 

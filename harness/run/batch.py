@@ -25,6 +25,7 @@ from pathlib import Path
 from typing import Any, Protocol
 
 from harness.contract import CAPTURE_OFF, PYTEST_OFF, ChildSpec, RunFiles
+from harness.options import MAX_PRESTART_DEPTH, PRESTART_DEPTH
 from harness.results.schema import Measurement
 from harness.results.store import atomic_write_text, read_records
 from harness.run.caches import cache_env, run_cache_dir
@@ -123,7 +124,7 @@ class BatchContext:
     events: BatchEvents
     runner: OpRunner
     prestart: bool = False
-    prestart_depth: int = 1  # how many of a device's next ops are held at once
+    prestart_depth: int = PRESTART_DEPTH  # how many of a device's next ops are held at once
     cache_dir: Path | None = None  # the run's own compiler caches (harness.run.caches), if isolated
     sweep: SweepStep | None = None  # --sweep-devices: tune autotuned ops before measuring them
     locks: DeviceLocks = field(default_factory=DeviceLocks)
@@ -427,7 +428,7 @@ def _device_worker(ctx: BatchContext, share: Sequence[OpPlan], board: _Board, ru
                     return
                 board.set(OpOutcome(o.op, o.device, RUNNING, attempt, notes=(f"attempt {attempt} running",)))
                 ctx.events.attempt_started(o.device, o.op, attempt)
-                if ctx.prestart and attempt == 1:
+                if ctx.prestart and attempt == 1 and not ctx.stop.requested:
                     for ahead in following:
                         if ctx.is_held(ahead.op):  # pre-started while an op before this one ran
                             continue
@@ -468,7 +469,7 @@ def run_batch(
     stop: StopToken | None = None,
     already_done: Mapping[str, OpOutcome] | None = None,
     prestart: bool = False,
-    prestart_depth: int = 1,
+    prestart_depth: int = PRESTART_DEPTH,
     run_one: OpFunction = run_op,
     sweep: SweepStep | None = None,
 ) -> BatchResult:
@@ -494,7 +495,8 @@ def run_batch(
     if cache_dir is not None:
         cache_dir.mkdir(parents=True, exist_ok=True)
     ctx = BatchContext(plan, run_dir, parent_env, stop, events, runner or CaseRunner(), prestart=prestart,
-                       prestart_depth=max(1, prestart_depth), cache_dir=cache_dir, sweep=sweep)
+                       prestart_depth=min(max(1, prestart_depth), MAX_PRESTART_DEPTH), cache_dir=cache_dir,
+                       sweep=sweep)
     todo = [o for o in plan.ops if not initial[o.op].done]
     threads = [
         threading.Thread(target=_device_worker, args=(ctx, share, board, run_one), name=f"device-{device}",

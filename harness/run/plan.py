@@ -80,15 +80,15 @@ class RunPlan:
     def warm_profiler(self) -> bool:
         return warm_profiler_for(self.backend.capabilities, self.timer)
 
+    def total_cases(self) -> int:
+        return sum(o.expected_cases for o in self.ops)
+
 
 def warm_profiler_for(caps: Capabilities, timer: str) -> bool:
     """Whether a pre-started op process pays the profiler's start while held: where its timer may
     hand rows to the profiler (the graph timer's small rows, or the profiler timer) and the
     backend measured the warm-up safe (Capabilities.profiler_warm_up)."""
     return caps.profiler and caps.profiler_warm_up and timer in ("graph", "profiler")
-
-    def total_cases(self) -> int:
-        return sum(o.expected_cases for o in self.ops)
 
 
 def plan_for(backend: Backend, options: RunOptions) -> PluginPlan:

@@ -219,7 +219,7 @@ def release(child: subprocess.Popen[bytes]) -> None:
     """Let a held process run its op. One that already died is left to be classified by its
     exit like any other attempt (a fresh process would have hit the same failure). The line
     carries the time it was sent, so the op's timeline shows how long the op waited for its own
-    imports (``asked`` against ``preloaded``)."""
+    preparation (``asked`` against ``held``: its imports and any warm-up done)."""
     stdin = child.stdin
     if stdin is None:
         return

@@ -70,7 +70,8 @@ UNCHECKED_NAMES: Mapping[str, str] = {
     "bernoulli": "random output", "dropout": "random output", "multinomial": "random output",
     "exponential": "random output", "poisson": "random output", "geometric": "random output",
     "cauchy": "random output", "random": "random output", "empty": "uninitialised output",
-    # rrelu_with_noise in training mode (FlagGems' benchmark) draws each negative input's slope
+    # rrelu_with_noise in training mode (FlagGems' benchmark) draws each negative input's slope; the
+    # substring also matches an rrelu in eval mode (deterministic), left unchecked too
     "rrelu": "random output (in training mode each negative element's slope is drawn)",
 }
 DEFAULT_SHAPE_COUNT = 5  # rows per dtype assumed for a benchmark whose shapes cannot be read statically

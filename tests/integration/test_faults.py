@@ -210,7 +210,7 @@ def test_sigint_midway_then_resume_finishes_without_redoing_anything(tmp_path: P
     assert "--resume" in output
     assert not alive(gate_pid), "the op's process outlived the interrupted run"
     assert _held_children(run) == [], "a pre-started op process outlived the interrupted run"
-    if prestart == "on":  # fault_nan was pre-started while fault_gate ran, then cancelled
+    if prestart == "on":  # fault_nan was pre-started (two ahead, with the default depth 2), then cancelled
         assert "(pre-started)" in (run / "logs" / "fault_nan.log").read_text()
 
     info = json.loads((run / "run.json").read_text())

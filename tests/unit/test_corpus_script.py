@@ -324,6 +324,13 @@ def test_throughput_can_time_the_harness_side_in_a_run_of_its_own_led_by_an_op_o
     corpus.step_throughput(tmp_path / "cut")
     (cut,) = csv.DictReader((tmp_path / "cut" / "throughput.csv").open())
     assert cut["harness_op_wall_s"] == "50" and cut["harness_over_flaggems"] == "2.5" and "not re-measured" in cut["note"]
+    # a file with no op to time counts as nothing measured, never as 0 s
+    assert corpus.harness_side([], {}, 20.0) == {"harness_rows": None, "harness_op_wall_s": None,
+                                                  "harness_over_flaggems": None}
+    for bad in ("runs", "from", f"from:{tmp_path / 'nowhere'}"):
+        monkeypatch.setattr(corpus, "THROUGHPUT_HARNESS", bad)
+        with pytest.raises(SystemExit, match="expected sample, run, or from:RUN_DIR"):
+            corpus.step_throughput(tmp_path / "bad")
 
 
 def test_a_bounded_run_refreshes_the_archive_while_it_goes_and_stops_at_its_budget(tmp_path: Path) -> None:

@@ -25,7 +25,7 @@ from __future__ import annotations
 import contextlib
 import statistics
 import time
-from collections.abc import Callable, Iterator
+from collections.abc import Callable, Iterator, Sequence
 from dataclasses import dataclass, field
 from typing import Any
 
@@ -58,10 +58,23 @@ def unroll_for(estimate_ms: float, target_ms: float = 2.0, most: int = 100) -> i
     return max(1, min(most, int(target_ms / estimate_ms)))
 
 
-def _chain(text: str, limit: int) -> str:
-    """An error's chain (:func:`_error_text`) on one line, outermost first: a failed capture's
-    outermost error is torch's generic one, the first error of the capture lies below it."""
-    return " <- ".join(line for line in text.splitlines() if line.strip())[:limit]
+# A line of the runtime's own footer, on every CUDA error torch raises, besides the backend's
+# CaptureErrorWording.ignore (which the classification strips too).
+_FOOTER_LINES = ("might be asynchronously reported",)
+
+
+def _chain(exc: BaseException, ignore: Sequence[str], limit: int) -> str:
+    """An error and its causes on one line, outermost first (``outer <- cause``), each without the
+    runtime's footer lines: a failed capture's outermost error is torch's generic one, the first
+    error of the capture lies below it."""
+    links: list[str] = []
+    seen: BaseException | None = exc
+    while seen is not None and len(links) < 4:
+        lines = [line.strip() for line in str(seen).splitlines()
+                 if line.strip() and not any(piece in line for piece in (*ignore, *_FOOTER_LINES))]
+        links.append(f"{type(seen).__name__}: {' '.join(lines)}")
+        seen = seen.__cause__ or seen.__context__
+    return " <- ".join(links)[:limit]
 
 
 def _error_text(exc: BaseException) -> str:
@@ -121,10 +134,11 @@ class GraphTimer:
             return exc
         text = _error_text(exc)
         kind = classify_capture_error(self.backend, text)
+        ignore = self.backend.capture_errors.ignore
         if kind is CaptureFailure.POISONED:
-            return ContextPoisoned(f"graph {phase}: {_chain(text, 600)}")
+            return ContextPoisoned(f"graph {phase}: {_chain(exc, ignore, 600)}")
         if kind is CaptureFailure.FATAL:
-            return CaptureFatal(f"graph {phase}: {_chain(text, 600)}")
+            return CaptureFatal(f"graph {phase}: {_chain(exc, ignore, 600)}")
         # Recoverable: make sure the device is usable again before the direct timer runs.
         with contextlib.suppress(Exception):
             self.api.synchronize()
@@ -135,9 +149,9 @@ class GraphTimer:
             # process raises "Offset increment outside graph capture encountered unexpectedly"
             # (FlagGems' next input, here). The process cannot go on: it ends, and a retry
             # continues after the rows already written.
-            return ContextPoisoned(f"graph {phase} failed ({_chain(text, 500)}) and left the device's random "
+            return ContextPoisoned(f"graph {phase} failed ({_chain(exc, ignore, 500)}) and left the device's random "
                                    f"number generator unusable outside capture ({broken})")
-        return CaptureRefused(phase, "capture-failed", _chain(text, 400))
+        return CaptureRefused(phase, "capture-failed", _chain(exc, ignore, 400))
 
     def _rng_broken(self) -> str:
         """Why the device's random numbers no longer work after a failed capture, or ""."""
