@@ -585,6 +585,7 @@ class LatencySeam:
         tflops = flops / (cand_ms * 1e-3) / 1e12 if flops and cand_ms > 0 else None
         notes = [f"{side} noisy (IQR/median did not settle)" for side, s in
                  (("candidate", samples), ("baseline", pending.baseline)) if s.noisy] + list(floor)
+        notes += [f"{side}: {s.note}" for side, s in (("candidate", samples), ("baseline", pending.baseline)) if s.note]
         extra: dict[str, Any] = {"suite": pending.facts}
         if flops:
             extra["flops"] = flops

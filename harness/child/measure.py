@@ -232,6 +232,7 @@ def measure_case(
         common["baseline_wall"] = Timing.of(wall_timer.measure(lambda: op.baseline(*args)).values)
     notes = tuple(f"{side} noisy (IQR/median did not settle)" for side, smp in
                   (("candidate", cand_s), ("baseline", base_s)) if smp.noisy)
+    notes += tuple(f"{side}: {smp.note}" for side, smp in (("candidate", cand_s), ("baseline", base_s)) if smp.note)
     baseline_samples: Samples = base_s
     candidate_samples: Samples = cand_s
     base = Timing.of(baseline_samples.values, settled=not baseline_samples.noisy)

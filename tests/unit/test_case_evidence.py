@@ -188,11 +188,18 @@ def test_the_small_kernel_switch_off_or_without_a_profiler_keeps_the_graph() -> 
         def measure(self, fn: Any) -> Samples:
             raise RuntimeError("the profiler recorded no kernels")
 
-    broken = _graph(Broken(0.0), device)
+    broken = _graph(Broken(0.0, name="profiler"), device)
     broken.begin_row()
     readings = [broken.measure(device.call) for _ in range(2)]
     assert [r.timer for r in readings] == ["graph", "graph"]
     assert statistics.median(readings[1].values) == pytest.approx(0.0014)
+    # both sides say why a row of small kernels has the graph's reading; the next row says nothing
+    assert all(r.note.startswith("small kernels, but the profiler timer failed (RuntimeError: the profiler "
+                                 "recorded no kernels)") for r in readings)
+    broken.begin_row()
+    device.kernel_ms = 0.04
+    assert broken.measure(device.call).note == ""
+    device.kernel_ms = 0.0014
 
     class Flaky(FakeTimer):  # times the first side, fails on the second
         def measure(self, fn: Any) -> Samples:

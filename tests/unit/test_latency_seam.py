@@ -152,6 +152,18 @@ def test_flaggems_never_gets_a_latency_it_cannot_divide_by(tmp_path: Path) -> No
     assert row.speedup is None and row.candidate is not None and row.candidate.summary.median == 0.0
 
 
+def test_what_a_timer_says_of_its_samples_is_on_the_row(tmp_path: Path) -> None:
+    class Saying(Timer):
+        def measure(self, fn: Callable[[], Any]) -> Samples:
+            taken = super().measure(fn)
+            return Samples(taken.values, taken.timer, note="small kernels, but the profiler timer failed")
+
+    run(seam_for(tmp_path, timer=Saying()), Bench("add", torch.add))
+    (row,) = rows(tmp_path)
+    assert {"candidate: small kernels, but the profiler timer failed",
+            "baseline: small kernels, but the profiler timer failed"} <= set(row.notes)
+
+
 def test_each_row_begins_a_row_of_the_timer_so_the_small_kernel_choice_is_made_per_row(tmp_path: Path) -> None:
     timer, fallback = Timer(), Timer("direct")
     run(seam_for(tmp_path, timer, fallback), Bench("add", torch.add, dtypes=[torch.float32, torch.bfloat16]))

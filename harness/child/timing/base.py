@@ -68,6 +68,7 @@ class Samples:
     values: tuple[float, ...]
     timer: str
     noisy: bool = False
+    note: str = ""  # what the row should say about how they were taken ("" : nothing)
 
 
 class CaptureRefused(Exception):

@@ -103,10 +103,12 @@ class GraphTimer:
     # an earlier attempt's capture poisoned the device context), else "".
     denied: str = ""
     _row_small: bool | None = field(default=None, repr=False)
+    _small_failed: str = field(default="", repr=False)  # why the small-kernel timer failed in this row
 
     def begin_row(self) -> None:
         """A new row starts: its first measurement decides its timer (module docstring)."""
         self._row_small = None
+        self._small_failed = ""
 
     def _decide(self, first: list[float]) -> bool:
         """Whether this row is one of small kernels, decided once per row by its first
@@ -125,8 +127,11 @@ class GraphTimer:
             return self.small_timer.measure(fn)
         except (ContextPoisoned, CaptureFatal):
             raise
-        except Exception:  # no profiler here after all: the graph's reading for the whole row
+        except Exception as exc:  # no profiler here after all: the graph's reading for the whole row
             self._row_small = False
+            first = str(exc).splitlines()[0][:160] if str(exc) else ""
+            self._small_failed = (f"small kernels, but the {getattr(self.small_timer, 'name', 'small-kernel')} timer "
+                                  f"failed ({type(exc).__name__}: {first}): the graph's reading")
             return None
 
     def _fail(self, exc: BaseException, phase: str) -> Exception:
@@ -289,4 +294,4 @@ class GraphTimer:
             raise self._fail(exc, "replay") from exc
         if statistics.median(values) <= 0:
             noisy = True
-        return Samples(tuple(values), self.name, noisy)
+        return Samples(tuple(values), self.name, noisy, self._small_failed)
