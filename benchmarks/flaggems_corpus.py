@@ -594,15 +594,13 @@ def step_throughput(out: Path) -> None:
     if not samples:
         say("throughput: no sample run here; run a sample step first")
         return
-    if THROUGHPUT_HARNESS != "sample" and THROUGHPUT_HARNESS != "run" and not (
-            THROUGHPUT_HARNESS.startswith("from:") and Path(THROUGHPUT_HARNESS[5:], "ops_status.csv").is_file()):
-        raise SystemExit(f"THROUGHPUT_HARNESS={THROUGHPUT_HARNESS!r}: expected sample, run, or from:RUN_DIR "
-                         "(a run directory with ops_status.csv)")
+    source, made = throughput_source(THROUGHPUT_HARNESS)
     inventory = read_inventory(locate_suite(SUITE))
-    status = {o["op"]: o for d in samples for o in read_csv(d / "ops_status.csv")}
+    rows_of = {d: read_csv(d / "ops_status.csv") for d in samples}
+    status = {o["op"]: o for d in samples for o in rows_of[d]}
     # ops of parts that ran alone on their devices: their times are an op's own (a lead is chosen among them)
     shared = side_by_side([s for d in samples if (s := part_span(d)) is not None])
-    alone = {o["op"] for d in samples if str(d) not in shared for o in read_csv(d / "ops_status.csv")}
+    alone = {o["op"] for d in samples if str(d) not in shared for o in rows_of[d]}
     by_file: dict[str, list[SuiteOp]] = defaultdict(list)
     for op in all_ops(inventory):
         if status.get(op.id, {}).get("status") == "PASS" and "bfloat16" in op.functions[0].dtypes:
@@ -614,10 +612,9 @@ def step_throughput(out: Path) -> None:
     say(f"throughput: {len(by_file)} files have benchmarks that passed with bf16 in the sample; {len(files)} taken"
         + (f", {len(rows)} kept from {THROUGHPUT_PREVIOUS}" if rows else ""))
     deadline = time.monotonic() + BUDGETS["throughput"]
-    if THROUGHPUT_HARNESS == "run" or THROUGHPUT_HARNESS.startswith("from:"):
+    if source != "sample":
         status = throughput_harness_run([r["file"] for r in rows] + files, by_file,
-                                        {op: r for op, r in status.items() if op in alone}, deadline,
-                                        Path(THROUGHPUT_HARNESS.removeprefix("from:")) if ":" in THROUGHPUT_HARNESS else None)
+                                        {op: r for op, r in status.items() if op in alone}, deadline, made)
         for row in rows:  # an earlier call's file: FlagGems' side as measured then, the harness's now
             side = harness_side(by_file.get(row["file"], []), status, float(row.get("flaggems_wall_s") or 0))
             if side["harness_op_wall_s"] is None:  # not every op of it passed there (a cut run): kept as it was
@@ -640,6 +637,18 @@ def step_throughput(out: Path) -> None:
                      "note": "" if results else "FlagGems' runner reported no results (tp-own/pytest.log): not compared"})
         say(f"  {file}: FlagGems {wall:.1f} s (its start {startup:.1f} s), harness {side['harness_op_wall_s']} s")
     write_csv(out / "throughput.csv", rows, THROUGHPUT_COLUMNS)
+
+
+def throughput_source(value: str) -> tuple[str, Path | None]:
+    """THROUGHPUT_HARNESS read: ("sample", None), ("run", None) or ("from", RUN_DIR); anything else
+    ends the script with what it expects."""
+    if value in ("sample", "run"):
+        return value, None
+    made = Path(value.removeprefix("from:"))
+    if value.startswith("from:") and (made / "ops_status.csv").is_file():
+        return "from", made
+    raise SystemExit(f"THROUGHPUT_HARNESS={value!r}: expected sample, run, or from:RUN_DIR "
+                     "(a run directory with ops_status.csv)")
 
 
 def harness_side(ops: Sequence[SuiteOp], status: Mapping[str, Mapping[str, str]], flaggems_wall: float) -> dict[str, Any]:
@@ -665,12 +674,12 @@ def throughput_harness_run(files: Sequence[str], by_file: Mapping[str, Sequence[
     ops = [o.id for f in sorted(files, key=_rank) for o in by_file[f]]
     passed = {op: float(r.get("elapsed_s") or 0) for op, r in status.items() if r.get("status") == "PASS" and op not in ops}
     lead = min(passed, key=lambda op: (passed[op] < LEAD_MIN_S, passed[op], _rank(op)), default=None)
-    ops_file = RUNS / "tp-harness.txt"
-    ops_file.write_text("".join(f"{op}\n" for op in ([lead] if lead else []) + ops))
     if made is not None:  # run already: its statuses (an op it did not end counts as not run)
         run_dir = made
         say(f"throughput: the harness's side from {made}")
     else:
+        ops_file = RUNS / "tp-harness.txt"
+        ops_file.write_text("".join(f"{op}\n" for op in ([lead] if lead else []) + ops))
         budget = min(THROUGHPUT_HARNESS_BUDGET_S, (deadline - time.monotonic()) / 2)
         say(f"throughput: the harness on {len(ops)} ops of {len(files)} files (led by {lead}), {budget:.0f} s")
         run_dir = harness_run("tp-harness", ["--ops-file", str(ops_file), *HARNESS_ARGS], budget)
@@ -770,8 +779,9 @@ def union_s(spans: Sequence[Span]) -> float:
 def summarize(sample_dirs: Sequence[Path], out: Path, extra: Mapping[str, Any] | None = None) -> dict[str, Any]:
     """Counts per status, wall time and the projection over every sample part in ``sample_dirs``.
     The projection takes its op costs from parts that ran alone on their devices (side_by_side)."""
-    spans = [span for d in sample_dirs if (span := part_span(d)) is not None]
-    unspanned = [d.name for d in sample_dirs if (d / "run.json").is_file() and part_span(d) is None]
+    span_of = {d: part_span(d) for d in sample_dirs}
+    spans = [span for span in span_of.values() if span is not None]
+    unspanned = [d.name for d, span in span_of.items() if span is None and (d / "run.json").is_file()]
     if unspanned:
         say(f"no start in run.json: {', '.join(unspanned)} counted as run alone, in the projection")
     shared = side_by_side(spans)

@@ -67,6 +67,7 @@ from harness.child.timing.base import (
     Timer,
     begin_row,
     resolved_medians,
+    side_notes,
 )
 from harness.contract import POISONED_EXIT
 from harness.errors import ContextPoisoned
@@ -191,6 +192,7 @@ AUTOGRAD_NOT_CAPTURED = ("autograd.grad is not captured: its kernels run on the 
 
 
 def _autograd(bench: Any) -> bool:
+    """A backward benchmark (FlagGems' ``is_backward``): its timed call is ``autograd.grad``."""
     return bool(getattr(bench, "is_backward", False))
 
 
@@ -282,13 +284,13 @@ class LatencySeam:
         if bench is not None:
             facts.update(op_name=str(getattr(bench, "op_name", "")), bench_class=type(bench).__name__,
                          inplace=bool(getattr(bench, "is_inplace", False)),
-                         autograd=bool(getattr(bench, "is_backward", False)))
+                         autograd=_autograd(bench))
         facts.update(more)
         return facts
 
     def _direction(self, bench: Any) -> str:
         names = (self.item, str(getattr(bench, "op_name", "")))
-        return "backward" if getattr(bench, "is_backward", False) or any("backward" in n for n in names) else "forward"
+        return "backward" if _autograd(bench) or any("backward" in n for n in names) else "forward"
 
     def item_outcome(self, status: str, message: str) -> None:
         """A failed or skipped benchmark function: its row (FlagGems' reason), unless it already
@@ -408,7 +410,7 @@ class LatencySeam:
     def _timed_fn(self, bench: Any, op: Callable[..., Any], args: tuple[Any, ...], kwargs: dict[str, Any]) -> Callable[[], Any]:
         """What FlagGems' get_latency times: the call, or for a backward benchmark autograd.grad
         of its output (the forward built once, here, inside use_gems for FlagGems' side)."""
-        if not getattr(bench, "is_backward", False):
+        if not _autograd(bench):
             return lambda: op(*args, **kwargs)
         import torch
 
@@ -427,7 +429,7 @@ class LatencySeam:
         compared: list[Any] = [out]
         if getattr(bench, "is_inplace", False) or "out" in kwargs:
             compared.append([a for a in args if isinstance(a, torch.Tensor)])
-        if getattr(bench, "is_backward", False):
+        if _autograd(bench):
             xs = [a for a in args if isinstance(a, torch.Tensor) and a.requires_grad]
             if dout is None:
                 gen = torch.Generator(device=out.device).manual_seed(self.writer.ctx.seed)
@@ -583,9 +585,7 @@ class LatencySeam:
         gbps, base_gbps = _gbps(bench, args, cand_ms), _gbps(bench, args, base_ms)
         flops = _flops(bench, args, kwargs)
         tflops = flops / (cand_ms * 1e-3) / 1e12 if flops and cand_ms > 0 else None
-        notes = [f"{side} noisy (IQR/median did not settle)" for side, s in
-                 (("candidate", samples), ("baseline", pending.baseline)) if s.noisy] + list(floor)
-        notes += [f"{side}: {s.note}" for side, s in (("candidate", samples), ("baseline", pending.baseline)) if s.note]
+        notes = side_notes(samples, pending.baseline) + list(floor)
         extra: dict[str, Any] = {"suite": pending.facts}
         if flops:
             extra["flops"] = flops

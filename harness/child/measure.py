@@ -23,6 +23,7 @@ from harness.child.timing.base import (
     Timer,
     begin_row,
     resolved_medians,
+    side_notes,
 )
 from harness.contract import Case
 from harness.ops.base import OpSpec
@@ -230,9 +231,7 @@ def measure_case(
     if wall_timer is not None:  # warm, back to back, host included: beside the device time
         common["candidate_wall"] = Timing.of(wall_timer.measure(lambda: candidate(*args)).values)
         common["baseline_wall"] = Timing.of(wall_timer.measure(lambda: op.baseline(*args)).values)
-    notes = tuple(f"{side} noisy (IQR/median did not settle)" for side, smp in
-                  (("candidate", cand_s), ("baseline", base_s)) if smp.noisy)
-    notes += tuple(f"{side}: {smp.note}" for side, smp in (("candidate", cand_s), ("baseline", base_s)) if smp.note)
+    notes = tuple(side_notes(cand_s, base_s))
     baseline_samples: Samples = base_s
     candidate_samples: Samples = cand_s
     base = Timing.of(baseline_samples.values, settled=not baseline_samples.noisy)

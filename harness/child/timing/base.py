@@ -23,6 +23,7 @@ __all__ = [
     "rel_spread",
     "reps_for",
     "resolved_medians",
+    "side_notes",
 ]
 
 # No device timer here resolves a call below 0.1 us: a median under it (the graph timer's, with the
@@ -69,6 +70,13 @@ class Samples:
     timer: str
     noisy: bool = False
     note: str = ""  # what the row should say about how they were taken ("" : nothing)
+
+
+def side_notes(candidate: Samples, baseline: Samples) -> list[str]:
+    """What a row says of its two sides' samples: which did not settle, and each timer's note."""
+    sides = (("candidate", candidate), ("baseline", baseline))
+    return ([f"{side} noisy (IQR/median did not settle)" for side, s in sides if s.noisy]
+            + [f"{side}: {s.note}" for side, s in sides if s.note])
 
 
 class CaptureRefused(Exception):

@@ -63,27 +63,31 @@ def unroll_for(estimate_ms: float, target_ms: float = 2.0, most: int = 100) -> i
 _FOOTER_LINES = ("might be asynchronously reported",)
 
 
+def _links(exc: BaseException, most: int = 4) -> list[BaseException]:
+    """The error and its causes, outermost first."""
+    links: list[BaseException] = []
+    seen: BaseException | None = exc
+    while seen is not None and len(links) < most:
+        links.append(seen)
+        seen = seen.__cause__ or seen.__context__
+    return links
+
+
 def _chain(exc: BaseException, ignore: Sequence[str], limit: int) -> str:
     """An error and its causes on one line, outermost first (``outer <- cause``), each without the
     runtime's footer lines: a failed capture's outermost error is torch's generic one, the first
     error of the capture lies below it."""
-    links: list[str] = []
-    seen: BaseException | None = exc
-    while seen is not None and len(links) < 4:
-        lines = [line.strip() for line in str(seen).splitlines()
+    def bare(link: BaseException) -> str:
+        lines = [line.strip() for line in str(link).splitlines()
                  if line.strip() and not any(piece in line for piece in (*ignore, *_FOOTER_LINES))]
-        links.append(f"{type(seen).__name__}: {' '.join(lines)}")
-        seen = seen.__cause__ or seen.__context__
-    return " <- ".join(links)[:limit]
+        return f"{type(link).__name__}: {' '.join(lines)}"
+
+    return " <- ".join(bare(link) for link in _links(exc))[:limit]
 
 
 def _error_text(exc: BaseException) -> str:
-    parts: list[str] = []
-    seen: BaseException | None = exc
-    while seen is not None and len(parts) < 4:
-        parts.append(f"{type(seen).__name__}: {seen}")
-        seen = seen.__cause__ or seen.__context__
-    return "\n".join(parts)
+    """The whole chain's text, for classifying the failure by the backend's wording."""
+    return "\n".join(f"{type(link).__name__}: {link}" for link in _links(exc))
 
 
 @dataclass
