@@ -61,11 +61,15 @@ CANCELLED_EXIT = 3  # a pre-started (held) process that was told not to run
 CAPTURE_OFF = "capture_off"
 GO = "go"  # the line a held op process waits for on stdin before it runs pytest ("go TIME": when sent)
 # pytest plugins every op process's pytest (the harness's and a suite's) leaves out: the cache
-# (nothing to keep between runs) and unraisableexception, whose end-of-session gc.collect() x5
+# (nothing to keep between runs); unraisableexception, whose end-of-session gc.collect() x5
 # took 0.94 s with torch and Triton loaded on a 2-core CPU machine (the H200's ops spent 1.4-2.3 s
-# between their session's end and pytest's return). An exception nothing can raise (one in a
-# __del__) still goes to the op's log through Python's own hook.
-PYTEST_OFF = ("-p", "no:cacheprovider", "-p", "no:unraisableexception")
+# between their session's end and pytest's return; an exception nothing can raise, one in a
+# __del__, still goes to the op's log through Python's own hook); and Hypothesis' plugin, where
+# Hypothesis is installed (it is, on the H200 machines): its terminal summary imports Hypothesis,
+# 0.9 s of each op's 1.0-1.4 s between its session's end and pytest's return there (py-spy of
+# four FlagGems ops, 2026-12-02), 0.6 s a pytest process on the CPU machine. Tests written with
+# Hypothesis' @given still run without it: the plugin adds reporting, not the tests.
+PYTEST_OFF = ("-p", "no:cacheprovider", "-p", "no:unraisableexception", "-p", "no:hypothesispytest")
 # The parent's pid: an op process ends its own process group once this process is gone.
 PARENT_PID_ENV = "HARNESS_PARENT_PID"
 # The mark every op process and whatever it starts inherits (harness.run.leftovers): the run

@@ -111,3 +111,38 @@ def test_an_op_process_writes_its_timeline_next_to_its_exit_file(tmp_path: Path)
     assert times_path(exit_file).name == "op.times.json"
     order = [times[k] for k in ("started", "pytest", "session_start", "session_end", "returned")]
     assert order == sorted(order) and "go" not in times  # not pre-started: no release
+
+
+def test_an_op_processs_pytest_leaves_out_the_plugins_that_cost_it_time(tmp_path: Path) -> None:
+    """PYTEST_OFF names plugins as pytest knows them: with those options, none of them is loaded
+    (Hypothesis' among them where it is installed, as in the dev environment; a wrong name would
+    leave it loaded), and a test written with @given still runs."""
+    import importlib.util
+
+    import pytest
+
+    from harness.contract import PYTEST_OFF
+
+    if importlib.util.find_spec("hypothesis") is None:
+        pytest.skip("Hypothesis is not installed here")
+    blocked = [PYTEST_OFF[i + 1].removeprefix("no:") for i in range(0, len(PYTEST_OFF), 2)]
+    assert set(PYTEST_OFF[::2]) == {"-p"} and "hypothesispytest" in blocked
+    (tmp_path / "test_plugins.py").write_text(
+        "from hypothesis import given, strategies as st\n\n"
+        f"BLOCKED = {blocked!r}\n\n"
+        "def test_none_loaded(request):\n"
+        "    pm = request.config.pluginmanager\n"
+        "    assert [n for n in BLOCKED if pm.has_plugin(n)] == []\n"
+        "    assert [n for n in BLOCKED if pm.is_blocked(n)] == BLOCKED\n\n"
+        "@given(st.integers())\n"
+        "def test_given_runs(x):\n"
+        "    assert isinstance(x, int)\n")
+    done = subprocess.run([sys.executable, "-m", "pytest", "-q", *PYTEST_OFF, "-c", os.devnull,
+                           "--rootdir", str(tmp_path), str(tmp_path / "test_plugins.py")],
+                          capture_output=True, text=True, timeout=120, cwd=tmp_path)
+    assert done.returncode == 0, done.stdout + done.stderr
+    assert "2 passed" in done.stdout
+    plain = subprocess.run([sys.executable, "-m", "pytest", "-q", "-p", "no:cacheprovider", "-c", os.devnull,
+                            "--rootdir", str(tmp_path), str(tmp_path / "test_plugins.py")],
+                           capture_output=True, text=True, timeout=120, cwd=tmp_path)
+    assert plain.returncode != 0 and "test_none_loaded" in plain.stdout  # the check fails where they load

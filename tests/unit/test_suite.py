@@ -403,7 +403,8 @@ def test_the_measuring_process_replays_and_a_sweep_shard_tunes_its_share(v53: Fa
     runner.launch(ctx, op_plan, 2, (), capture_off="poisoned earlier")  # type: ignore[arg-type]
     assert ChildSpec.load(tmp_path / "specs" / "mm.json").extra[CAPTURE_OFF] == "poisoned earlier"
     assert " ".join(launch.pytest_args).endswith("-p tests.data.extra_plugin -c /dev/null --rootdir "
-                                                 f"{tree.root} -p no:cacheprovider -p no:unraisableexception -q -rN -s -W "
+                                                 f"{tree.root} -p no:cacheprovider -p no:unraisableexception "
+                                                 "-p no:hypothesispytest -q -rN -s -W "
                                                  "ignore::pytest.PytestUnknownMarkWarning")
 
     shard = runner.shard_launch(ctx, op_plan, 2, "cpu", ("its calls i with i % 3 == 2",))  # type: ignore[arg-type]
