@@ -727,11 +727,14 @@ def timeline(run_dirs: Sequence[Path]) -> dict[str, Any]:
 
 
 def final_status(rows: Iterable[Mapping[str, str]]) -> dict[str, Mapping[str, str]]:
-    """One row per op over the parts, in order: an op a later part ran again (it was cut, or
-    never started, in an earlier one) counts once, with the status it ended with."""
+    """One row per op over the parts, in order: the last row in which it ended. A later part
+    that ran an op again (it was cut, or never started, in an earlier one; or it ended there and
+    is run again on purpose: alone after running side by side, after a harness fix) decides
+    its status and its cost; a later part that did not end it (cut, not reached) changes
+    nothing."""
     final: dict[str, Mapping[str, str]] = {}
     for row in rows:
-        if row["op"] not in final or final[row["op"]]["status"] not in ENDED:
+        if row["op"] not in final or row["status"] in ENDED or final[row["op"]]["status"] not in ENDED:
             final[row["op"]] = row
     return final
 

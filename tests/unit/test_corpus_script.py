@@ -43,8 +43,11 @@ def test_an_op_counts_once_with_the_status_it_ended_with_and_remaining_lists_the
     import benchmarks.flaggems_corpus as corpus
 
     rows = [{"op": "a", "status": "INTERRUPTED"}, {"op": "b", "status": "PASS"}, {"op": "c", "status": "PENDING"},
-            {"op": "a", "status": "ERROR"}, {"op": "b", "status": "PENDING"}]
-    assert {op: r["status"] for op, r in corpus.final_status(rows).items()} == {"a": "ERROR", "b": "PASS", "c": "PENDING"}
+            {"op": "d", "status": "CRASH", "part": "1"}, {"op": "a", "status": "ERROR"}, {"op": "b", "status": "PENDING"},
+            {"op": "d", "status": "PASS", "part": "2"}, {"op": "d", "status": "INTERRUPTED", "part": "3"}]
+    final = corpus.final_status(rows)
+    assert {op: r["status"] for op, r in final.items()} == {"a": "ERROR", "b": "PASS", "c": "PENDING", "d": "PASS"}
+    assert final["d"]["part"] == "2"  # run again on purpose: the later end decides; a later cut does not
 
     suite = write_fake_suite(tmp_path / "tree")
     monkeypatch.setattr(corpus, "SUITE", suite.benchmark)
