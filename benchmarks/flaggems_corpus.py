@@ -495,7 +495,8 @@ def step_caliber(out: Path) -> None:
         cand = (r.get("candidate") or {}).get("summary", {}).get("median")
         if r["status"] == "pass" and r["dtype"] == "bfloat16" and cand and cand < SMALL_MS:
             small.setdefault(r["op"], r)
-    elapsed = {o["op"]: float(o["elapsed_s"] or 0) for d in samples for o in read_csv(d / "ops_status.csv")}
+    elapsed = {op: float(o["elapsed_s"] or 0)
+               for op, o in final_status(o for d in samples for o in read_csv(d / "ops_status.csv")).items()}
     chosen = sorted((op for op in small if "::" not in op), key=lambda op: elapsed.get(op, 1e9))[:CALIBER_OPS]
     say(f"caliber: {len(small)} ops of {', '.join(d.name for d in samples)} have bf16 kernels under 20 us; "
         f"{len(chosen)} taken, cheapest first")
@@ -596,11 +597,10 @@ def step_throughput(out: Path) -> None:
         return
     source, made = throughput_source(THROUGHPUT_HARNESS)
     inventory = read_inventory(locate_suite(SUITE))
-    rows_of = {d: read_csv(d / "ops_status.csv") for d in samples}
-    status = {o["op"]: o for d in samples for o in rows_of[d]}
-    # ops of parts that ran alone on their devices: their times are an op's own (a lead is chosen among them)
+    status = final_status({**o, "part": str(d)} for d in samples for o in read_csv(d / "ops_status.csv"))
+    # ops whose time comes from a part that ran alone on its devices: an op's own (a lead is chosen among them)
     shared = side_by_side([s for d in samples if (s := part_span(d)) is not None])
-    alone = {o["op"] for d in samples if str(d) not in shared for o in rows_of[d]}
+    alone = {op for op, o in status.items() if o["status"] in ENDED and o["part"] not in shared}
     by_file: dict[str, list[SuiteOp]] = defaultdict(list)
     for op in all_ops(inventory):
         if status.get(op.id, {}).get("status") == "PASS" and "bfloat16" in op.functions[0].dtypes:
