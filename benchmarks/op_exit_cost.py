@@ -6,9 +6,9 @@ fresh processes that import what an op process imports, run a pytest session of 
 test, and end; each says the wall-clock time its session ended, and the parent reads the clock
 when it has reaped the process: the difference is what an op pays after its cases. Four ways,
 alternated: pytest with or without its unraisableexception plugin (whose cleanup runs
-gc.collect() five times), then the interpreter's own exit or harness.child.process.leave. The
-harness's op processes use the last (harness.contract.PYTEST_OFF and ``leave``). Prints a table
-and writes the numbers to --out.
+gc.collect() five times), then the interpreter's own exit or harness.child.process.leave; and a
+fifth, the harness's own: every plugin of harness.contract.PYTEST_OFF left out (Hypothesis'
+too, where it is installed) and ``leave``. Prints a table and writes the numbers to --out.
 
     python benchmarks/op_exit_cost.py --out benchmarks/results/op_exit_cost-cpu.json   # any machine
 """
@@ -30,6 +30,7 @@ ROOT = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(ROOT))
 
 from benchmarks._common import write_json  # noqa: E402
+from harness.contract import PYTEST_OFF  # noqa: E402
 
 CHILD = """
 import sys, time
@@ -51,7 +52,8 @@ WAYS = {  # name: (exit, extra pytest args)
     "pytest as is, interpreter exit": ("exit", []),
     "pytest as is, leave()": ("leave", []),
     "no unraisableexception, interpreter exit": ("exit", ["-p", "no:unraisableexception"]),
-    "no unraisableexception, leave() (the harness)": ("leave", ["-p", "no:unraisableexception"]),
+    "no unraisableexception, leave()": ("leave", ["-p", "no:unraisableexception"]),
+    "the harness's plugins off (PYTEST_OFF), leave() (the harness)": ("leave", list(PYTEST_OFF)),
 }
 
 
