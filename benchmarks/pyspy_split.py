@@ -5,8 +5,9 @@ stacks): a table of seconds per phase and op, and the same as JSON.
         python3 -m harness run ...
     python3 benchmarks/pyspy_split.py prof.txt[.gz] --rate 50 [--out split.json]
 
-Each op process is told by its command line (``specs/<op>.exit``); its watchdog thread
-(``watch_parent``) is left out, so an op's seconds are its main thread's (``--idle`` keeps the
+Each op process is told by its command line (``specs/<op>.exit``: the op's file stem, its id
+with any character outside ``[A-Za-z0-9_.-]`` made ``_``, harness.contract.op_file_stem); its
+watchdog thread (``watch_parent``) is left out, so an op's seconds are its main thread's (``--idle`` keeps the
 time it waits: on its device, for the release of a held process). A sample counts for the first
 phase in :data:`PHASES` one of whose frames it holds (Triton's compiler inside FlagGems'
 autotuning counts as compile). Seconds are samples / rate: py-spy's rate is a target, so they
