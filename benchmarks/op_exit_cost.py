@@ -53,7 +53,7 @@ WAYS = {  # name: (exit, extra pytest args)
     "pytest as is, leave()": ("leave", []),
     "no unraisableexception, interpreter exit": ("exit", ["-p", "no:unraisableexception"]),
     "no unraisableexception, leave()": ("leave", ["-p", "no:unraisableexception"]),
-    "the harness's plugins off (PYTEST_OFF), leave() (the harness)": ("leave", list(PYTEST_OFF)),
+    "PYTEST_OFF, leave() (the harness)": ("leave", list(PYTEST_OFF)),
 }
 
 
