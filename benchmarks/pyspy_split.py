@@ -10,7 +10,7 @@ with any character outside ``[A-Za-z0-9_.-]`` made ``_``, harness.contract.op_fi
 watchdog thread (``watch_parent``) is left out, so an op's seconds are its main thread's (``--idle`` keeps the
 time it waits: on its device, for the release of a held process). A sample counts for the first
 phase in :data:`PHASES` one of whose frames it holds (Triton's compiler inside FlagGems'
-autotuning counts as compile). Seconds are samples / rate: py-spy's rate is a target, so they
+autotuning counts as compile); else, in the op process's main outside pytest, the held wait. Seconds are samples / rate: py-spy's rate is a target, so they
 are approximate (docs/flaggems.md, "Where a suite op's time goes").
 """
 
@@ -20,9 +20,15 @@ import argparse
 import gzip
 import json
 import re
+import sys
 from collections import Counter, defaultdict
 from collections.abc import Iterable, Sequence
 from pathlib import Path
+
+REPO = Path(__file__).resolve().parents[1]
+sys.path.insert(0, str(REPO))
+
+from harness.contract import RunFiles  # noqa: E402
 
 # (phase, frame substrings): the first phase a sample's stack matches takes it
 PHASES: tuple[tuple[str, tuple[str, ...]], ...] = (
@@ -35,18 +41,20 @@ PHASES: tuple[tuple[str, tuple[str, ...]], ...] = (
     ("FlagGems inputs", ("get_input_iter (",)),
     ("harness timers", ("Timer.measure (harness/child/timing/",)),
     ("harness reference and check", ("LatencySeam._outputs (", "compare_outputs (", "clone_tree (")),
-    ("held: waiting", ("main (harness/child/process.py",)),  # main, outside pytest: the held wait
 )
+HELD_WAIT = "held: waiting"  # the op process's main, outside pytest and the phases above: stdin's "go"
 OTHER = "other"
-_OP = re.compile(r"specs/([^/\s\"]+)\.exit")
+# an op process's command line names its exit file: RunFiles.exit_file's folder and suffix
+_EXIT = RunFiles(Path("run")).exit_file("OP")
+_OP = re.compile(rf"{re.escape(_EXIT.parent.name)}/([^/\s\"]+){re.escape(_EXIT.suffix)}")
 
 
 def phase_of(frames: Sequence[str]) -> str:
     for phase, marks in PHASES:
         if any(mark in frame for frame in frames for mark in marks):
-            if phase == "held: waiting" and any("(_pytest/" in f for f in frames):
-                continue
             return phase
+    if any("main (harness/child/process.py" in f for f in frames) and not any("(_pytest/" in f for f in frames):
+        return HELD_WAIT
     return OTHER
 
 
@@ -66,8 +74,7 @@ def split(lines: Iterable[str], rate: float) -> dict[str, dict[str, float]]:
 
 
 def table(result: dict[str, dict[str, float]]) -> str:
-    phases = [p for p, _ in PHASES if any(p in r for r in result.values())]
-    phases += [OTHER] if any(OTHER in r for r in result.values()) else []
+    phases = [p for p in (*(p for p, _ in PHASES), HELD_WAIT, OTHER) if any(p in r for r in result.values())]
     head = ["op", *phases, "total"]
     rows = [[op, *(f"{r.get(p, 0.0):.1f}" for p in phases), f"{sum(r.values()):.1f}"] for op, r in result.items()]
     widths = [max(len(str(x)) for x in col) for col in zip(head, *rows, strict=True)]

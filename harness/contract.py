@@ -67,8 +67,9 @@ GO = "go"  # the line a held op process waits for on stdin before it runs pytest
 # __del__, still goes to the op's log through Python's own hook); and Hypothesis' plugin, where
 # Hypothesis is installed (it is, on the H200 machines): its terminal summary imports Hypothesis,
 # nearly all of each op's 0.9-1.4 s between its session's end and pytest's return there (py-spy of
-# four FlagGems ops, 2026-12-02); 1.2 s after a session on the CPU machine (benchmarks/op_exit_cost.py). Tests written with
-# Hypothesis' @given still run without it: the plugin adds reporting, not the tests.
+# four FlagGems ops, 2026-12-02); 1.2 s after a session on the CPU machine
+# (benchmarks/op_exit_cost.py). Tests written with Hypothesis' @given still run without it: the
+# plugin adds reporting, not the tests.
 PYTEST_OFF = ("-p", "no:cacheprovider", "-p", "no:unraisableexception", "-p", "no:hypothesispytest")
 # The parent's pid: an op process ends its own process group once this process is gone.
 PARENT_PID_ENV = "HARNESS_PARENT_PID"
