@@ -33,7 +33,7 @@ def test_the_v53_corpus_runs_through_the_batch_executor_and_resumes(tmp_path: Pa
     shapes.write_text("GenericBenchmark: [[2, 4, 8]]\n")  # layer_norm's NormBenchmark derives from it
     run_dir = tmp_path / "run"
     options = RunOptions(backend="cpu", suite=str(suite.benchmark), dtypes=("float32", "int32"),
-                         ops=("add", "bitwise_not", "broken_add", "skipped_op", "layer_norm", "needs_vllm"),
+                         ops=("add", "bitwise_not", "broken_add", "skipped_op", "layer_norm", "needs_vllm", "amin"),
                          shapes_file=str(shapes), warmup_ms=1.0, rep_ms=2.0, progress="plain", out=str(run_dir),
                          op_timeout=120.0, prestart="on")
     env = env_for(suite.site)
@@ -42,7 +42,7 @@ def test_the_v53_corpus_runs_through_the_batch_executor_and_resumes(tmp_path: Pa
     assert code == 1, out.getvalue()  # broken_add fails its check
     status = {o["op"]: o["status"] for o in read_json(run_dir / "run.json")["ops"]}
     assert status == {"add": "PASS", "bitwise_not": "PASS", "broken_add": "FAIL", "skipped_op": "SKIP",
-                      "layer_norm": "PASS", "needs_vllm": "SKIP"}, (run_dir / "logs" / "add.log").read_text()[-3000:]
+                      "layer_norm": "PASS", "needs_vllm": "SKIP", "amin": "PASS"}, (run_dir / "logs" / "add.log").read_text()[-3000:]
     rows = {r.case_id: r for r in read_records(run_dir / "records.jsonl")}
     assert rows["add[flaggems-suite-float32-64x64]"].status == "pass"
     assert rows["add[flaggems-suite-int32-]"].status == "skip"  # add declares no int32: FlagGems' reason
@@ -53,6 +53,10 @@ def test_the_v53_corpus_runs_through_the_batch_executor_and_resumes(tmp_path: Pa
     assert rows["skipped_op[flaggems-suite-any-]"].message == "Issue 1: not on the fake vendor"
     assert "vllm_not_installed_here" in rows["needs_vllm[flaggems-suite-any-]"].message  # a module-level skip
     assert [r.shape for r in rows.values() if r.op == "layer_norm" and r.status == "pass"] == [(2, 4, 8)]  # class chain
+    # amin's node per dtype: only the float32 node ran (int32: FlagGems' skip), without a rescue; its
+    # float16 node was not asked for
+    assert {(r.dtype, r.status) for r in rows.values() if r.op == "amin"} == {("float32", "pass"), ("int32", "skip")}
+    assert not any("dtype rescue" in r.notes for r in rows.values() if r.op == "amin")
     info = read_json(run_dir / "run.json")
     assert info["suite"]["layout"] == "v5.3" and info["suite"]["installed"] == "5.3.4"
     assert info["identity"]["flag_gems"]["vendor"] == "fake"

@@ -555,6 +555,18 @@ def test_nextafter_():
     base.BinaryPointwiseBenchmark(op_name="nextafter_", torch_op=torch.Tensor.nextafter_, is_inplace=True,
                                   dtypes=[torch.float32, torch.float64]).run()
 ''',
+    "test_amin.py": '''\
+import pytest
+import torch
+
+from . import base
+
+
+@pytest.mark.amin
+@pytest.mark.parametrize("dtype", [torch.float32, torch.float16])
+def test_amin(dtype):
+    base.UnaryReductionBenchmark(op_name="amin", torch_op=torch.amin, dtypes=[dtype]).run()
+''',
     "test_skipped.py": '''\
 import pytest
 import torch

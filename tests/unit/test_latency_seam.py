@@ -14,6 +14,7 @@ import torch
 
 from harness.child.latency_seam import LatencySeam, RowContext, RowWriter, SuiteTimers
 from harness.child.outputs import compare_outputs, describe_args, first_tensor_shape
+from harness.child.plugins.suite import unasked_dtype_items
 from harness.child.timing.base import CaptureFatal, CaptureRefused, Samples
 from harness.contract import POISONED_EXIT
 from harness.errors import ContextPoisoned
@@ -350,6 +351,18 @@ def test_a_benchmark_declaring_none_of_the_dtypes_runs_its_own_and_says_so(tmp_p
     (row,) = rows(tmp_path)
     assert row.status == "pass" and row.dtype == "int32"
     assert "dtype rescue: FlagGems' bitwise_not benchmark declares none of bfloat16; ran its own dtypes (int32)" in row.notes
+
+
+def test_a_function_parametrized_by_dtype_runs_only_the_nodes_of_the_asked_dtypes() -> None:
+    amin = [("test_amin.py::test_amin", frozenset({d})) for d in ("float16", "float32", "bfloat16")]
+    ints = [("test_gcd.py::test_gcd", frozenset({d})) for d in ("int16", "int32")]
+    plain = [("test_abs.py::test_abs", frozenset()), ("test_cat.py::test_cat", frozenset({"bfloat16", "float16"}))]
+    items = amin + ints + plain
+    assert unasked_dtype_items(items, ("bfloat16",)) == {0, 1}  # amin's float16 and float32 nodes
+    assert unasked_dtype_items(items, ("bfloat16", "float16")) == {1}
+    assert unasked_dtype_items(items, ("int32",)) == {3}  # gcd's int16; amin has no int32 node: all three stay
+    assert unasked_dtype_items(items, ("float64",)) == set()  # no function has the asked one: each is rescued
+    assert unasked_dtype_items(items, ()) == set()  # every dtype each benchmark declares
 
 
 def test_rows_recorded_by_an_earlier_attempt_are_not_measured_again(tmp_path: Path) -> None:

@@ -124,6 +124,7 @@ def test_the_inventory_reads_marks_skips_directions_classes_and_dtypes(inv53: In
     assert norm.class_chain == ("NormBenchmark", "GenericBenchmark", "Benchmark")  # test file, then base
     assert not by_node["test_own_shapes.py::test_own_shapes"].builds[0].reads_shape_file
     assert by_node["test_bitwise_not.py::test_bitwise_not"].dtypes == ("int16", "int32", "bool")
+    assert by_node["test_amin.py::test_amin"].dtypes == ("float32", "float16")  # from its parametrize
     assert {"NormBenchmark", "OwnShapesBenchmark", "BlasBenchmark"} <= inv53.class_names
 
 
@@ -139,7 +140,7 @@ def test_list_suite_prints_a_table_and_a_csv_without_importing_flaggems(v53: Fak
     table = list_suite(v53.benchmark)
     assert "v5.3 layout, package flag_gems" in table and "Issue 1: not on the fake vendor" in table
     rows = list(csv.DictReader(io.StringIO(list_suite(v53.benchmark, csv_format=True))))
-    assert len(rows) == 13
+    assert len(rows) == 14
     row = next(r for r in rows if r["function"] == "test_softmax_backward")
     assert (row["op"], row["op_marks"], row["direction"], row["dtypes"]) == (
         "softmax_backward", "softmax_backward", "backward", "float16 float32 bfloat16")
@@ -262,7 +263,7 @@ def test_prepare_plans_open_ops_with_their_own_dtypes_and_refuses_bad_selections
     options = RunOptions(backend="cpu", suite=str(v53.benchmark), dtypes=(), out=str(tmp_path / "run"))
     prepared = prepare_suite(options, str(v53.benchmark), env, all_ops_flag=True)
     plan = prepared.plan
-    assert len(plan.ops) == 13 and all(o.is_open and o.shapes == () and o.dtypes == () for o in plan.ops)
+    assert len(plan.ops) == 14 and all(o.is_open and o.shapes == () and o.dtypes == () for o in plan.ops)
     assert plan.level == "core" and plan.timer == "cpu"
     by_op = {o.op: o for o in plan.ops}
     assert by_op["add"].open_cases == 8  # 4 declared dtypes x the 2 shapes of the Benchmark key

@@ -10,7 +10,9 @@ length of the session (``harness.child.latency_seam``):
   outputs of torch's and FlagGems' calls are compared, and one record per input is appended
   to records.jsonl from this process;
 - ``set_dtypes``: the benchmark runs the dtypes the run asked for that it declares (skip rows
-  for the others), or its own when it declares none of them (dtype rescue).
+  for the others), or its own when it declares none of them (dtype rescue). A function
+  parametrized by dtype (one node per dtype) runs only the nodes of the asked dtypes, where it
+  has any (:func:`unasked_dtype_items`).
 
 Why a patch: FlagGems offers no hook to time or check otherwise, and every benchmark of both
 layouts (custom ``run()`` methods included) measures through ``Benchmark.get_latency``. The
@@ -32,7 +34,7 @@ from __future__ import annotations
 
 import hashlib
 import sys
-from collections.abc import Callable, Generator
+from collections.abc import Callable, Generator, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
@@ -43,6 +45,7 @@ from harness.autotune.tuners import AutotuneRecorder
 from harness.backends import get_backend
 from harness.backends.state import read_state
 from harness.child.latency_seam import LatencySeam, RowContext, RowWriter, SuiteTimers
+from harness.child.outputs import dtype_name
 from harness.child.plugins.identity import probe_accelerator, probe_cpu, write_identity
 from harness.child.plugins.timing import timers_for
 from harness.child.suite_tune import TuneSeam
@@ -73,6 +76,29 @@ def _reason(report: pytest.TestReport | pytest.CollectReport) -> str:
     lines = text.splitlines()
     errors = [ln[1:].strip() for ln in lines if ln.startswith("E ") and ln[1:].strip()]  # pytest's "E   ..." lines
     return (errors[-1] if errors else next((ln.strip() for ln in reversed(lines) if ln.strip()), "failed"))[-1000:]
+
+
+def _param_dtypes(item: pytest.Item) -> frozenset[str]:
+    """The dtypes among a node's parameters (FlagGems' ``parametrize("dtype", ...)``)."""
+    import torch
+
+    params = getattr(getattr(item, "callspec", None), "params", {})
+    return frozenset(dtype_name(v) for v in params.values() if isinstance(v, torch.dtype))
+
+
+def unasked_dtype_items(items: Sequence[tuple[str, frozenset[str]]], asked: Sequence[str]) -> set[int]:
+    """Which of a run's nodes (function, the dtypes among its parameters) to leave out: those
+    parametrized by a dtype the run did not ask for, of a function with a parametrization it did
+    ask for. FlagGems' test_amin runs one node per dtype, each declaring only its own; with
+    ``--dtypes bfloat16`` the float16 and float32 nodes would otherwise each declare none of the
+    asked dtypes and run their own (the dtype rescue, meant for a benchmark that has none of them).
+    A function none of whose nodes is asked keeps them all, and is rescued node by node."""
+    wanted = set(asked)
+    if not wanted:
+        return set()
+    answered = {function for function, dtypes in items if dtypes & wanted}
+    return {k for k, (function, dtypes) in enumerate(items)
+            if dtypes and not dtypes & wanted and function in answered}
 
 
 def _packages(package: str) -> tuple[str, ...]:
@@ -185,16 +211,18 @@ class SuitePlugin:
             self.module_skips += 1
 
     def pytest_collection_modifyitems(self, config: pytest.Config, items: list[pytest.Item]) -> None:
-        """Keep the op's nodes: a function's every parametrization, or exactly a node given."""
+        """Keep the op's nodes: a function's every parametrization, or exactly a node given; then
+        drop the dtype parametrizations the run did not ask for (:func:`unasked_dtype_items`)."""
         nodes = set(self.spec.extra[SUITE_KEY].get("nodes") or ())
-        if not nodes:
-            return  # selected by mark
         prefix = Path(self.spec.extra[SUITE_KEY]["suite_dir"]).name + "/"
         kept: list[pytest.Item] = []
         dropped: list[pytest.Item] = []
         for item in items:
             node = item.nodeid.removeprefix(prefix)
-            (kept if node in nodes or node.split("[", 1)[0] in nodes else dropped).append(item)
+            (kept if not nodes or node in nodes or node.split("[", 1)[0] in nodes else dropped).append(item)
+        unasked = unasked_dtype_items([(i.nodeid.split("[", 1)[0], _param_dtypes(i)) for i in kept], self.spec.dtypes)
+        dropped += [kept[k] for k in sorted(unasked)]
+        kept = [item for k, item in enumerate(kept) if k not in unasked]
         if dropped:
             config.hook.pytest_deselected(items=dropped)
             items[:] = kept
