@@ -160,3 +160,6 @@ def test_capture_deny_list_is_keyed_by_exact_op_id() -> None:
     assert not capture_denied(get_backend("cuda"), "unique2")
     assert capture_denied(get_backend("cuda"), "unique_dim_dim1") and not capture_denied(get_backend("cuda"), "unique")
     assert capture_denied(get_backend("cuda"), "one_hot") and not capture_denied(get_backend("cuda"), "one_hot_v2")
+    # the seventh corpus session's two poisoned captures (sync inside capture, then the generator's offset)
+    assert capture_denied(get_backend("cuda"), "repeat_interleave_tensor") and capture_denied(get_backend("cuda"), "normal_float_tensor")
+    assert not capture_denied(get_backend("cuda"), "normal_tensor_float")  # it captured and passed

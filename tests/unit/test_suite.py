@@ -291,6 +291,8 @@ def test_the_op_process_runs_flaggems_pytest_on_its_node_with_the_plugin(v53: Fa
 def test_random_ops_are_not_compared_and_deny_listed_ops_are_not_captured(v53: FakeSuite, inv53: Inventory) -> None:
     assert unchecked_reason(SuiteOp(id="uniform_", functions=())) == "outputs not compared: random output ('uniform_')"
     assert unchecked_reason(ops(inv53, "softmax")[0]) == ""
+    assert unchecked_reason(SuiteOp(id="scatter_src_", functions=())).startswith("outputs not compared: undefined output")
+    assert unchecked_reason(SuiteOp(id="scatter_add", functions=())) == ""  # a sum: compared, with its tolerance
     assert unchecked_reason(SuiteOp(id="rrelu_with_noise_functional", functions=())).startswith(
         "outputs not compared: random output (in training mode")
     musa = get_backend("musa")
