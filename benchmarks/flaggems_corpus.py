@@ -731,10 +731,12 @@ def final_status(rows: Iterable[Mapping[str, str]]) -> dict[str, Mapping[str, st
     that ran an op again (it was cut, or never started, in an earlier one; or it ended there and
     is run again on purpose: alone after running side by side, after a harness fix) decides
     its status and its cost; a later part that did not end it (cut, not reached) changes
-    nothing."""
+    nothing. Of an op no part ended, the last part that started it says how far it got (a later
+    one that never reached it does not)."""
     final: dict[str, Mapping[str, str]] = {}
     for row in rows:
-        if row["op"] not in final or row["status"] in ENDED or final[row["op"]]["status"] not in ENDED:
+        known = final.get(row["op"])
+        if known is None or row["status"] in ENDED or (known["status"] not in ENDED and row["status"] != "PENDING"):
             final[row["op"]] = row
     return final
 

@@ -34,8 +34,8 @@ def test_the_projection_gives_unsampled_ops_their_strata_mean_and_shards_longest
     measured = {"add": 10.0, "softmax_backward": 100.0}
     result = project(ops, measured, inventory.base_classes, start_s=0.0)
     assert result["per_stratum_mean_s"] == {"BinaryPointwiseBenchmark": 10.0, "backward": 100.0}
-    # broken_add shares add's stratum (10 s); the 10 others cost the mean of what was measured (55 s)
-    assert result["hours"]["1"] == round((10 + 100 + 10 + 10 * 55) / 3600, 3)
+    # broken_add shares add's stratum (10 s); the 11 others cost the mean of what was measured (55 s)
+    assert result["hours"]["1"] == round((10 + 100 + 10 + 11 * 55) / 3600, 3)
 
 
 def test_an_op_counts_once_with_the_status_it_ended_with_and_remaining_lists_the_rest(
@@ -44,9 +44,11 @@ def test_an_op_counts_once_with_the_status_it_ended_with_and_remaining_lists_the
 
     rows = [{"op": "a", "status": "INTERRUPTED"}, {"op": "b", "status": "PASS"}, {"op": "c", "status": "PENDING"},
             {"op": "d", "status": "CRASH", "part": "1"}, {"op": "a", "status": "ERROR"}, {"op": "b", "status": "PENDING"},
-            {"op": "d", "status": "PASS", "part": "2"}, {"op": "d", "status": "INTERRUPTED", "part": "3"}]
+            {"op": "d", "status": "PASS", "part": "2"}, {"op": "d", "status": "INTERRUPTED", "part": "3"},
+            {"op": "e", "status": "INTERRUPTED", "part": "1"}, {"op": "e", "status": "PENDING", "part": "2"}]
     final = corpus.final_status(rows)
-    assert {op: r["status"] for op, r in final.items()} == {"a": "ERROR", "b": "PASS", "c": "PENDING", "d": "PASS"}
+    assert {op: r["status"] for op, r in final.items()} == {"a": "ERROR", "b": "PASS", "c": "PENDING", "d": "PASS",
+                                                           "e": "INTERRUPTED"}  # e got further in part 1
     assert final["d"]["part"] == "2"  # run again on purpose: the later end decides; a later cut does not
 
     suite = write_fake_suite(tmp_path / "tree")
