@@ -56,7 +56,7 @@ def test_the_v53_corpus_runs_through_the_batch_executor_and_resumes(tmp_path: Pa
     # amin's node per dtype: only the float32 node ran (int32: FlagGems' skip), without a rescue; its
     # float16 node was not asked for
     assert {(r.dtype, r.status) for r in rows.values() if r.op == "amin"} == {("float32", "pass"), ("int32", "skip")}
-    assert not any("dtype rescue" in r.notes for r in rows.values() if r.op == "amin")
+    assert not any(n.startswith("dtype rescue") for r in rows.values() if r.op == "amin" for n in r.notes)
     info = read_json(run_dir / "run.json")
     assert info["suite"]["layout"] == "v5.3" and info["suite"]["installed"] == "5.3.4"
     assert info["identity"]["flag_gems"]["vendor"] == "fake"
@@ -87,6 +87,18 @@ def test_the_v50_layout_runs_by_mark_from_the_command_line(tmp_path: Path) -> No
     (row,) = read_records(run_dir / "records.jsonl")
     assert row.case_id == "softmax[flaggems-suite-float32-32x64]" and row.status == "pass"
     assert row.gbps is not None  # UnaryReductionBenchmark states its bytes (get_gbps)
+
+    # abs is selected by its mark among nodes that carry a dtype: neg's float32 node (another op's)
+    # does not make abs's float16 node "not asked for"; abs runs its own dtype (the rescue)
+    done = subprocess.run(
+        [sys.executable, "-m", "harness", "run", "--backend", "cpu", "--suite", str(suite.benchmark), "--ops", "abs",
+         "--dtypes", "float32", "--warmup-ms", "1", "--rep-ms", "2", "--progress", "plain", "--out", str(tmp_path / "abs")],
+        cwd=tmp_path, env={**env_for(suite.site), "PYTHONPATH": f"{ROOT}:{suite.site}"},
+        capture_output=True, text=True, timeout=300)
+    assert done.returncode == 0, done.stdout + done.stderr
+    rows = read_records(tmp_path / "abs" / "records.jsonl")
+    assert {(r.op, r.dtype, r.status) for r in rows} == {("abs", "float16", "pass")}
+    assert any(n.startswith("dtype rescue") for n in rows[0].notes)
 
 
 @pytest.mark.slow

@@ -268,6 +268,9 @@ class LatencySeam:
         self.item_rows = 0
         self.current_dtype: Any = None
         self.rescued: dict[int, str] = {}  # id(bench) -> the dtype-rescue note of its rows
+        # function node id -> the dtypes among its kept nodes' parameters (a function parametrized
+        # by dtype: an asked dtype another of its nodes runs gets no skip row from this one)
+        self.sibling_dtypes: dict[str, set[str]] = {}
         self.deferred: _Timed | None = None  # a row to complete outside use_gems() (compare, time torch again)
 
     # -- items ---------------------------------------------------------------------------------
@@ -305,7 +308,8 @@ class LatencySeam:
 
     def set_dtypes(self, bench: Any, original: Callable[[Any, Any], None], user_dtypes: Any) -> None:
         """Narrow the benchmark to the requested dtypes it declares; a requested dtype it lacks
-        gets a skip row; when it declares none of them, it runs its own (dtype rescue)."""
+        gets a skip row (unless another node of its function runs it); when it declares none of
+        them, it runs its own (dtype rescue)."""
         original(bench, user_dtypes)
         self._track_inputs(bench)
         if not self.dtypes:
@@ -321,8 +325,9 @@ class LatencySeam:
                                        f"{', '.join(self.dtypes)}; ran its own dtypes ({own})")
             return
         bench.to_bench_dtypes = chosen
+        siblings = self.sibling_dtypes.get(self.item.split("[", 1)[0], set())
         for name in self.dtypes:
-            if name not in by_name:
+            if name not in by_name and name not in siblings:
                 self.writer.other("skip", f"FlagGems' {op_name} benchmark does not declare {name} (it declares {own}); "
                                   f"FlagGems refuses it: \"Given dtype(s) can't be supported by this op\"",
                                   self.timers.primary.name, self._facts(bench), dtype=name,

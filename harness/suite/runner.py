@@ -73,9 +73,10 @@ UNCHECKED_NAMES: Mapping[str, str] = {
     # rrelu_with_noise in training mode (FlagGems' benchmark) draws each negative input's slope; the
     # substring also matches an rrelu in eval mode (deterministic), left unchecked too
     "rrelu": "random output (in training mode each negative element's slope is drawn)",
-    # scatter without a reduction, whose index FlagGems' benchmark draws with duplicates (twice as
-    # many indices as places along the dim): torch documents that one of the values is picked
-    # arbitrarily, so two correct implementations differ where indices repeat
+    # scatter without a reduction, whose index FlagGems' benchmarks draw at random with repeats
+    # (scatter_src: twice as many indices as places along the dim; scatter_src_: as many): torch
+    # documents that one of the values is picked arbitrarily, so two correct implementations
+    # differ where indices repeat
     "scatter_src": "undefined output (duplicate indices: which value lands is arbitrary)",
 }
 DEFAULT_SHAPE_COUNT = 5  # rows per dtype assumed for a benchmark whose shapes cannot be read statically

@@ -677,6 +677,21 @@ from benchmark.performance_utils import UnaryReductionBenchmark
 def test_general_reduction_perf(op_name, torch_op):
     UnaryReductionBenchmark(op_name=op_name, torch_op=torch_op, dtypes=[torch.float32]).run()
 ''',
+    "test_pointwise_perf.py": '''\
+import pytest
+import torch
+
+from benchmark.performance_utils import UnaryPointwiseBenchmark
+
+
+# ops by mark on parameters that carry a dtype too: abs's only node is float16
+@pytest.mark.parametrize("op_name, torch_op, dtype", [
+    pytest.param("abs", torch.abs, torch.float16, marks=pytest.mark.abs),
+    pytest.param("neg", torch.neg, torch.float32, marks=pytest.mark.neg),
+])
+def test_general_pointwise_perf(op_name, torch_op, dtype):
+    UnaryPointwiseBenchmark(op_name=op_name, torch_op=torch_op, dtypes=[dtype]).run()
+''',
     "test_norm_perf.py": '''\
 import pytest
 import torch

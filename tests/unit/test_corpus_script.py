@@ -45,10 +45,12 @@ def test_an_op_counts_once_with_the_status_it_ended_with_and_remaining_lists_the
     rows = [{"op": "a", "status": "INTERRUPTED"}, {"op": "b", "status": "PASS"}, {"op": "c", "status": "PENDING"},
             {"op": "d", "status": "CRASH", "part": "1"}, {"op": "a", "status": "ERROR"}, {"op": "b", "status": "PENDING"},
             {"op": "d", "status": "PASS", "part": "2"}, {"op": "d", "status": "INTERRUPTED", "part": "3"},
-            {"op": "e", "status": "INTERRUPTED", "part": "1"}, {"op": "e", "status": "PENDING", "part": "2"}]
+            {"op": "e", "status": "INTERRUPTED", "part": "1"}, {"op": "e", "status": "PENDING", "part": "2"},
+            {"op": "f", "status": "INTERRUPTED", "part": "1"}, {"op": "f", "status": "INTERRUPTED", "part": "2"}]
     final = corpus.final_status(rows)
     assert {op: r["status"] for op, r in final.items()} == {"a": "ERROR", "b": "PASS", "c": "PENDING", "d": "PASS",
-                                                           "e": "INTERRUPTED"}  # e got further in part 1
+                                                           "e": "INTERRUPTED", "f": "INTERRUPTED"}
+    assert final["e"]["part"] == "1" and final["f"]["part"] == "2"  # e: part 2 never reached it; f: started again
     assert final["d"]["part"] == "2"  # run again on purpose: the later end decides; a later cut does not
 
     suite = write_fake_suite(tmp_path / "tree")

@@ -365,6 +365,18 @@ def test_a_function_parametrized_by_dtype_runs_only_the_nodes_of_the_asked_dtype
     assert unasked_dtype_items(items, ()) == set()  # every dtype each benchmark declares
 
 
+def test_a_dtype_another_node_of_the_function_runs_gets_no_skip_row(tmp_path: Path) -> None:
+    seam = seam_for(tmp_path, dtypes=("float32", "float16", "int32"))
+    seam.sibling_dtypes["test_amin.py::test_amin"] = {"float32", "float16"}  # its kept nodes (collection)
+    for node, dtype in (("test_amin.py::test_amin[dtype0]", torch.float32), ("test_amin.py::test_amin[dtype1]", torch.float16)):
+        seam.begin_item(node)
+        bench = Bench("amin", torch.neg, dtypes=[dtype])
+        seam.set_dtypes(bench, type(bench).set_dtypes, None)
+        assert bench.to_bench_dtypes == [dtype]
+    skipped = rows(tmp_path)
+    assert [(r.status, r.dtype) for r in skipped] == [("skip", "int32"), ("skip", "int32")]  # neither node has int32
+
+
 def test_rows_recorded_by_an_earlier_attempt_are_not_measured_again(tmp_path: Path) -> None:
     timer = Timer()
     run(seam_for(tmp_path, timer, skip=frozenset({"add[flaggems-suite-float32-8x4]"})),

@@ -210,9 +210,11 @@ class SuitePlugin:
             self.seam.item_outcome("skip", _reason(report))
             self.module_skips += 1
 
+    @pytest.hookimpl(trylast=True)  # after pytest's own -m: by mark (v5.0), only the op's nodes are left
     def pytest_collection_modifyitems(self, config: pytest.Config, items: list[pytest.Item]) -> None:
         """Keep the op's nodes: a function's every parametrization, or exactly a node given; then
-        drop the dtype parametrizations the run did not ask for (:func:`unasked_dtype_items`)."""
+        drop the dtype parametrizations the run did not ask for (:func:`unasked_dtype_items`);
+        the seam learns which asked dtypes each function's kept nodes run."""
         nodes = set(self.spec.extra[SUITE_KEY].get("nodes") or ())
         prefix = Path(self.spec.extra[SUITE_KEY]["suite_dir"]).name + "/"
         kept: list[pytest.Item] = []
@@ -223,6 +225,8 @@ class SuitePlugin:
         unasked = unasked_dtype_items([(i.nodeid.split("[", 1)[0], _param_dtypes(i)) for i in kept], self.spec.dtypes)
         dropped += [kept[k] for k in sorted(unasked)]
         kept = [item for k, item in enumerate(kept) if k not in unasked]
+        for item in kept:
+            self.seam.sibling_dtypes.setdefault(item.nodeid.split("[", 1)[0], set()).update(_param_dtypes(item))
         if dropped:
             config.hook.pytest_deselected(items=dropped)
             items[:] = kept
