@@ -741,6 +741,45 @@ def final_status(rows: Iterable[Mapping[str, str]]) -> dict[str, Mapping[str, st
     return final
 
 
+def part_leads(run_dir: Path) -> dict[str, float]:
+    """The ops that led a part on their device, and the seconds of their time that were not their
+    own. In a part that pre-started its ops (some timeline has ``go``), a lead is an op whose first
+    and only attempt's timeline has none: it ran as soon as its process began, so its time holds
+    the imports (FlagGems' among them) that a nightly pays once per device, and that the projection
+    adds once per device. Its own time is taken as its time less what it spent before pytest's
+    session, plus what the part's pre-started ops spent between their go and their session (the
+    median): what it would have cost pre-started. (A retried op's later attempts are fresh
+    processes too, but part of its cost: not leads.) An op without a timeline (parts made before
+    they were kept) is no lead."""
+    times: dict[str, dict[str, float]] = {}
+    attempts: dict[str, str] = {}
+    for row in read_csv(run_dir / "ops_status.csv"):
+        try:
+            times[row["op"]] = json.loads(times_path(RunFiles(run_dir).exit_file(row["op"])).read_text())
+        except (OSError, ValueError):
+            continue
+        attempts[row["op"]] = row.get("attempts", "")
+    held = [t["session_start"] - t["go"] for t in times.values() if "go" in t and "session_start" in t]
+    if not held:
+        return {}
+    ready = statistics.median(held)
+    return {op: round(t["session_start"] - t["started"] - ready, 2) for op, t in times.items()
+            if "go" not in t and attempts[op] == "1" and "session_start" in t and "started" in t}
+
+
+def cost_rows(rows: Iterable[Mapping[str, str]], shared: set[str],
+              leads: Mapping[str, Mapping[str, float]]) -> dict[str, float]:
+    """Each op's cost in seconds: its last ended row in a part that ran alone (not in ``shared``),
+    less what it paid for leading that part (``leads``: part -> part_leads). An op's status is its
+    last ended row (final_status); its cost comes from an earlier part than its status where the
+    later one ran side by side."""
+    costs: dict[str, float] = {}
+    for row in rows:
+        if row["status"] in ENDED and row["part"] not in shared:
+            costs[row["op"]] = max(0.0, float(row["elapsed_s"]) - leads.get(row["part"], {}).get(row["op"], 0.0))
+    return costs
+
+
 Span = tuple[str, float, float, frozenset[str]]  # (part, started, finished, devices)
 
 
@@ -783,7 +822,8 @@ def union_s(spans: Sequence[Span]) -> float:
 
 def summarize(sample_dirs: Sequence[Path], out: Path, extra: Mapping[str, Any] | None = None) -> dict[str, Any]:
     """Counts per status, wall time and the projection over every sample part in ``sample_dirs``.
-    The projection takes its op costs from parts that ran alone on their devices (side_by_side)."""
+    The projection takes its op costs from parts that ran alone on their devices (side_by_side),
+    leaving out each part's leads (part_leads; ``part_leads`` in corpus.json)."""
     span_of = {d: part_span(d) for d in sample_dirs}
     spans = [span for span in span_of.values() if span is not None]
     unspanned = [d.name for d, span in span_of.items() if span is None and (d / "run.json").is_file()]
@@ -793,14 +833,19 @@ def summarize(sample_dirs: Sequence[Path], out: Path, extra: Mapping[str, Any] |
     ops_rows = [dict(row, part=str(d)) for d in sample_dirs for row in read_csv(d / "ops_status.csv")]
     final = final_status(ops_rows)
     ended = {op for op, r in final.items() if r["status"] in ENDED}
-    done = {op: float(final[op]["elapsed_s"]) for op in ended if final[op]["part"] not in shared}
-    compiled = {op: float(final[op].get("compile_s") or 0) for op in done}
+    leads = {str(d): part_leads(d) for d in sample_dirs if str(d) not in shared}
+    done = cost_rows(ops_rows, shared, leads)
+    # the compile time of the row each cost came from (cost_rows keeps the last alone row)
+    compiled = {row["op"]: float(row.get("compile_s") or 0) for row in ops_rows
+                if row["op"] in done and row["status"] in ENDED and row["part"] not in shared}
     warm = {op: max(0.0, done[op] - compiled[op]) for op in done}
     inventory = read_inventory(locate_suite(SUITE))
     corpus = all_ops(inventory)
     summary = {"suite": str(SUITE), "ref": inventory.tree.ref, "sample_parts": [d.name for d in sample_dirs],
                "side_by_side_parts": sorted(Path(p).name for p in shared),
                "ops_planned": len(final), "ops_ended": len(ended), "ops_costed": len(done),
+               # each part's leads and the seconds of their time taken as the part's start
+               "part_leads": {Path(part).name: ops for part, ops in leads.items() if ops},
                "ops_by_status": dict(Counter(r["status"] for r in final.values())),
                "strata_ended": dict(Counter(category(o, inventory.base_classes) for o in corpus if o.id in ended)),
                "wall_s": round(union_s(spans), 1), "projection": project(corpus, done, inventory.base_classes),

@@ -170,6 +170,38 @@ def test_parts_run_side_by_side_on_a_device_count_their_statuses_but_not_their_t
     assert corpus.side_by_side([s for p in parts if (s := corpus.part_span(p))]) == {str(parts[1]), str(parts[2])}
 
 
+def test_a_parts_lead_pays_the_imports_once_and_its_cost_is_its_time_less_them(
+        tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    import json
+
+    import benchmarks.flaggems_corpus as corpus
+    from harness.child.process import times_path
+    from harness.contract import RunFiles
+
+    def part(k: int, timelines: dict[str, dict[str, float]], attempts: dict[str, int] | None = None) -> Path:
+        folder = tmp_path / "c" / f"sample-{k}"
+        (folder / "specs").mkdir(parents=True)
+        (folder / "ops_status.csv").write_text("op,device,status,attempts,elapsed_s,compile_s\n" + "".join(
+            f"{op},0,PASS,{(attempts or {}).get(op, 1)},{t['returned'] - t['started']},\n" for op, t in timelines.items()))
+        for op, t in timelines.items():
+            times_path(RunFiles(folder).exit_file(op)).write_text(json.dumps(t))
+        return folder
+
+    lead = {"started": 0.0, "pytest": 0.1, "session_start": 9.0, "session_end": 20.0, "returned": 20.0}  # 20 s
+    held = {"started": 0.0, "go": 20.0, "session_start": 20.5, "session_end": 25.0, "returned": 25.0}  # 5 s after go
+    retried = {"started": 25.0, "pytest": 25.1, "session_start": 33.0, "session_end": 40.0, "returned": 40.0}
+    one = part(1, {"lead": lead, "next": held, "again": retried}, {"again": 2})
+    assert corpus.part_leads(one) == {"lead": 8.5}  # 9 s before its session, less a held op's 0.5 s
+    no_prestart = part(2, {"lead": lead, "next": {**lead, "started": 20.0, "session_start": 29.0, "session_end": 40.0,
+                                                  "returned": 40.0}})
+    assert corpus.part_leads(no_prestart) == {}  # nothing held: every op paid its imports, none is a lead
+    rows = [{"op": "lead", "status": "PASS", "elapsed_s": "20", "part": str(one)},
+            {"op": "next", "status": "PASS", "elapsed_s": "25", "part": str(one)},
+            {"op": "next", "status": "PASS", "elapsed_s": "99", "part": "side"}]
+    costs = corpus.cost_rows(rows, {"side"}, {str(one): corpus.part_leads(one)})
+    assert costs == {"lead": 11.5, "next": 25.0}  # next: the side-by-side run is no cost
+
+
 def test_caliber_gives_an_earlier_sessions_rows_flaggems_own_numbers(tmp_path: Path,
                                                                      monkeypatch: pytest.MonkeyPatch) -> None:
     """CALIBER_PREVIOUS: an earlier row's op gets what its rows lack (mm: FlagGems' own runner,
