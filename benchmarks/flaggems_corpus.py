@@ -56,6 +56,7 @@ from __future__ import annotations
 import argparse
 import csv
 import hashlib
+import inspect
 import io
 import json
 import math
@@ -207,6 +208,70 @@ def project(ops: Sequence[SuiteOp], measured: Mapping[str, float], base_classes:
     return {"ops": len(ops), "measured_ops": len(measured), "mean_op_s": round(overall, 2),
             "per_stratum_mean_s": {k: round(v, 2) for k, v in sorted(means.items())},
             "hours": {str(g): round((lpt_makespan(costs, g) + start_s) / 3600, 3) for g in GPUS}}
+
+
+def project_interval(ops: Sequence[SuiteOp], measured: Mapping[str, float], base_classes: frozenset[str],
+                     start_s: float = 10.0, confidence: float = 0.95, resamples: int = 2000,
+                     seed: int = 0) -> dict[str, Any]:
+    """How far the projection could be off from sampling alone: a stratified percentile bootstrap
+    (scipy.stats.bootstrap, each stratum's costed ops resampled on their own) of the corpus's
+    total, the measured ops at their own cost and every other op at its stratum's resampled mean
+    (a stratum with no costed op at the resampled overall mean). Hours on G GPUs are the total
+    over G plus one process start (the longest-first makespan of this corpus is within a few
+    seconds of that). A stratum with one costed op and others to stand in for cannot be
+    resampled: its mean is taken as fixed, and named. The costed ops are taken as a random draw
+    of their stratum, which the sample's hashed order makes them, less the ops that never ran
+    alone."""
+    import numpy as np
+    from scipy import stats as sps
+
+    strata = {op.id: category(op, base_classes) for op in ops}
+    costed: dict[str, list[float]] = defaultdict(list)
+    left: Counter[str] = Counter()
+    for op in ops:
+        if op.id in measured:
+            costed[strata[op.id]].append(measured[op.id])
+        else:
+            left[strata[op.id]] += 1
+    fixed_s = sum(measured[op.id] for op in ops if op.id in measured)
+    varied = sorted(k for k in costed if left[k] and len(costed[k]) >= 2)
+    held = sorted(k for k in costed if left[k] and len(costed[k]) == 1)
+    fixed_s += sum(left[k] * costed[k][0] for k in held)
+    orphans = sum(n for k, n in left.items() if k not in costed)  # strata no costed op speaks for
+    fixed_n = sum(len(costed[k]) for k in costed if k not in varied)
+    fixed_sum = sum(sum(costed[k]) for k in costed if k not in varied)
+    samples = [np.asarray(costed[k], dtype=float) for k in varied]
+
+    def total(*resampled: Any, axis: int = -1) -> Any:
+        sums = [np.sum(x, axis=axis) for x in resampled]
+        count = fixed_n + sum(x.shape[axis] for x in resampled)
+        overall = (fixed_sum + sum(sums)) / count if count else 0.0  # nothing costed: nothing to project
+        return fixed_s + sum(left[k] * m for k, m in zip(varied, (np.mean(x, axis=axis) for x in resampled),
+                                                            strict=True)) + orphans * overall
+
+    point = float(total(*samples))
+    if samples:
+        params = inspect.signature(sps.bootstrap).parameters
+        rng = np.random.default_rng(seed)
+        result = sps.bootstrap(tuple(samples), total, n_resamples=resamples, confidence_level=confidence,
+                               method="percentile", vectorized=True, paired=False, batch=250,
+                               **({"rng": rng} if "rng" in params else {"random_state": rng}))
+        low, high = (float(v) for v in result.confidence_interval)
+    else:
+        low = high = point
+    return {"confidence": confidence, "resamples": resamples, "method": "stratified percentile bootstrap",
+            "total_s": round(point, 1), "strata_resampled": varied, "strata_fixed": held,
+            "hours": {str(g): [round((low / g + start_s) / 3600, 3), round((high / g + start_s) / 3600, 3)]
+                      for g in GPUS}}
+
+
+def _interval_or_why(ops: Sequence[SuiteOp], measured: Mapping[str, float], base_classes: frozenset[str]) -> dict[str, Any]:
+    """project_interval, or why not: a GPU machine's Python may lack scipy, and a call's summary
+    must not stop its archive (the merge on the CPU machine computes it)."""
+    try:
+        return project_interval(ops, measured, base_classes)
+    except ImportError as exc:
+        return {"skipped": f"{exc} (the merge on a machine with scipy computes it)"}
 
 
 # -- files ---------------------------------------------------------------------------------------
@@ -853,6 +918,7 @@ def summarize(sample_dirs: Sequence[Path], out: Path, extra: Mapping[str, Any] |
                # records' ir.compile_ms), what a nightly whose compiler cache persists would not pay
                # again for unchanged kernels. FlagGems' autotuning runs are not subtracted.
                "projection_without_compile": project(corpus, warm, inventory.base_classes),
+               "projection_interval": _interval_or_why(corpus, done, inventory.base_classes),
                "compile_s": round(sum(compiled.values()), 1),
                **(extra or {})}
     (out / "corpus.json").write_text(json.dumps(summary, indent=2) + "\n")

@@ -38,6 +38,26 @@ def test_the_projection_gives_unsampled_ops_their_strata_mean_and_shards_longest
     assert result["hours"]["1"] == round((10 + 100 + 10 + 11 * 55) / 3600, 3)
 
 
+def test_the_projection_interval_resamples_each_stratum_and_holds_the_projection(tmp_path: Path) -> None:
+    from benchmarks.flaggems_corpus import project_interval
+
+    inventory = read_inventory(locate_suite(write_fake_suite(tmp_path).benchmark))
+    ops = all_ops(inventory)
+    # UnaryPointwiseBenchmark: two costed, two left to stand in for; UnaryReduction: one costed, amin left
+    measured = {"bitwise_not": 10.0, "own_shapes": 30.0, "softmax": 100.0}
+    point = project(ops, measured, inventory.base_classes, start_s=0.0)
+    found = project_interval(ops, measured, inventory.base_classes, start_s=0.0, resamples=500)
+    assert found["total_s"] == pytest.approx(point["hours"]["1"] * 3600, abs=2)  # the same estimator
+    assert found["strata_resampled"] == ["UnaryPointwiseBenchmark"]
+    assert found["strata_fixed"] == ["UnaryReductionBenchmark"]  # one costed op cannot be resampled
+    low, high = found["hours"]["1"]
+    assert low < point["hours"]["1"] < high  # 10 s and 30 s: an interval around the projection
+    assert found == project_interval(ops, measured, inventory.base_classes, start_s=0.0, resamples=500)  # seeded
+    alone = project_interval(ops, {"softmax_backward": 100.0}, inventory.base_classes, start_s=0.0, resamples=500)
+    assert alone["strata_resampled"] == [] and alone["total_s"] == 100.0 * len(ops)  # the others at its cost
+    assert alone["hours"]["1"][0] == alone["hours"]["1"][1]  # nothing to resample
+
+
 def test_an_op_counts_once_with_the_status_it_ended_with_and_remaining_lists_the_rest(
         tmp_path: Path, monkeypatch: pytest.MonkeyPatch, capsys: pytest.CaptureFixture[str]) -> None:
     import benchmarks.flaggems_corpus as corpus
