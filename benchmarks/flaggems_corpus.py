@@ -795,7 +795,7 @@ def final_status(rows: Iterable[Mapping[str, str]]) -> dict[str, Mapping[str, st
     """One row per op over the parts, in order: the last row in which it ended. A later part
     that ran an op again (it was cut, or never started, in an earlier one; or it ended there and
     is run again on purpose: alone after running side by side, after a harness fix) decides
-    its status and its cost; a later part that did not end it (cut, not reached) changes
+    its status (its cost: cost_rows); a later part that did not end it (cut, not reached) changes
     nothing. Of an op no part ended, the last part that started it says how far it got (a later
     one that never reached it does not)."""
     final: dict[str, Mapping[str, str]] = {}
@@ -807,15 +807,18 @@ def final_status(rows: Iterable[Mapping[str, str]]) -> dict[str, Mapping[str, st
 
 
 def part_leads(run_dir: Path) -> dict[str, float]:
-    """The ops that led a part on their device, and the seconds of their time that were not their
-    own. In a part that pre-started its ops (some timeline has ``go``), a lead is an op whose first
-    and only attempt's timeline has none: it ran as soon as its process began, so its time holds
-    the imports (FlagGems' among them) that a nightly pays once per device, and that the projection
-    adds once per device. Its own time is taken as its time less what it spent before pytest's
+    """The ops that ran in a fresh process though the part pre-started its ops, and the seconds of
+    their time that were not their own. In a part that pre-started its ops (some timeline has
+    ``go``), such an op's first and only attempt's timeline has none: it ran as soon as its process
+    began, so its time holds the imports (FlagGems' among them). That is each device's first op (a
+    nightly pays it once per device, and the projection adds it once per device), and any op whose
+    held process was not used (the batch's own reasons, harness.run.batch). Its own time is taken as its time less what it spent before pytest's
     session, plus what the part's pre-started ops spent between their go and their session (the
     median): what it would have cost pre-started. (A retried op's later attempts are fresh
     processes too, but part of its cost: not leads.) An op without a timeline (parts made before
-    they were kept) is no lead."""
+    they were kept) is no lead; nor is one that crashed or timed out, whose process wrote no
+    timeline (its imports stay in its cost). A fresh process's profiler start, where its rows used
+    the profiler, stays in too (a held one pays it while held: 3-6 s on the H200)."""
     times: dict[str, dict[str, float]] = {}
     attempts: dict[str, str] = {}
     for row in read_csv(run_dir / "ops_status.csv"):
@@ -828,7 +831,7 @@ def part_leads(run_dir: Path) -> dict[str, float]:
     if not held:
         return {}
     ready = statistics.median(held)
-    return {op: round(t["session_start"] - t["started"] - ready, 2) for op, t in times.items()
+    return {op: round(max(0.0, t["session_start"] - t["started"] - ready), 2) for op, t in times.items()
             if "go" not in t and attempts[op] == "1" and "session_start" in t and "started" in t}
 
 
