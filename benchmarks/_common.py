@@ -20,6 +20,8 @@ def cuda_setup(backend_name: str = "cuda") -> tuple[Any, DeviceApi, dict[str, An
     import torch
 
     backend = get_backend(backend_name)
+    if backend.torch_namespace is None:
+        raise SystemExit(f"backend {backend_name!r} has no torch device namespace: these benchmarks time a device")
     api = device_api(backend.torch_namespace, backend.torch_extension, backend.graph_class)
     props = api.namespace.get_device_properties(0)
     info = {
