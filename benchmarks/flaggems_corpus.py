@@ -56,7 +56,6 @@ from __future__ import annotations
 import argparse
 import csv
 import hashlib
-import inspect
 import io
 import json
 import math
@@ -251,11 +250,10 @@ def project_interval(ops: Sequence[SuiteOp], measured: Mapping[str, float], base
 
     point = float(total(*samples))
     if samples:
-        params = inspect.signature(sps.bootstrap).parameters
-        rng = np.random.default_rng(seed)
+        from harness.compare.stats import bootstrap_rng
+
         result = sps.bootstrap(tuple(samples), total, n_resamples=resamples, confidence_level=confidence,
-                               method="percentile", vectorized=True, paired=False, batch=250,
-                               **({"rng": rng} if "rng" in params else {"random_state": rng}))
+                               method="percentile", vectorized=True, paired=False, batch=250, **bootstrap_rng(seed))
         low, high = (float(v) for v in result.confidence_interval)
     else:
         low = high = point

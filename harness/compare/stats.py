@@ -36,6 +36,7 @@ __all__ = [
     "RowStats",
     "adjust_pvalues",
     "bootstrap_ratio_ci",
+    "bootstrap_rng",
     "decide",
     "holm",
     "mann_whitney_p",
@@ -146,7 +147,7 @@ def mann_whitney_p(x: Samples, y: Samples) -> float:
     return p if math.isfinite(p) else 1.0
 
 
-def _rng_argument(seed: int) -> dict[str, Any]:
+def bootstrap_rng(seed: int) -> dict[str, Any]:
     # scipy 1.15 renamed random_state to rng; both are accepted where this runs (scipy >= 1.11).
     params = inspect.signature(sps.bootstrap).parameters
     generator = np.random.default_rng(seed)
@@ -176,7 +177,7 @@ def bootstrap_ratio_ci(
         return r, r
     result = sps.bootstrap(
         (b, h), _median_ratio, n_resamples=resamples, confidence_level=confidence, method="percentile",
-        vectorized=True, paired=False, batch=200, **_rng_argument(seed),
+        vectorized=True, paired=False, batch=200, **bootstrap_rng(seed),
     )
     low, high = result.confidence_interval
     return float(low), float(high)
