@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import itertools
+from collections.abc import Iterator
 from pathlib import Path
 
 from harness.child.timing.base import Budget, adaptive_samples, rel_spread, reps_for
@@ -131,3 +132,101 @@ def test_the_cap_option_is_in_the_specs_of_measuring_and_sweep_processes(tmp_pat
     assert CAPTURE_OFF not in ChildSpec.load(ctx.files.spec("add")).extra
     CaseRunner().launch(ctx, op_plan, 2, (), capture_off="poisoned earlier")  # a retry after a poisoned attempt
     assert ChildSpec.load(ctx.files.spec("add")).extra[CAPTURE_OFF] == "poisoned earlier"
+
+
+class _Profiled:
+    """A device without a device for the profiler timer: the boundary and the op's call each add
+    their kernel to the open profiler session (none when the call launches nothing), and a fake
+    ``torch.profiler.profile`` hands each session's kernels to the timer."""
+
+    def __init__(self, kernel_us: float | None) -> None:
+        self.kernel_us, self.sessions, self.now = kernel_us, 0, 0.0
+        self.session: list[tuple[str, float, float]] | None = None
+
+    def _add(self, name: str, us: float) -> None:
+        self.now += us + 1.0
+        if self.session is not None:
+            self.session.append((name, self.now, us))
+
+    def boundary(self) -> None:
+        self._add(FLUSH_KERNEL_NAME, 30.0)
+
+    def call(self) -> None:
+        if self.kernel_us is not None:
+            self._add("op_kernel", self.kernel_us)
+
+    def synchronize(self) -> None:
+        pass
+
+    def Event(self, enable_timing: bool = True) -> object:  # noqa: N802 - torch's spelling
+        device = self
+
+        class Event:
+            at = 0.0
+
+            def record(self) -> None:
+                self.at = device.now / 1e3
+
+            def elapsed_time(self, other: Event) -> float:
+                return other.at - self.at
+
+        return Event()
+
+    def patch(self, monkeypatch: object) -> None:
+        import contextlib
+
+        import torch.profiler
+
+        from harness.child.timing import profiler
+
+        @contextlib.contextmanager
+        def profile(activities: object = None) -> Iterator[list[tuple[str, float, float]]]:
+            self.session, self.sessions = [], self.sessions + 1
+            yield self.session
+            self.session = None
+
+        monkeypatch.setattr(torch.profiler, "profile", profile)  # type: ignore[attr-defined]
+        monkeypatch.setattr(profiler, "_device_kernels", lambda prof: list(prof))  # type: ignore[attr-defined]
+
+
+def _profiler_timer(device: _Profiled) -> object:
+    from harness.child.timing.base import DeviceApi
+    from harness.child.timing.profiler import ProfilerTimer
+
+    return ProfilerTimer(api=DeviceApi(device), device="cpu", flush=device.boundary,  # type: ignore[arg-type]
+                         budget=Budget(warmup_ms=0.1, rep_ms=1.0, min_reps=10, max_reps=50, cap_ms=50.0))
+
+
+def test_a_call_that_launches_no_device_work_reads_zero_after_one_batch(monkeypatch: object) -> None:
+    """The profiler saw every boundary and nothing between them: 0 ms per call, settled, with a
+    note that says so, from the first batch (it used to fail, and the graph sampled to the cap)."""
+    from harness.child.timing.base import resolved_medians
+    from harness.child.timing.profiler import boundaries
+
+    nothing = _Profiled(kernel_us=None)
+    nothing.patch(monkeypatch)
+    samples = _profiler_timer(nothing).measure(nothing.call)  # type: ignore[attr-defined]
+    assert nothing.sessions == 1 and not samples.noisy and samples.timer == "profiler"
+    assert set(samples.values) == {0.0} and len(samples.values) >= 10  # one batch, at least min_reps
+    assert samples.note == (f"no device work: the profiler recorded the boundaries of {len(samples.values)} calls "
+                            "and no kernel between them")
+    assert resolved_medians(0.0, 0.0)[2]  # the row then gets no speedup, and says why
+    assert boundaries([(FLUSH_KERNEL_NAME, 0.0, 1.0), ("k", 2.0, 1.0), (MARKER_KERNEL_NAME, 4.0, 1.0)]) == 2
+
+    working = _Profiled(kernel_us=2.0)
+    working.patch(monkeypatch)
+    samples = _profiler_timer(working).measure(working.call)  # type: ignore[attr-defined]
+    assert set(samples.values) == {0.002} and samples.note == ""
+
+
+def test_a_profile_without_its_boundaries_is_still_a_failure(monkeypatch: object) -> None:
+    """No CUPTI: the session records nothing, boundaries included; that is no reading of 0."""
+    import pytest
+
+    from harness.child.timing import profiler
+
+    blind = _Profiled(kernel_us=2.0)
+    blind.patch(monkeypatch)
+    monkeypatch.setattr(profiler, "_device_kernels", lambda prof: [])  # type: ignore[attr-defined]
+    with pytest.raises(RuntimeError, match="recorded no kernels"):
+        _profiler_timer(blind).measure(blind.call)  # type: ignore[attr-defined]

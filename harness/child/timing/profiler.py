@@ -4,6 +4,12 @@ Each iteration is a boundary kernel (the L2 flush when cold, a one-thread
 marker when warm) followed by the call; a sample is the summed duration of the
 call's kernels between two boundaries. Flush and marker kernels are excluded
 by name. This is the ground truth the other timers are checked against.
+
+A call that launches no device work at all (FlagGems' resize_ to its own size: metadata only)
+leaves its boundaries in the profile with nothing between them. That is read as what it is, a
+sample of 0 ms per call, after one batch (``NO_DEVICE_WORK``); before, the timer failed, and the
+graph timer behind it sampled both sides to the time cap without settling (1-2 s a row). A
+profile without the boundaries themselves still fails: the profiler recorded nothing.
 """
 
 from __future__ import annotations
@@ -16,7 +22,10 @@ from harness.child.timing.base import Budget, DeviceApi, Samples, adaptive_sampl
 from harness.child.timing.direct import estimate_ms
 from harness.child.timing.flush import FLUSH_KERNEL_NAME, MARKER_KERNEL_NAME, Flusher, Marker
 
-__all__ = ["ProfilerTimer", "kernel_samples", "warm_up"]
+__all__ = ["NO_DEVICE_WORK", "NoDeviceWork", "ProfilerTimer", "boundaries", "kernel_samples", "warm_up"]
+
+# The note of a side whose calls launched no device work (the profiler saw only its boundaries).
+NO_DEVICE_WORK = "no device work: the profiler recorded the boundaries of {n} calls and no kernel between them"
 
 
 def kernel_samples(kernels: list[tuple[str, float, float]]) -> list[float]:
@@ -38,6 +47,20 @@ def kernel_samples(kernels: list[tuple[str, float, float]]) -> list[float]:
     if current:
         samples.append(current / 1e3)
     return samples
+
+
+def boundaries(kernels: list[tuple[str, float, float]]) -> int:
+    """How many flush or marker kernels (iteration boundaries) the device events hold."""
+    return sum(1 for name, _start, _duration in kernels if FLUSH_KERNEL_NAME in name or MARKER_KERNEL_NAME in name)
+
+
+class NoDeviceWork(Exception):
+    """Every boundary of a batch was recorded and no kernel between them: ``calls`` calls that
+    launched nothing on the device."""
+
+    def __init__(self, calls: int) -> None:
+        super().__init__(NO_DEVICE_WORK.format(n=calls))
+        self.calls = calls
 
 
 def _device_kernels(prof: Any) -> list[tuple[str, float, float]]:
@@ -100,14 +123,21 @@ class ProfilerTimer:
         boundary()
         api.synchronize()
 
+        worked = False  # a batch of this measurement had kernels: a later empty one is no reading
+
         def take(n: int) -> list[float]:
+            nonlocal worked
             with profile(activities=[ProfilerActivity.CUDA]) as prof:
                 for _ in range(n):
                     boundary()
                     fn()
                 boundary()
                 api.synchronize()
-            samples = kernel_samples(_device_kernels(prof))
+            kernels = _device_kernels(prof)
+            samples = kernel_samples(kernels)
+            if not samples and not worked and boundaries(kernels) >= n + 1:
+                raise NoDeviceWork(n)
+            worked = worked or bool(samples)
             if not samples:
                 raise RuntimeError(
                     "the profiler recorded no kernels for this call (is CUPTI available?); "
@@ -117,5 +147,8 @@ class ProfilerTimer:
 
         budget = Budget(self.budget.warmup_ms, self.budget.rep_ms, self.budget.min_reps,
                         min(self.budget.max_reps, 300), self.budget.target_spread, self.budget.cap_ms)
-        values, noisy = adaptive_samples(take, est, budget)
+        try:
+            values, noisy = adaptive_samples(take, est, budget)
+        except NoDeviceWork as nothing:  # n calls, each 0 ms on the device: a reading, and a settled one
+            return Samples((0.0,) * nothing.calls, self.name, False, str(nothing))
         return Samples(tuple(values), self.name, noisy)
