@@ -113,6 +113,32 @@ def test_an_op_process_writes_its_timeline_next_to_its_exit_file(tmp_path: Path)
     assert order == sorted(order) and "go" not in times  # not pre-started: no release
 
 
+def test_an_op_process_freezes_what_its_imports_and_collection_made(tmp_path: Path) -> None:
+    """After collection the heap is in the collector's permanent generation (FlagGems' gc.collect()
+    after each row then scans only what the tests made), and garbage the tests make is still
+    collected."""
+    import json
+    import subprocess
+    import sys
+
+    from harness.child.process import times_path
+
+    (tmp_path / "test_heap.py").write_text(
+        "import gc\n\n"
+        "def test_frozen_and_still_collecting():\n"
+        "    assert gc.get_freeze_count() > 0\n"
+        "    ring = []\n"
+        "    ring.append(ring)\n"
+        "    del ring\n"
+        "    assert gc.collect() >= 1\n")
+    exit_file = tmp_path / "op.exit"
+    done = subprocess.run([sys.executable, "-m", "harness.child", str(exit_file), "--", "-q", "-p", "no:cacheprovider",
+                           str(tmp_path / "test_heap.py")], capture_output=True, text=True, timeout=120, cwd=tmp_path)
+    assert done.returncode == 0, done.stdout + done.stderr
+    times = json.loads(times_path(exit_file).read_text())
+    assert times["session_start"] <= times["frozen"] <= times["session_end"]
+
+
 def test_an_op_processs_pytest_leaves_out_the_plugins_that_cost_it_time(tmp_path: Path) -> None:
     """PYTEST_OFF names plugins as pytest knows them: with those options, none of them is loaded
     (Hypothesis' among them where it is installed, as in the dev environment; a wrong name would
