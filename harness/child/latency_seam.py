@@ -304,6 +304,17 @@ class LatencySeam:
                           direction="backward" if "backward" in self.item else "forward")
         self.item_rows += 1
 
+    def item_poisoned(self, message: str) -> NoReturn:
+        """A benchmark function failed because an earlier failed capture of this process left the
+        device's generator registered as capturing (FlagGems' next input could not be drawn; the
+        graph timer's probe right after the capture had passed). Its row says so, marked poisoned,
+        and the process ends as for a poisoned context: the op is a CRASH, and its retry captures
+        nothing and continues after the rows already written."""
+        self.writer.other("error", f"poisoned: {message} (an earlier graph capture of this op process left the "
+                          "device's random number generator unusable)", self.timers.primary.name, self._facts(),
+                          direction="backward" if "backward" in self.item else "forward", notes=("poisoned",))
+        os._exit(POISONED_EXIT)
+
     # -- dtypes --------------------------------------------------------------------------------
 
     def set_dtypes(self, bench: Any, original: Callable[[Any, Any], None], user_dtypes: Any) -> None:

@@ -163,3 +163,15 @@ def test_capture_deny_list_is_keyed_by_exact_op_id() -> None:
     # the seventh corpus session's two poisoned captures (sync inside capture, then the generator's offset)
     assert capture_denied(get_backend("cuda"), "repeat_interleave_tensor") and capture_denied(get_backend("cuda"), "normal_float_tensor")
     assert not capture_denied(get_backend("cuda"), "normal_tensor_float")  # it captured and passed
+    # the eighth session's: its capture failed (a sync inside it) and its next input's draw met the
+    # generator still registered as capturing
+    assert capture_denied(get_backend("cuda"), "amp_foreach_non_finite_check_and_unscale_")
+
+
+def test_a_generator_left_capturing_is_read_from_the_backends_wording() -> None:
+    from harness.backends.base import generator_left_capturing
+
+    text = "Failed: Offset increment outside graph capture encountered unexpectedly."
+    assert generator_left_capturing(get_backend("cuda"), text)
+    assert not generator_left_capturing(get_backend("cuda"), "Failed: shapes do not match")
+    assert not generator_left_capturing(get_backend("cpu"), text)  # no wording: never read so

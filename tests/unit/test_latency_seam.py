@@ -338,6 +338,47 @@ def test_a_poisoned_context_writes_its_row_and_ends_the_process(tmp_path: Path, 
     assert exits == [POISONED_EXIT] and row.status == "error" and "poisoned" in row.notes
 
 
+def test_a_benchmark_that_fails_on_a_generator_left_capturing_ends_its_process_as_poisoned(
+        tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    """FlagGems' next input after a failed capture could not be drawn (the generator was left
+    registered as capturing): the suite plugin's report hook writes the function's row marked
+    poisoned and ends the process under POISONED_EXIT (the parent retries with no capture), where
+    any other failure is an error row and the process goes on."""
+    from types import SimpleNamespace
+
+    from harness.child.plugins.suite import SuitePlugin
+
+    exits: list[int] = []
+
+    def fake_exit(code: int) -> None:
+        exits.append(code)
+        raise SystemExit(code)
+
+    monkeypatch.setattr("harness.child.latency_seam.os._exit", fake_exit)
+    seam = seam_for(tmp_path)
+    seam.begin_item("benchmark/test_amp.py::test_amp")
+
+    def report(message: str) -> Any:
+        return SimpleNamespace(skipped=False, failed=True, when="call", longrepr=("test_amp.py", 50, message))
+
+    plugin: Any = SimpleNamespace(seam=seam, spec=SimpleNamespace(backend="cuda"))
+    SuitePlugin.pytest_runtest_logreport(plugin, report("Failed: shapes do not match"))
+    assert exits == []
+    seam.begin_item("benchmark/test_amp.py::test_amp_2")
+    with pytest.raises(SystemExit):
+        SuitePlugin.pytest_runtest_logreport(
+            plugin, report("Failed: Offset increment outside graph capture encountered unexpectedly."))
+    plain, poisoned = rows(tmp_path)
+    assert plain.status == "error" and "poisoned" not in plain.notes
+    assert exits == [POISONED_EXIT] and poisoned.status == "error" and "poisoned" in poisoned.notes
+    assert poisoned.message.startswith("poisoned: Failed: Offset increment") and "random number generator" in poisoned.message
+    plugin.spec.backend = "cpu"  # a backend without the wording: an error row, as before
+    seam.begin_item("benchmark/test_amp.py::test_amp_3")
+    SuitePlugin.pytest_runtest_logreport(
+        plugin, report("Failed: Offset increment outside graph capture encountered unexpectedly."))
+    assert exits == [POISONED_EXIT] and len(rows(tmp_path)) == 3
+
+
 def test_requested_dtypes_narrow_the_benchmark_and_missing_ones_skip(tmp_path: Path) -> None:
     seam = seam_for(tmp_path, dtypes=("bfloat16", "int32"))
     run(seam, Bench("add", torch.add, dtypes=[torch.float16, torch.bfloat16, None]))

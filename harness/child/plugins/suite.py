@@ -43,6 +43,7 @@ import pytest
 
 from harness.autotune.tuners import AutotuneRecorder
 from harness.backends import get_backend
+from harness.backends.base import generator_left_capturing
 from harness.backends.state import read_state
 from harness.child.latency_seam import LatencySeam, RowContext, RowWriter, SuiteTimers
 from harness.child.outputs import dtype_name
@@ -314,8 +315,10 @@ class SuitePlugin:
         if report.skipped and report.when in ("setup", "call"):
             self.seam.item_outcome("skip", _reason(report))
         elif report.failed:
-            self.seam.item_outcome("error", f"{report.when}: {_reason(report)}" if report.when != "call"
-                                   else _reason(report))
+            message = f"{report.when}: {_reason(report)}" if report.when != "call" else _reason(report)
+            if isinstance(self.seam, LatencySeam) and generator_left_capturing(get_backend(self.spec.backend), message):
+                self.seam.item_poisoned(message)
+            self.seam.item_outcome("error", message)
 
     def pytest_sessionfinish(self, session: pytest.Session, exitstatus: int) -> None:
         """A node selected in a module that skips itself is a usage error to pytest ("found no
