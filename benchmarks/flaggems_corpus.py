@@ -324,8 +324,11 @@ def triage_rows(run_dir: Path) -> list[dict[str, str]]:
 
 
 def child_env() -> dict[str, str]:
+    """The environment of what this script starts: its own, less HARNESS_ARGS (this script's, not
+    the harness's: the harness warns about a HARNESS_ variable it does not know)."""
     vendor = {"GEMS_VENDOR": "nvidia"} if BACKEND == "cuda" else {}
-    return {**os.environ, "PYTHONPATH": f"{SITE}{os.pathsep}{REPO}", "PYTHONUNBUFFERED": "1", **vendor}
+    own = {k: v for k, v in os.environ.items() if k != "HARNESS_ARGS"}
+    return {**own, "PYTHONPATH": f"{SITE}{os.pathsep}{REPO}", "PYTHONUNBUFFERED": "1", **vendor}
 
 
 def bounded(cmd: Sequence[str], budget_s: float, cwd: Path | None = None, log: Path | None = None,

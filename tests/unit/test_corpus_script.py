@@ -510,3 +510,13 @@ def test_the_archive_holds_a_run_still_going_and_replaces_the_last_one_whole(tmp
     monkeypatch.setattr(corpus, "ARCHIVE_TO", blocked)
     corpus.archive_now()
     assert any("not refreshed" in line for line in corpus.LOG) and (out / "runs.tgz").read_bytes() == before
+
+
+def test_what_the_script_starts_does_not_see_its_harness_args(monkeypatch: pytest.MonkeyPatch) -> None:
+    """HARNESS_ARGS is the script's variable; the harness would warn that it does not know it."""
+    import benchmarks.flaggems_corpus as corpus
+
+    monkeypatch.setenv("HARNESS_ARGS", "--ir off")
+    monkeypatch.setenv("HARNESS_CAP_MS", "250")
+    env = corpus.child_env()
+    assert "HARNESS_ARGS" not in env and env["HARNESS_CAP_MS"] == "250"
