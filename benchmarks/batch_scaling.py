@@ -91,7 +91,7 @@ def _run(label: str, devices: Sequence[str], args: argparse.Namespace, work: Pat
 
 def _agreement(one: Sequence[Measurement], two: Sequence[Measurement]) -> tuple[list[dict[str, Any]], dict[str, Any]]:
     rows = compare_records(one, two, Criteria())
-    per_case = []
+    per_case: list[dict[str, Any]] = []
     for row in rows:
         if row.stats is None:
             continue

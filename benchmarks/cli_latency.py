@@ -19,6 +19,7 @@ import sys
 import tempfile
 import time
 from pathlib import Path
+from typing import Any
 
 ROOT = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(ROOT))
@@ -41,7 +42,7 @@ def main() -> None:
     with tempfile.TemporaryDirectory() as tmp:
         cwd = Path(tmp)
         base = statistics.median(wall([sys.executable, "-c", "pass"], cwd) for _ in range(ns.repeats))
-        rows = []
+        rows: list[dict[str, Any]] = []
         for args, code in COMMANDS:
             argv = [sys.executable, str(ROOT / "tests" / "cli_probe.py"), *args]
             seconds = statistics.median(wall(argv, cwd) for _ in range(ns.repeats))

@@ -13,6 +13,7 @@ import argparse
 import math
 import sys
 from pathlib import Path
+from typing import Any
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 
@@ -42,17 +43,17 @@ def main() -> int:
     # read 2.7 TB/s on the H200 against 4.3 TB/s for the copy kernel (seen 2026-11-29).
     t = harness_timers(backend, api, device, l2, "copy")["direct"].measure(lambda: dst.copy_(src))
     copy_gbps = 2 * src.numel() * 4 / (median(list(t.values)) * 1e-3) / 1e9
-    src = dst = None  # free 8 GiB before the ops run
+    src = dst = None  # type: ignore[assignment]  # free 8 GiB before the ops run
     # Ceiling 2: torch.mm 4096^3 bf16.
     a = torch.randn(4096, 4096, dtype=torch.bfloat16, device=device)
     b = torch.randn(4096, 4096, dtype=torch.bfloat16, device=device)
     t = harness_timers(backend, api, device, l2, "torch_mm")["graph"].measure(lambda: torch.mm(a, b))
     mm_tflops = 2 * 4096**3 / (median(list(t.values)) * 1e-3) / 1e12
-    a = b = None
+    a = b = None  # type: ignore[assignment]
     print(f"{info['device']}: copy {copy_gbps:.0f} GB/s, torch.mm 4096^3 bf16 {mm_tflops:.0f} TFLOP/s")
 
     core = load_level("core")
-    rows = []
+    rows: list[dict[str, Any]] = []
     gen = torch.Generator(device=device)
     for op in load_ops().values():
         shapes = core[op.id]
@@ -74,13 +75,13 @@ def main() -> int:
                    "gbps": achieved, "torch_gbps": nbytes / (base * 1e-3) / 1e9,
                    "pct_of_ceiling": 100 * achieved / copy_gbps, "ceiling": "copy GB/s", "target_pct": 85}
         rows.append(row)
-        inputs = None
+        inputs = None  # type: ignore[assignment]
         torch.cuda.empty_cache() if backend.torch_namespace == "cuda" else None
     print(f"{'op':13} {'shape':18} {'cand ms':>9} {'torch ms':>9} {'achieved':>12} {'% ceil':>7} {'target':>6}")
     for r in rows:
-        achieved = f"{r['tflops']:.0f} TFLOP/s" if "tflops" in r else f"{r['gbps']:.0f} GB/s"
+        shown = f"{r['tflops']:.0f} TFLOP/s" if "tflops" in r else f"{r['gbps']:.0f} GB/s"
         print(f"{r['op']:13} {'x'.join(map(str, r['shape'])):18} {r['candidate_ms']:9.4f} {r['torch_ms']:9.4f} "
-              f"{achieved:>12} {r['pct_of_ceiling']:6.1f}% {r['target_pct']:5d}%")
+              f"{shown:>12} {r['pct_of_ceiling']:6.1f}% {r['target_pct']:5d}%")
     write_json(args.out, {"device": info, "dtype": args.dtype, "copy_gbps": copy_gbps,
                           "torch_mm_tflops": mm_tflops, "rows": rows})
     return 0

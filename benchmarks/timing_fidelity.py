@@ -13,6 +13,7 @@ from __future__ import annotations
 import argparse
 import sys
 from pathlib import Path
+from typing import Any
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 
@@ -45,7 +46,7 @@ def main() -> int:
     backend, api, info = cuda_setup(args.backend)
     device = f"{backend.device_type}:0"
     ops = load_ops()
-    rows = []
+    rows: list[dict[str, Any]] = []
     for op_id, shape in CALIBRATION:
         op = ops[op_id]
         gen = torch.Generator(device=device).manual_seed(0)
