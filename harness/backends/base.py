@@ -72,7 +72,7 @@ class CaptureErrorWording:
     ignore: tuple[str, ...] = ()
     # An error raised outside any capture, later, that says a failed capture left the device's
     # random number generator registered as capturing: every later draw of the process fails.
-    generator_left_capturing: tuple[str, ...] = ()
+    rng_left_capturing: tuple[str, ...] = ()
 
 
 @dataclass(frozen=True)
@@ -210,10 +210,10 @@ def classify_capture_error(backend: Backend, error_text: str) -> CaptureFailure:
     return CaptureFailure.RECOVERABLE
 
 
-def generator_left_capturing(backend: Backend, error_text: str) -> bool:
+def rng_left_capturing(backend: Backend, error_text: str) -> bool:
     """Whether an error says that a failed capture left the device's generator unusable."""
     text = error_text.lower()
-    return any(w.lower() in text for w in backend.capture_errors.generator_left_capturing)
+    return any(w.lower() in text for w in backend.capture_errors.rng_left_capturing)
 
 
 def capture_denied(backend: Backend, op_id: str) -> bool:

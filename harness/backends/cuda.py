@@ -25,7 +25,7 @@ CUDA_FATAL = (
 CUDA_FOOTERS = ("TORCH_USE_CUDA_DSA", "CUDA_LAUNCH_BLOCKING")
 # torch's words when a draw meets a generator that a failed capture left registered as capturing
 # (seen on the H200, torch 2.11: FlagGems' next input after a row whose capture failed)
-CUDA_GENERATOR_CAPTURING = ("Offset increment outside graph capture encountered unexpectedly",)
+CUDA_RNG_LEFT_CAPTURING = ("Offset increment outside graph capture encountered unexpectedly",)
 
 BACKEND = Backend(
     name="cuda",
@@ -44,7 +44,7 @@ BACKEND = Backend(
     listing=DeviceListing(command=("nvidia-smi", "-L"), index_pattern=r"^GPU (\d+):"),
     detect_paths=("/dev/nvidiactl", "/dev/nvidia[0-9]*"),
     capture_errors=CaptureErrorWording(fatal=CUDA_FATAL, ignore=CUDA_FOOTERS,
-                                       generator_left_capturing=CUDA_GENERATOR_CAPTURING),
+                                       rng_left_capturing=CUDA_RNG_LEFT_CAPTURING),
     # Docker's GPU device requests (--gpus) through the NVIDIA Container Toolkit; the
     # toolkit maps /dev/nvidia* and the driver libraries itself. "compute" is needed for
     # CUDA, "utility" for nvidia-smi (identity probe).

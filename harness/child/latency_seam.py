@@ -78,6 +78,7 @@ __all__ = ["LatencySeam", "RowContext", "RowHook", "RowWriter", "SuiteTimers"]
 
 NO_SHAPE: tuple[int, ...] = ()
 NO_DTYPE = "any"  # rows of a benchmark function that failed or was skipped before any input
+_POISONED_COUNT = ("poisoned", ())  # RowWriter.counts' key of the poisoned rows (no dtype is named so)
 
 
 def _now() -> str:
@@ -169,6 +170,20 @@ class RowWriter:
         for hook in self.hooks:
             hook.written()
         return record
+
+    def poisoned(self, message: str, timer: str, facts: Mapping[str, Any], direction: str = "forward") -> None:
+        """The row of a benchmark function that failed because the process is poisoned. Its case id
+        is numbered apart from the other rows (``<provider>.poisoned``, then ``.poisoned2``...): the
+        retry, which captures nothing, writes no such row, and must not shift the numbers of the
+        rows it does write (a later function's skip or error row would take this one's id and be
+        dropped as recorded)."""
+        n = self.counts.get(_POISONED_COUNT, 0) + 1
+        self.counts[_POISONED_COUNT] = n
+        provider = f"{self.ctx.provider}.poisoned{'' if n == 1 else n}"
+        if not self.recorded(case_id(self.ctx.op, provider, NO_DTYPE, NO_SHAPE)):
+            self.begin()
+            self.write(provider, NO_DTYPE, NO_SHAPE, "error", timer, direction=direction, notes=("poisoned",),
+                       message=message, started_at=_now(), extra={"suite": dict(facts)})
 
     def other(self, status: str, message: str, timer: str, facts: Mapping[str, Any], dtype: str = NO_DTYPE,
               direction: str = "forward", notes: Sequence[str] = ()) -> None:
@@ -310,10 +325,14 @@ class LatencySeam:
         graph timer's probe right after the capture had passed). Its row says so, marked poisoned,
         and the process ends as for a poisoned context: the op is a CRASH, and its retry captures
         nothing and continues after the rows already written."""
-        self.writer.other("error", f"poisoned: {message} (an earlier graph capture of this op process left the "
-                          "device's random number generator unusable)", self.timers.primary.name, self._facts(),
-                          direction="backward" if "backward" in self.item else "forward", notes=("poisoned",))
+        self.writer.poisoned(f"poisoned: {message} (an earlier graph capture of this op process left the "
+                             "device's random number generator unusable)", self.timers.primary.name, self._facts(),
+                             direction="backward" if "backward" in self.item else "forward")
         os._exit(POISONED_EXIT)
+
+    def captured(self) -> bool:
+        """Whether this process's timer has begun a graph capture (one that failed counts)."""
+        return bool(getattr(self.timers.primary, "captured", False))
 
     # -- dtypes --------------------------------------------------------------------------------
 

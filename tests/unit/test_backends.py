@@ -168,10 +168,10 @@ def test_capture_deny_list_is_keyed_by_exact_op_id() -> None:
     assert capture_denied(get_backend("cuda"), "amp_foreach_non_finite_check_and_unscale_")
 
 
-def test_a_generator_left_capturing_is_read_from_the_backends_wording() -> None:
-    from harness.backends.base import generator_left_capturing
+def test_a_random_number_generator_left_capturing_is_read_from_the_backends_wording() -> None:
+    from harness.backends.base import rng_left_capturing
 
     text = "Failed: Offset increment outside graph capture encountered unexpectedly."
-    assert generator_left_capturing(get_backend("cuda"), text)
-    assert not generator_left_capturing(get_backend("cuda"), "Failed: shapes do not match")
-    assert not generator_left_capturing(get_backend("cpu"), text)  # no wording: never read so
+    assert rng_left_capturing(get_backend("cuda"), text)
+    assert not rng_left_capturing(get_backend("cuda"), "Failed: shapes do not match")
+    assert not rng_left_capturing(get_backend("cpu"), text)  # no wording: never read so

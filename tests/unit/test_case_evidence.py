@@ -388,3 +388,31 @@ def test_an_op_process_told_to_capture_nothing_refuses_every_capture_with_the_pa
         timer.measure(device.call)
     assert (refused.value.phase, refused.value.reason) == ("capture", "denied")
     assert "poisoned" in refused.value.detail and device.replays == 0
+
+
+def test_the_graph_timer_says_whether_its_process_began_a_capture() -> None:
+    """What the suite plugin reads before taking an error for a generator a capture left behind."""
+    device = FakeDevice(kernel_ms=0.04)
+    timer = _graph(None, device)
+    assert not timer.captured
+    timer.measure(device.call)
+    assert timer.captured
+
+
+def test_a_small_row_with_no_device_work_keeps_the_profilers_zero_reading() -> None:
+    """The graph's first batch reads about 0 (small), the profiler timer finds no device work
+    and reads 0 ms with its note: the row has that reading on both sides, not the graph's."""
+    from harness.child.timing.profiler import NO_DEVICE_WORK
+
+    nothing = Samples((0.0,) * 12, "profiler", False, NO_DEVICE_WORK.format(n=12))
+
+    class NoWork(FakeTimer):
+        def measure(self, fn: Any) -> Samples:
+            self.calls += 1
+            return nothing
+
+    device = FakeDevice(kernel_ms=0.0)
+    timer = _graph(NoWork(0.0, name="profiler"), device)
+    timer.begin_row()
+    sides = [timer.measure(device.call), timer.measure(device.call)]
+    assert sides == [nothing, nothing]

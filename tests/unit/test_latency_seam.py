@@ -343,7 +343,8 @@ def test_a_benchmark_that_fails_on_a_generator_left_capturing_ends_its_process_a
     """FlagGems' next input after a failed capture could not be drawn (the generator was left
     registered as capturing): the suite plugin's report hook writes the function's row marked
     poisoned and ends the process under POISONED_EXIT (the parent retries with no capture), where
-    any other failure is an error row and the process goes on."""
+    any other failure, or the same words in a process that never captured, is an error row and
+    the process goes on."""
     from types import SimpleNamespace
 
     from harness.child.plugins.suite import SuitePlugin
@@ -356,27 +357,58 @@ def test_a_benchmark_that_fails_on_a_generator_left_capturing_ends_its_process_a
 
     monkeypatch.setattr("harness.child.latency_seam.os._exit", fake_exit)
     seam = seam_for(tmp_path)
-    seam.begin_item("benchmark/test_amp.py::test_amp")
+    broken = "Failed: Offset increment outside graph capture encountered unexpectedly."
 
     def report(message: str) -> Any:
         return SimpleNamespace(skipped=False, failed=True, when="call", longrepr=("test_amp.py", 50, message))
 
     plugin: Any = SimpleNamespace(seam=seam, spec=SimpleNamespace(backend="cuda"))
+    seam.begin_item("benchmark/test_amp.py::test_amp")
+    SuitePlugin.pytest_runtest_logreport(plugin, report(broken))  # nothing captured here: an error row
+    seam.timers.primary.captured = True  # type: ignore[attr-defined]  # as GraphTimer._capture sets it
+    seam.begin_item("benchmark/test_amp.py::test_amp_1")
     SuitePlugin.pytest_runtest_logreport(plugin, report("Failed: shapes do not match"))
     assert exits == []
     seam.begin_item("benchmark/test_amp.py::test_amp_2")
     with pytest.raises(SystemExit):
-        SuitePlugin.pytest_runtest_logreport(
-            plugin, report("Failed: Offset increment outside graph capture encountered unexpectedly."))
-    plain, poisoned = rows(tmp_path)
-    assert plain.status == "error" and "poisoned" not in plain.notes
+        SuitePlugin.pytest_runtest_logreport(plugin, report(broken))
+    uncaptured, plain, poisoned = rows(tmp_path)
+    assert uncaptured.status == plain.status == "error" and "poisoned" not in uncaptured.notes + plain.notes
     assert exits == [POISONED_EXIT] and poisoned.status == "error" and "poisoned" in poisoned.notes
     assert poisoned.message.startswith("poisoned: Failed: Offset increment") and "random number generator" in poisoned.message
+    # its case id is numbered apart: the retry, which writes no poisoned row, numbers its other
+    # rows as the first attempt did, so a later function's row is not taken for a recorded one
+    assert poisoned.case_id == "add[flaggems-suite.poisoned-any-]"
+    assert (uncaptured.case_id, plain.case_id) == ("add[flaggems-suite-any-]", "add[flaggems-suite.v2-any-]")
     plugin.spec.backend = "cpu"  # a backend without the wording: an error row, as before
     seam.begin_item("benchmark/test_amp.py::test_amp_3")
-    SuitePlugin.pytest_runtest_logreport(
-        plugin, report("Failed: Offset increment outside graph capture encountered unexpectedly."))
-    assert exits == [POISONED_EXIT] and len(rows(tmp_path)) == 3
+    SuitePlugin.pytest_runtest_logreport(plugin, report(broken))
+    assert exits == [POISONED_EXIT] and len(rows(tmp_path)) == 4
+
+
+def test_a_retry_after_a_poisoned_function_writes_every_later_row(tmp_path: Path,
+                                                                  monkeypatch: pytest.MonkeyPatch) -> None:
+    """Attempt 1: function A wrote a row of no input, then its process was poisoned (its poisoned
+    row written); B never ran. The retry, with the recorded rows skipped, writes A's row again
+    (skipped: recorded) and B's error row, which must not take the poisoned row's case id."""
+    def fake_exit(code: int) -> None:
+        raise SystemExit(code)
+
+    monkeypatch.setattr("harness.child.latency_seam.os._exit", fake_exit)
+    first = seam_for(tmp_path)
+    first.begin_item("t.py::test_a")
+    first.writer.other("error", "A's first failure", "graph", {})
+    with pytest.raises(SystemExit):
+        first.item_poisoned("Failed: Offset increment outside graph capture encountered unexpectedly.")
+    recorded = frozenset(r.case_id for r in rows(tmp_path))
+    retry = seam_for(tmp_path, skip=recorded)
+    retry.begin_item("t.py::test_a")
+    retry.writer.other("error", "A's first failure", "graph", {})
+    retry.begin_item("t.py::test_b")
+    retry.item_outcome("error", "B failed")
+    written = rows(tmp_path)
+    assert len(written) == 3 and written[-1].message == "B failed"
+    assert len({r.case_id for r in written}) == 3
 
 
 def test_requested_dtypes_narrow_the_benchmark_and_missing_ones_skip(tmp_path: Path) -> None:

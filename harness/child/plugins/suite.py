@@ -43,7 +43,7 @@ import pytest
 
 from harness.autotune.tuners import AutotuneRecorder
 from harness.backends import get_backend
-from harness.backends.base import generator_left_capturing
+from harness.backends.base import rng_left_capturing
 from harness.backends.state import read_state
 from harness.child.latency_seam import LatencySeam, RowContext, RowWriter, SuiteTimers
 from harness.child.outputs import dtype_name
@@ -316,7 +316,9 @@ class SuitePlugin:
             self.seam.item_outcome("skip", _reason(report))
         elif report.failed:
             message = f"{report.when}: {_reason(report)}" if report.when != "call" else _reason(report)
-            if isinstance(self.seam, LatencySeam) and generator_left_capturing(get_backend(self.spec.backend), message):
+            # only where this process captured: elsewhere the wording cannot be a capture's doing
+            if (isinstance(self.seam, LatencySeam) and self.seam.captured()
+                    and rng_left_capturing(get_backend(self.spec.backend), message)):
                 self.seam.item_poisoned(message)
             self.seam.item_outcome("error", message)
 

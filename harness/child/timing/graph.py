@@ -106,6 +106,7 @@ class GraphTimer:
     # Why this process does not capture at all (the parent's reason, ChildSpec.extra["capture_off"]:
     # an earlier attempt's capture poisoned the device context), else "".
     denied: str = ""
+    captured: bool = False  # whether this process has begun a capture (whatever came of it)
     _row_small: bool | None = field(default=None, repr=False)
     _small_failed: str = field(default="", repr=False)  # why the small-kernel timer failed in this row
 
@@ -185,6 +186,7 @@ class GraphTimer:
             yield
 
     def _capture(self, body: Callable[[], None]) -> Any:
+        self.captured = True
         ns = self.api.namespace
         graph = self.api.new_graph()
         with self._scratch_rng():
