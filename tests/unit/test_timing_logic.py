@@ -230,3 +230,23 @@ def test_a_profile_without_its_boundaries_is_still_a_failure(monkeypatch: object
     monkeypatch.setattr(profiler, "_device_kernels", lambda prof: [])  # type: ignore[attr-defined]
     with pytest.raises(RuntimeError, match="recorded no kernels"):
         _profiler_timer(blind).measure(blind.call)  # type: ignore[attr-defined]
+
+
+def test_an_empty_batch_after_batches_with_kernels_is_no_reading_of_zero(monkeypatch: object) -> None:
+    """A measurement whose first batch had kernels and a later one none did not stop launching
+    work: that is the profiler's failure (as before), not 0 ms."""
+    import pytest
+
+    flaky = _Profiled(kernel_us=2.0)
+    flaky.patch(monkeypatch)
+    calls = {"n": 0}
+
+    def call() -> None:
+        calls["n"] += 1
+        if flaky.sessions <= 1:  # kernels in the first profiler batch (and the warm-up), none later
+            flaky._add("op_kernel", 2.0 + calls["n"] % 3)  # spread out: the first batch does not settle
+
+    timer = _profiler_timer(flaky)
+    with pytest.raises(RuntimeError, match="recorded no kernels"):
+        timer.measure(call)  # type: ignore[attr-defined]
+    assert flaky.sessions == 2
