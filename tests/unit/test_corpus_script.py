@@ -392,11 +392,13 @@ def test_throughput_can_time_the_harness_side_in_a_run_of_its_own_led_by_an_op_o
             corpus.step_throughput(tmp_path / "bad")
 
 
-def test_warm_times_both_runners_on_one_filled_cache_folder_and_leaves_the_environment_as_it_was(
+def test_cached_times_both_runners_on_one_filled_cache_folder_and_leaves_the_environment_as_it_was(
         tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
-    """WARM_FILES: FlagGems' runner fills a cache folder of the file's own and is timed on its second
-    run; the harness then runs the file's ops led by WARM_LEAD with the user's caches, which are
-    that folder; the cache variables are put back afterwards. A file the tree lacks is left out."""
+    """CACHED_FILES: FlagGems' runner fills a cache folder of the file's own and is timed on its
+    second run; the harness then runs the file's ops led by CACHED_LEAD with the user's caches,
+    which are that folder (``--triton-cache user`` last, so no HARNESS_ARGS overrides it); the cache
+    variables are put back afterwards. A file the tree lacks is left out; a filling run cut by its
+    budget leaves its file not compared."""
     import csv
     import os
 
@@ -409,10 +411,10 @@ def test_warm_times_both_runners_on_one_filled_cache_folder_and_leaves_the_envir
     ops = [op.id for op in all_ops(inventory) if op.functions[0].file == file and "bfloat16" in op.functions[0].dtypes]
     runs = tmp_path / "runs"
     walls = iter([30.0, 12.0])
-    seen: list[tuple[str | None, str | None]] = []
+    seen: list[tuple[str | None, str | None, float]] = []
 
     def own(nodes: list[str], work: Path, budget: float, options: tuple[str, ...]) -> tuple[list[dict[str, object]], float]:
-        seen.append((os.environ.get("TRITON_CACHE_DIR"), os.environ.get("FLAGGEMS_CACHE_DIR")))
+        seen.append((os.environ.get("TRITON_CACHE_DIR"), os.environ.get("FLAGGEMS_CACHE_DIR"), budget))
         assert all(file in n for n in nodes) and options == corpus.FLAGGEMS_OWN_OPTIONS
         return [{"result": [{}, {}]}], next(walls)
 
@@ -421,7 +423,7 @@ def test_warm_times_both_runners_on_one_filled_cache_folder_and_leaves_the_envir
     def harness_run(name: str, extra: list[str], budget: float) -> Path:
         listed = Path(extra[extra.index("--ops-file") + 1]).read_text().split()
         asked.append((listed, extra, os.environ.get("TRITON_CACHE_DIR")))
-        (runs / name).mkdir(parents=True)
+        (runs / name).mkdir(parents=True, exist_ok=True)
         (runs / name / "ops_status.csv").write_text("op,status,elapsed_s,rows\n" + "".join(f"{op},PASS,2,2\n" for op in listed))
         return runs / name
 
@@ -429,20 +431,29 @@ def test_warm_times_both_runners_on_one_filled_cache_folder_and_leaves_the_envir
     monkeypatch.setattr(corpus, "harness_run", harness_run)
     monkeypatch.setattr(corpus, "SUITE", suite.benchmark)
     monkeypatch.setattr(corpus, "RUNS", runs)
-    monkeypatch.setattr(corpus, "WARM_FILES", ["test_nowhere.py", file])
+    monkeypatch.setattr(corpus, "HARNESS_ARGS", ["--ir", "off", "--triton-cache", "isolated"])
+    monkeypatch.setattr(corpus, "CACHED_FILES", ["test_nowhere.py", file])
+    monkeypatch.setitem(corpus.BUDGETS, "cached", 240.0)
     monkeypatch.setenv("TRITON_CACHE_DIR", "/before")
     monkeypatch.delenv("FLAGGEMS_CACHE_DIR", raising=False)
-    corpus.step_warm(tmp_path / "out")
-    folder = runs / "warm-cache" / Path(file).stem
-    assert seen == [(str(folder / "triton"), str(folder / "flaggems"))] * 2  # one folder, filled then timed
+    corpus.step_cached(tmp_path / "out")
+    folder = runs / "compiler-caches" / Path(file).stem
+    assert [s[:2] for s in seen] == [(str(folder / "triton"), str(folder / "flaggems"))] * 2  # filled, then timed
+    assert 110 < seen[0][2] <= 120  # the filling run may take half the file's share (all of 240 s here)
     ((listed, extra, cache),) = asked
-    assert listed == ["tan", *ops] and extra[extra.index("--triton-cache") + 1] == "user" and cache == str(folder / "triton")
+    assert listed == ["tan", *ops] and extra[-2:] == ["--triton-cache", "user"] and cache == str(folder / "triton")
     assert os.environ["TRITON_CACHE_DIR"] == "/before" and "FLAGGEMS_CACHE_DIR" not in os.environ
-    (row,) = csv.DictReader((tmp_path / "out" / "warm.csv").open())
-    assert row["file"] == file and row["flaggems_fill_s"] == "30.0" and row["flaggems_warm_s"] == "12.0"
+    (row,) = csv.DictReader((tmp_path / "out" / "cached.csv").open())
+    assert row["file"] == file and row["flaggems_fill_s"] == "30.0" and row["flaggems_cached_s"] == "12.0"
     assert float(row["harness_op_wall_s"]) == 2 * len(ops) and row["harness_rows"] == str(2 * len(ops))
-    assert float(row["harness_over_flaggems"]) == round(2 * len(ops) / 12.0, 3)
+    assert float(row["harness_over_flaggems"]) == round(2 * len(ops) / 12.0, 3) and row["note"] == ""
     assert row["flaggems_rows"] == "2"
+    # a filling run that used its whole budget was cut: the file is said so and not compared
+    seen.clear()
+    walls = iter([1e9, 12.0])
+    corpus.step_cached(tmp_path / "cut")
+    (cut,) = csv.DictReader((tmp_path / "cut" / "cached.csv").open())
+    assert cut["harness_over_flaggems"] == "" and "filling run was cut" in cut["note"]
 
 
 def test_a_bounded_run_refreshes_the_archive_while_it_goes_and_stops_at_its_budget(tmp_path: Path) -> None:
