@@ -49,6 +49,12 @@ Steps of ``run`` (STEPS, default all, each bounded by its budget in seconds):
   CACHED_LEAD (tan) so they are pre-started as in a nightly. A filling run cut by its budget (half
   the file's share) leaves the file not compared. Writes $OUT/cached.csv.
 
+- ``autotune`` (AUTOTUNE_BUDGET_S, default 300): for each file of AUTOTUNE_FILES, where each
+  runner's cold time goes to autotuning: FlagGems' own runner on a fresh cache folder, then the
+  harness on the file's bf16 ops (led by CACHED_LEAD; its isolated cache), both with
+  TRITON_PRINT_AUTOTUNING=1, whose "finished after" lines are counted and summed per runner.
+  Writes $OUT/autotune.csv.
+
 Every call also writes $OUT/corpus.json (what ran, counts, the projection from what is there),
 $OUT/corpus.log and (ARCHIVE=1, the default) $OUT/runs.tgz: RUNS' run directories without IR,
 caches, specs and HTML. With ARCHIVE_TO (a folder) that archive is also written there every
@@ -69,6 +75,7 @@ import io
 import json
 import math
 import os
+import re
 import shutil
 import signal
 import statistics
@@ -113,7 +120,8 @@ BUDGETS = {"sample": float(os.environ.get("SAMPLE1_BUDGET_S", "440")),
            "caliber": float(os.environ.get("CALIBER_BUDGET_S", "150")),
            "throughput": float(os.environ.get("THROUGHPUT_BUDGET_S", "90")),
            "rerun": float(os.environ.get("RERUN_BUDGET_S", "400")),
-           "cached": float(os.environ.get("CACHED_BUDGET_S", "240"))}
+           "cached": float(os.environ.get("CACHED_BUDGET_S", "240")),
+           "autotune": float(os.environ.get("AUTOTUNE_BUDGET_S", "300"))}
 CALIBER_OPS = int(os.environ.get("CALIBER_OPS", "20"))
 PROFILED = int(os.environ.get("PROFILED", "6"))
 CALIBER_PREVIOUS = os.environ.get("CALIBER_PREVIOUS", "")  # step caliber: an earlier session's caliber.csv
@@ -129,7 +137,8 @@ THROUGHPUT_PREVIOUS = os.environ.get("THROUGHPUT_PREVIOUS", "")  # step throughp
 THROUGHPUT_HARNESS = os.environ.get("THROUGHPUT_HARNESS", "sample")
 THROUGHPUT_HARNESS_BUDGET_S = float(os.environ.get("THROUGHPUT_HARNESS_BUDGET_S", "240"))
 CACHED_FILES = os.environ.get("CACHED_FILES", "").split()  # step cached: benchmark files (test_x.py)
-CACHED_LEAD = os.environ.get("CACHED_LEAD", "tan")  # step cached: the harness run's first op, outside the files
+CACHED_LEAD = os.environ.get("CACHED_LEAD", "tan")  # steps cached, autotune: the harness run's first op, outside the files
+AUTOTUNE_FILES = os.environ.get("AUTOTUNE_FILES", "").split()  # step autotune: benchmark files (test_x.py)
 LEAD_MIN_S = 12.0
 SMALL_MS = 0.020  # "kernels under 20 us"
 GPUS = (1, 2, 8)
@@ -828,6 +837,82 @@ def step_cached(out: Path) -> None:
         write_csv(out / "cached.csv", rows, CACHED_COLUMNS)
 
 
+AUTOTUNE_COLUMNS = ("file", "benchmarks", "flaggems_rows", "flaggems_wall_s", "flaggems_autotunings",
+                    "flaggems_autotune_s", "harness_rows", "harness_op_wall_s", "harness_autotunings",
+                    "harness_autotune_s", "harness_over_flaggems", "note")
+# Triton's and FlagGems' LibTuner's line for each autotuning, with TRITON_PRINT_AUTOTUNING=1
+_AUTOTUNED = re.compile(r"Triton autotuning for function \S+ finished after ([0-9.]+)s")
+
+
+def autotunings(text: str) -> tuple[int, float]:
+    """How many autotunings a log reports (TRITON_PRINT_AUTOTUNING=1) and their seconds together."""
+    seconds = [float(s) for s in _AUTOTUNED.findall(text)]
+    return len(seconds), round(sum(seconds), 1)
+
+
+def step_autotune(out: Path) -> None:
+    """Per file of AUTOTUNE_FILES, where each runner's cold time goes to autotuning: FlagGems' own
+    runner on a fresh cache folder, then the harness on the file's bf16 ops (led by CACHED_LEAD,
+    its own isolated cache unless HARNESS_ARGS says otherwise), both with TRITON_PRINT_AUTOTUNING=1,
+    whose lines in their logs are counted and summed. Writes $OUT/autotune.csv."""
+    inventory = read_inventory(locate_suite(SUITE))
+    by_file: dict[str, list[SuiteOp]] = defaultdict(list)
+    for op in all_ops(inventory):
+        if "bfloat16" in op.functions[0].dtypes:
+            by_file[op.functions[0].file].append(op)
+    deadline = time.monotonic() + BUDGETS["autotune"]
+    rows: list[dict[str, Any]] = []
+    saved = {k: os.environ.get(k) for k in ("TRITON_CACHE_DIR", "FLAGGEMS_CACHE_DIR", "TRITON_PRINT_AUTOTUNING")}
+    try:
+        os.environ["TRITON_PRINT_AUTOTUNING"] = "1"
+        for k, file in enumerate(AUTOTUNE_FILES):
+            ops = by_file.get(file, [])
+            if not ops:
+                say(f"autotune: {file}: no benchmark with bf16 in this tree; left out")
+                continue
+            share_end = time.monotonic() + (deadline - time.monotonic()) / (len(AUTOTUNE_FILES) - k)
+            stem = Path(file).stem
+            cache = RUNS / "autotune-caches" / stem
+            shutil.rmtree(cache, ignore_errors=True)
+            os.environ.update(TRITON_CACHE_DIR=str(cache / "triton"), FLAGGEMS_CACHE_DIR=str(cache / "flaggems"))
+            log = RUNS / "autotune-own" / "pytest.log"
+            before = log.stat().st_size if log.is_file() else 0
+            nodes = [in_suite(o.functions[0].nodeid) for o in ops]
+            results, wall = flaggems_own(nodes, RUNS / "autotune-own", (share_end - time.monotonic()) / 2,
+                                         (*FLAGGEMS_OWN_OPTIONS, "-s"))  # -s: pytest keeps no print back
+            with log.open("rb") as fh:
+                fh.seek(before)
+                own = autotunings(fh.read().decode(errors="replace"))
+            for key in ("TRITON_CACHE_DIR", "FLAGGEMS_CACHE_DIR"):
+                os.environ.pop(key, None)
+            ops_file = RUNS / f"autotune-{stem}.txt"
+            ops_file.parent.mkdir(parents=True, exist_ok=True)
+            ops_file.write_text("".join(f"{op}\n" for op in [CACHED_LEAD, *(o.id for o in ops)]))
+            run_dir = harness_run(f"autotune-{stem}", ["--ops-file", str(ops_file), *HARNESS_ARGS],
+                                  share_end - time.monotonic())
+            timed = {r["op"]: r for r in read_csv(run_dir / "ops_status.csv")} if (run_dir / "ops_status.csv").is_file() else {}
+            files = RunFiles(run_dir)
+            texts = [files.log(o.id).read_text(errors="replace") for o in ops if files.log(o.id).is_file()]
+            mine = autotunings("\n".join(texts))
+            side = harness_side(ops, timed, wall if results else 0.0)
+            rows.append({"file": file, "benchmarks": len(nodes),
+                         "flaggems_rows": sum(len(r.get("result", [])) for r in results),
+                         "flaggems_wall_s": round(wall, 1), "flaggems_autotunings": own[0], "flaggems_autotune_s": own[1],
+                         "harness_rows": side["harness_rows"], "harness_op_wall_s": side["harness_op_wall_s"],
+                         "harness_autotunings": mine[0], "harness_autotune_s": mine[1],
+                         "harness_over_flaggems": side["harness_over_flaggems"],
+                         "note": "" if results else "FlagGems' runner reported no results (autotune-own/pytest.log)"})
+            say(f"  autotune {file}: FlagGems {wall:.1f} s ({own[0]} autotunings, {own[1]} s); "
+                f"harness {side['harness_op_wall_s']} s ({mine[0]}, {mine[1]} s)")
+    finally:
+        for key, value in saved.items():
+            if value is None:
+                os.environ.pop(key, None)
+            else:
+                os.environ[key] = value
+        write_csv(out / "autotune.csv", rows, AUTOTUNE_COLUMNS)
+
+
 ENDED = ("PASS", "FAIL", "ERROR", "CRASH", "TIMEOUT", "SKIP")
 
 
@@ -1046,6 +1131,8 @@ def cmd_run(out: Path) -> None:
             step_rerun(out)
         elif step == "cached":
             step_cached(out)
+        elif step == "autotune":
+            step_autotune(out)
         else:
             say(f"unknown step {step!r}")
     summarize(parts_in(RUNS), out,

@@ -456,6 +456,63 @@ def test_cached_times_both_runners_on_one_filled_cache_folder_and_leaves_the_env
     assert cut["harness_over_flaggems"] == "" and "filling run was cut" in cut["note"]
 
 
+def test_autotune_counts_each_runners_autotunings_from_its_own_log(tmp_path: Path,
+                                                                    monkeypatch: pytest.MonkeyPatch) -> None:
+    """AUTOTUNE_FILES: FlagGems' runner on a fresh cache folder and the harness on its own cache,
+    both with TRITON_PRINT_AUTOTUNING=1; each one's "finished after" lines counted and summed
+    (FlagGems' log is appended to, so only this run's part counts); the environment put back."""
+    import csv
+    import os
+
+    import benchmarks.flaggems_corpus as corpus
+    from harness.contract import RunFiles
+
+    suite = write_fake_suite(tmp_path / "tree")
+    inventory = read_inventory(locate_suite(suite.benchmark))
+    bf16 = [op for op in all_ops(inventory) if "bfloat16" in op.functions[0].dtypes and "::" not in op.id]
+    file = sorted({op.functions[0].file for op in bf16})[0]
+    ops = [op.id for op in all_ops(inventory) if op.functions[0].file == file and "bfloat16" in op.functions[0].dtypes]
+    runs = tmp_path / "runs"
+    line = "Triton autotuning for function k_{} finished after {}s; config key: (64,)\n"
+    (runs / "autotune-own").mkdir(parents=True)
+    (runs / "autotune-own" / "pytest.log").write_text(line.format("old", 99.0))  # an earlier run's
+    seen: list[dict[str, str | None]] = []
+
+    def own(nodes: list[str], work: Path, budget: float, options: tuple[str, ...]) -> tuple[list[dict[str, object]], float]:
+        seen.append({k: os.environ.get(k) for k in ("TRITON_CACHE_DIR", "TRITON_PRINT_AUTOTUNING")})
+        assert options[-1] == "-s"
+        with (work / "pytest.log").open("a") as fh:
+            fh.write(line.format("a", 1.5) + "noise\n" + line.format("b", 2.25))
+        return [{"result": [{}, {}, {}]}], 20.0
+
+    def harness_run(name: str, extra: list[str], budget: float) -> Path:
+        seen.append({k: os.environ.get(k) for k in ("TRITON_CACHE_DIR", "TRITON_PRINT_AUTOTUNING")})
+        run = runs / name
+        listed = Path(extra[extra.index("--ops-file") + 1]).read_text().split()
+        RunFiles(run).log(listed[1]).parent.mkdir(parents=True, exist_ok=True)
+        RunFiles(run).log(listed[1]).write_text(line.format("c", 3.0))
+        (run / "ops_status.csv").write_text("op,status,elapsed_s,rows\n" + "".join(f"{op},PASS,4,3\n" for op in listed))
+        return run
+
+    monkeypatch.setattr(corpus, "flaggems_own", own)
+    monkeypatch.setattr(corpus, "harness_run", harness_run)
+    monkeypatch.setattr(corpus, "SUITE", suite.benchmark)
+    monkeypatch.setattr(corpus, "RUNS", runs)
+    monkeypatch.setattr(corpus, "AUTOTUNE_FILES", [file])
+    monkeypatch.setenv("TRITON_CACHE_DIR", "/before")
+    monkeypatch.delenv("TRITON_PRINT_AUTOTUNING", raising=False)
+    corpus.step_autotune(tmp_path / "out")
+    folder = runs / "autotune-caches" / Path(file).stem
+    assert seen == [{"TRITON_CACHE_DIR": str(folder / "triton"), "TRITON_PRINT_AUTOTUNING": "1"},
+                    {"TRITON_CACHE_DIR": None, "TRITON_PRINT_AUTOTUNING": "1"}]  # the harness: its own cache
+    assert os.environ["TRITON_CACHE_DIR"] == "/before" and "TRITON_PRINT_AUTOTUNING" not in os.environ
+    (row,) = csv.DictReader((tmp_path / "out" / "autotune.csv").open())
+    assert (row["flaggems_autotunings"], row["flaggems_autotune_s"]) == ("2", "3.8")  # not the earlier 99 s
+    assert (row["harness_autotunings"], row["harness_autotune_s"]) == ("1", "3.0")
+    assert float(row["harness_op_wall_s"]) == 4 * len(ops) and row["flaggems_wall_s"] == "20.0"
+    assert corpus.autotunings("nothing here") == (0, 0)
+
+
 def test_a_bounded_run_refreshes_the_archive_while_it_goes_and_stops_at_its_budget(tmp_path: Path) -> None:
     """bounded(): the tick runs every ``every_s`` while the command runs; past the budget the
     command is ended (SIGTERM) and its exit code returned."""
