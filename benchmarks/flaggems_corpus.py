@@ -69,6 +69,7 @@ Needs, carried next to the working tree: .whl/ (benchmarks/fetch_device_wheels.s
 from __future__ import annotations
 
 import argparse
+import contextlib
 import csv
 import hashlib
 import io
@@ -84,7 +85,7 @@ import sys
 import tarfile
 import time
 from collections import Counter, defaultdict
-from collections.abc import Callable, Iterable, Mapping, Sequence
+from collections.abc import Callable, Iterable, Iterator, Mapping, Sequence
 from pathlib import Path
 from typing import Any
 
@@ -93,6 +94,7 @@ sys.path.insert(0, str(REPO))
 
 from harness.child.process import times_path  # noqa: E402
 from harness.contract import RunFiles  # noqa: E402
+from harness.run.caches import cache_env  # noqa: E402
 from harness.suite.inventory import read_inventory  # noqa: E402
 from harness.suite.layout import locate_suite  # noqa: E402
 from harness.suite.select import SuiteOp, all_ops  # noqa: E402
@@ -776,6 +778,55 @@ def throughput_harness_run(files: Sequence[str], by_file: Mapping[str, Sequence[
     return {op: timed.get(op, {"status": "NOT RUN"}) for op in ops}
 
 
+def bf16_by_file() -> dict[str, list[SuiteOp]]:
+    """The tree's benchmarks with bf16, by file (FlagGems' runner and the harness time a file's)."""
+    by_file: dict[str, list[SuiteOp]] = defaultdict(list)
+    for op in all_ops(read_inventory(locate_suite(SUITE))):
+        if "bfloat16" in op.functions[0].dtypes:
+            by_file[op.functions[0].file].append(op)
+    return by_file
+
+
+@contextlib.contextmanager
+def restored_environ(*keys: str) -> Iterator[None]:
+    """This process's environment variables ``keys`` as they were, once the block ends."""
+    saved = {k: os.environ.get(k) for k in keys}
+    try:
+        yield
+    finally:
+        for key, value in saved.items():
+            if value is None:
+                os.environ.pop(key, None)
+            else:
+                os.environ[key] = value
+
+
+def files_in_shares(files: Sequence[str], by_file: Mapping[str, Sequence[SuiteOp]], step: str,
+                    deadline: float) -> Iterator[tuple[str, Sequence[SuiteOp], float]]:
+    """(file, its ops, when its share of the time to ``deadline`` ends) for each of ``files`` the
+    tree has; a file's share is what is left over the files left."""
+    for k, file in enumerate(files):
+        if not by_file.get(file):
+            say(f"{step}: {file}: no benchmark with bf16 in this tree; left out")
+            continue
+        yield file, by_file[file], time.monotonic() + (deadline - time.monotonic()) / (len(files) - k)
+
+
+def fresh_caches(folder: Path) -> None:
+    """Empty compiler caches in ``folder`` for what this process starts from now on (Triton's and
+    FlagGems', as a harness run's own: harness.run.caches)."""
+    shutil.rmtree(folder, ignore_errors=True)
+    os.environ.update(cache_env(folder))
+
+
+def led_ops_file(name: str, ops: Sequence[SuiteOp]) -> Path:
+    """RUNS/<name>.txt: CACHED_LEAD, then ``ops``: a harness run's ops file, its ops pre-started."""
+    path = RUNS / f"{name}.txt"
+    path.parent.mkdir(parents=True, exist_ok=True)
+    path.write_text("".join(f"{op}\n" for op in [CACHED_LEAD, *(o.id for o in ops)]))
+    return path
+
+
 CACHED_COLUMNS = ("file", "benchmarks", "flaggems_rows", "flaggems_fill_s", "flaggems_cached_s", "harness_rows",
                   "harness_op_wall_s", "harness_over_flaggems", "note")
 
@@ -786,54 +837,34 @@ def step_cached(out: Path) -> None:
     the harness (its op wall times, as in ``throughput``). A file's share of the budget is what is
     left over the files left; the filling run may take half of it, and one cut by that is said
     and not compared (the timed run would have been partly cold). Writes $OUT/cached.csv."""
-    inventory = read_inventory(locate_suite(SUITE))
-    by_file: dict[str, list[SuiteOp]] = defaultdict(list)
-    for op in all_ops(inventory):
-        if "bfloat16" in op.functions[0].dtypes:
-            by_file[op.functions[0].file].append(op)
     deadline = time.monotonic() + BUDGETS["cached"]
     rows: list[dict[str, Any]] = []
-    saved = {k: os.environ.get(k) for k in ("TRITON_CACHE_DIR", "FLAGGEMS_CACHE_DIR")}
     try:
-        for k, file in enumerate(CACHED_FILES):
-            ops = by_file.get(file, [])
-            if not ops:
-                say(f"cached: {file}: no benchmark with bf16 in this tree; left out")
-                continue
-            share_end = time.monotonic() + (deadline - time.monotonic()) / (len(CACHED_FILES) - k)
-            stem = Path(file).stem
-            cache = RUNS / "compiler-caches" / stem
-            shutil.rmtree(cache, ignore_errors=True)
-            os.environ.update(TRITON_CACHE_DIR=str(cache / "triton"), FLAGGEMS_CACHE_DIR=str(cache / "flaggems"))
-            nodes = [in_suite(o.functions[0].nodeid) for o in ops]
-            fill_budget = (share_end - time.monotonic()) / 2
-            filled, fill = flaggems_own(nodes, RUNS / "cached-own", fill_budget, FLAGGEMS_OWN_OPTIONS)
-            results, wall = flaggems_own(nodes, RUNS / "cached-own", (share_end - time.monotonic()) / 2,
-                                         FLAGGEMS_OWN_OPTIONS)
-            ops_file = RUNS / f"cached-{stem}.txt"
-            ops_file.parent.mkdir(parents=True, exist_ok=True)
-            ops_file.write_text("".join(f"{op}\n" for op in [CACHED_LEAD, *(o.id for o in ops)]))
-            run_dir = harness_run(f"cached-{stem}",
-                                  ["--ops-file", str(ops_file), *HARNESS_ARGS, "--triton-cache", "user"],
-                                  share_end - time.monotonic())
-            timed = {r["op"]: r for r in read_csv(run_dir / "ops_status.csv")} if (run_dir / "ops_status.csv").is_file() else {}
-            rows_of = sum(len(r.get("result", [])) for r in results)
-            cut = fill >= fill_budget - 1 or sum(len(r.get("result", [])) for r in filled) < rows_of
-            why = ("FlagGems' filling run was cut by its budget, so the timed run was partly cold: not compared" if cut
-                   else "" if results else "FlagGems' runner reported no results (cached-own/pytest.log): not compared")
-            side = harness_side(ops, timed, 0.0 if why else wall)
-            if side["harness_op_wall_s"] is None and not why:
-                why = "an op of the file did not pass in the harness's run: not compared"
-            rows.append({"file": file, "benchmarks": len(nodes), "flaggems_rows": rows_of,
-                         "flaggems_fill_s": round(fill, 1), "flaggems_cached_s": round(wall, 1), **side, "note": why})
-            say(f"  cached {file}: FlagGems {fill:.1f} s filling, {wall:.1f} s with them filled; "
-                f"harness {side['harness_op_wall_s']} s{'; ' + why if why else ''}")
+        with restored_environ(*cache_env(RUNS)):
+            for file, ops, share_end in files_in_shares(CACHED_FILES, bf16_by_file(), "cached", deadline):
+                stem = Path(file).stem
+                fresh_caches(RUNS / "compiler-caches" / stem)
+                nodes = [in_suite(o.functions[0].nodeid) for o in ops]
+                fill_budget = (share_end - time.monotonic()) / 2
+                filled, fill = flaggems_own(nodes, RUNS / "cached-own", fill_budget, FLAGGEMS_OWN_OPTIONS)
+                results, wall = flaggems_own(nodes, RUNS / "cached-own", (share_end - time.monotonic()) / 2,
+                                             FLAGGEMS_OWN_OPTIONS)
+                run_dir = harness_run(f"cached-{stem}", ["--ops-file", str(led_ops_file(f"cached-{stem}", ops)),
+                                                         *HARNESS_ARGS, "--triton-cache", "user"],
+                                      share_end - time.monotonic())
+                timed = {r["op"]: r for r in read_csv(run_dir / "ops_status.csv")} if (run_dir / "ops_status.csv").is_file() else {}
+                rows_of = sum(len(r.get("result", [])) for r in results)
+                cut = fill >= fill_budget - 1 or sum(len(r.get("result", [])) for r in filled) < rows_of
+                why = ("FlagGems' filling run was cut by its budget, so the timed run was partly cold: not compared" if cut
+                       else "" if results else "FlagGems' runner reported no results (cached-own/pytest.log): not compared")
+                side = harness_side(ops, timed, 0.0 if why else wall)
+                if side["harness_op_wall_s"] is None and not why:
+                    why = "an op of the file did not pass in the harness's run: not compared"
+                rows.append({"file": file, "benchmarks": len(nodes), "flaggems_rows": rows_of,
+                             "flaggems_fill_s": round(fill, 1), "flaggems_cached_s": round(wall, 1), **side, "note": why})
+                say(f"  cached {file}: FlagGems {fill:.1f} s filling, {wall:.1f} s with them filled; "
+                    f"harness {side['harness_op_wall_s']} s{'; ' + why if why else ''}")
     finally:
-        for key, value in saved.items():
-            if value is None:
-                os.environ.pop(key, None)
-            else:
-                os.environ[key] = value
         write_csv(out / "cached.csv", rows, CACHED_COLUMNS)
 
 
@@ -855,61 +886,42 @@ def step_autotune(out: Path) -> None:
     runner on a fresh cache folder, then the harness on the file's bf16 ops (led by CACHED_LEAD,
     its own isolated cache unless HARNESS_ARGS says otherwise), both with TRITON_PRINT_AUTOTUNING=1,
     whose lines in their logs are counted and summed. Writes $OUT/autotune.csv."""
-    inventory = read_inventory(locate_suite(SUITE))
-    by_file: dict[str, list[SuiteOp]] = defaultdict(list)
-    for op in all_ops(inventory):
-        if "bfloat16" in op.functions[0].dtypes:
-            by_file[op.functions[0].file].append(op)
     deadline = time.monotonic() + BUDGETS["autotune"]
     rows: list[dict[str, Any]] = []
-    saved = {k: os.environ.get(k) for k in ("TRITON_CACHE_DIR", "FLAGGEMS_CACHE_DIR", "TRITON_PRINT_AUTOTUNING")}
     try:
-        os.environ["TRITON_PRINT_AUTOTUNING"] = "1"
-        for k, file in enumerate(AUTOTUNE_FILES):
-            ops = by_file.get(file, [])
-            if not ops:
-                say(f"autotune: {file}: no benchmark with bf16 in this tree; left out")
-                continue
-            share_end = time.monotonic() + (deadline - time.monotonic()) / (len(AUTOTUNE_FILES) - k)
-            stem = Path(file).stem
-            cache = RUNS / "autotune-caches" / stem
-            shutil.rmtree(cache, ignore_errors=True)
-            os.environ.update(TRITON_CACHE_DIR=str(cache / "triton"), FLAGGEMS_CACHE_DIR=str(cache / "flaggems"))
-            log = RUNS / "autotune-own" / "pytest.log"
-            before = log.stat().st_size if log.is_file() else 0
-            nodes = [in_suite(o.functions[0].nodeid) for o in ops]
-            results, wall = flaggems_own(nodes, RUNS / "autotune-own", (share_end - time.monotonic()) / 2,
-                                         (*FLAGGEMS_OWN_OPTIONS, "-s"))  # -s: pytest keeps no print back
-            with log.open("rb") as fh:
-                fh.seek(before)
-                own = autotunings(fh.read().decode(errors="replace"))
-            for key in ("TRITON_CACHE_DIR", "FLAGGEMS_CACHE_DIR"):
-                os.environ.pop(key, None)
-            ops_file = RUNS / f"autotune-{stem}.txt"
-            ops_file.parent.mkdir(parents=True, exist_ok=True)
-            ops_file.write_text("".join(f"{op}\n" for op in [CACHED_LEAD, *(o.id for o in ops)]))
-            run_dir = harness_run(f"autotune-{stem}", ["--ops-file", str(ops_file), *HARNESS_ARGS],
-                                  share_end - time.monotonic())
-            timed = {r["op"]: r for r in read_csv(run_dir / "ops_status.csv")} if (run_dir / "ops_status.csv").is_file() else {}
-            files = RunFiles(run_dir)
-            texts = [files.log(o.id).read_text(errors="replace") for o in ops if files.log(o.id).is_file()]
-            mine = autotunings("\n".join(texts))
-            side = harness_side(ops, timed, wall if results else 0.0)
-            rows.append({"file": file, "benchmarks": len(nodes),
-                         "flaggems_rows": sum(len(r.get("result", [])) for r in results),
-                         "flaggems_wall_s": round(wall, 1), "flaggems_autotunings": own[0], "flaggems_autotune_s": own[1],
-                         "harness_rows": side["harness_rows"], "harness_op_wall_s": side["harness_op_wall_s"],
-                         "harness_autotunings": mine[0], "harness_autotune_s": mine[1],
-                         "harness_over_flaggems": side["harness_over_flaggems"],
-                         "note": "" if results else "FlagGems' runner reported no results (autotune-own/pytest.log)"})
-            say(f"  autotune {file}: FlagGems {wall:.1f} s ({own[0]} autotunings, {own[1]} s); "
-                f"harness {side['harness_op_wall_s']} s ({mine[0]}, {mine[1]} s)")
+        with restored_environ(*cache_env(RUNS), "TRITON_PRINT_AUTOTUNING"):
+            os.environ["TRITON_PRINT_AUTOTUNING"] = "1"
+            for file, ops, share_end in files_in_shares(AUTOTUNE_FILES, bf16_by_file(), "autotune", deadline):
+                stem = Path(file).stem
+                fresh_caches(RUNS / "autotune-caches" / stem)
+                log = RUNS / "autotune-own" / "pytest.log"
+                before = log.stat().st_size if log.is_file() else 0
+                nodes = [in_suite(o.functions[0].nodeid) for o in ops]
+                results, wall = flaggems_own(nodes, RUNS / "autotune-own", (share_end - time.monotonic()) / 2,
+                                             (*FLAGGEMS_OWN_OPTIONS, "-s"))  # -s: pytest keeps no print back
+                with log.open("rb") as fh:
+                    fh.seek(before)
+                    own = autotunings(fh.read().decode(errors="replace"))
+                for key in cache_env(RUNS):  # the harness's own (isolated) cache from here
+                    os.environ.pop(key, None)
+                run_dir = harness_run(f"autotune-{stem}",
+                                      ["--ops-file", str(led_ops_file(f"autotune-{stem}", ops)), *HARNESS_ARGS],
+                                      share_end - time.monotonic())
+                timed = {r["op"]: r for r in read_csv(run_dir / "ops_status.csv")} if (run_dir / "ops_status.csv").is_file() else {}
+                files = RunFiles(run_dir)
+                mine = autotunings("\n".join(files.log(o.id).read_text(errors="replace") for o in ops
+                                              if files.log(o.id).is_file()))
+                side = harness_side(ops, timed, wall if results else 0.0)
+                rows.append({"file": file, "benchmarks": len(nodes),
+                             "flaggems_rows": sum(len(r.get("result", [])) for r in results),
+                             "flaggems_wall_s": round(wall, 1), "flaggems_autotunings": own[0],
+                             "flaggems_autotune_s": own[1], "harness_rows": side["harness_rows"],
+                             "harness_op_wall_s": side["harness_op_wall_s"], "harness_autotunings": mine[0],
+                             "harness_autotune_s": mine[1], "harness_over_flaggems": side["harness_over_flaggems"],
+                             "note": "" if results else "FlagGems' runner reported no results (autotune-own/pytest.log)"})
+                say(f"  autotune {file}: FlagGems {wall:.1f} s ({own[0]} autotunings, {own[1]} s); "
+                    f"harness {side['harness_op_wall_s']} s ({mine[0]}, {mine[1]} s)")
     finally:
-        for key, value in saved.items():
-            if value is None:
-                os.environ.pop(key, None)
-            else:
-                os.environ[key] = value
         write_csv(out / "autotune.csv", rows, AUTOTUNE_COLUMNS)
 
 

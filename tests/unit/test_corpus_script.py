@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 from pathlib import Path
+from typing import Any
 
 import pytest
 
@@ -392,6 +393,16 @@ def test_throughput_can_time_the_harness_side_in_a_run_of_its_own_led_by_an_op_o
             corpus.step_throughput(tmp_path / "bad")
 
 
+def _one_bf16_file(tmp_path: Path) -> tuple[Any, str, list[str]]:
+    """A stand-in tree, the first of its files with bf16 benchmarks, and that file's bf16 op ids."""
+    suite = write_fake_suite(tmp_path / "tree")
+    inventory = read_inventory(locate_suite(suite.benchmark))
+    bf16 = [op for op in all_ops(inventory) if "bfloat16" in op.functions[0].dtypes and "::" not in op.id]
+    file = sorted({op.functions[0].file for op in bf16})[0]
+    return suite, file, [op.id for op in all_ops(inventory)
+                         if op.functions[0].file == file and "bfloat16" in op.functions[0].dtypes]
+
+
 def test_cached_times_both_runners_on_one_filled_cache_folder_and_leaves_the_environment_as_it_was(
         tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
     """CACHED_FILES: FlagGems' runner fills a cache folder of the file's own and is timed on its
@@ -404,11 +415,7 @@ def test_cached_times_both_runners_on_one_filled_cache_folder_and_leaves_the_env
 
     import benchmarks.flaggems_corpus as corpus
 
-    suite = write_fake_suite(tmp_path / "tree")
-    inventory = read_inventory(locate_suite(suite.benchmark))
-    bf16 = [op for op in all_ops(inventory) if "bfloat16" in op.functions[0].dtypes and "::" not in op.id]
-    file = sorted({op.functions[0].file for op in bf16})[0]
-    ops = [op.id for op in all_ops(inventory) if op.functions[0].file == file and "bfloat16" in op.functions[0].dtypes]
+    suite, file, ops = _one_bf16_file(tmp_path)
     runs = tmp_path / "runs"
     walls = iter([30.0, 12.0])
     seen: list[tuple[str | None, str | None, float]] = []
@@ -467,11 +474,7 @@ def test_autotune_counts_each_runners_autotunings_from_its_own_log(tmp_path: Pat
     import benchmarks.flaggems_corpus as corpus
     from harness.contract import RunFiles
 
-    suite = write_fake_suite(tmp_path / "tree")
-    inventory = read_inventory(locate_suite(suite.benchmark))
-    bf16 = [op for op in all_ops(inventory) if "bfloat16" in op.functions[0].dtypes and "::" not in op.id]
-    file = sorted({op.functions[0].file for op in bf16})[0]
-    ops = [op.id for op in all_ops(inventory) if op.functions[0].file == file and "bfloat16" in op.functions[0].dtypes]
+    suite, file, ops = _one_bf16_file(tmp_path)
     runs = tmp_path / "runs"
     line = "Triton autotuning for function k_{} finished after {}s; config key: (64,)\n"
     (runs / "autotune-own").mkdir(parents=True)
