@@ -180,15 +180,17 @@ class RowWriter:
         n = self.counts.get(_POISONED_COUNT, 0) + 1
         self.counts[_POISONED_COUNT] = n
         provider = f"{self.ctx.provider}.poisoned{'' if n == 1 else n}"
-        if not self.recorded(case_id(self.ctx.op, provider, NO_DTYPE, NO_SHAPE)):
-            self.begin()
-            self.write(provider, NO_DTYPE, NO_SHAPE, "error", timer, direction=direction, notes=("poisoned",),
-                       message=message, started_at=_now(), extra={"suite": dict(facts)})
+        self._no_input(provider, case_id(self.ctx.op, provider, NO_DTYPE, NO_SHAPE), NO_DTYPE, "error", message,
+                       timer, facts, direction, ("poisoned",))
 
     def other(self, status: str, message: str, timer: str, facts: Mapping[str, Any], dtype: str = NO_DTYPE,
               direction: str = "forward", notes: Sequence[str] = ()) -> None:
         """A row that timed nothing (a skipped dtype, a benchmark that failed before any input)."""
         provider, key = self.key(dtype, NO_SHAPE)
+        self._no_input(provider, key, dtype, status, message, timer, facts, direction, notes)
+
+    def _no_input(self, provider: str, key: str, dtype: str, status: str, message: str, timer: str,
+                  facts: Mapping[str, Any], direction: str, notes: Sequence[str]) -> None:
         if not self.recorded(key):
             self.begin()
             self.write(provider, dtype, NO_SHAPE, status, timer, direction=direction, notes=notes, message=message,
