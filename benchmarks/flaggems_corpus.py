@@ -37,7 +37,7 @@ Steps of ``run`` (STEPS, default all, each bounded by its budget in seconds):
   call's throughput.csv): its files are kept as measured and the next ones taken. The harness's
   side comes from the sample (THROUGHPUT_HARNESS=sample, the default), from a run of its own
   (``run``: tp-harness, every file of the table alone on DEVICES, THROUGHPUT_HARNESS_BUDGET_S 240,
-  led by the sample's lightest passing op of 12 s or more outside the table), or from such a run
+  and at most half the step's budget where FlagGems' runner has new files to run after it; led by the sample's lightest passing op of 12 s or more outside the table), or from such a run
   made before (``from:DIR``). Writes $OUT/throughput.csv.
 
 - ``cached`` (CACHED_BUDGET_S, default 240): throughput with filled compiler caches on both sides,
@@ -706,7 +706,8 @@ def step_throughput(out: Path) -> None:
     deadline = time.monotonic() + BUDGETS["throughput"]
     if source != "sample":
         status = throughput_harness_run([r["file"] for r in rows] + files, by_file,
-                                        {op: r for op, r in status.items() if op in alone}, deadline, made)
+                                        {op: r for op, r in status.items() if op in alone}, deadline, made,
+                                        own_runs_after=bool(files))
         for row in rows:  # an earlier call's file: FlagGems' side as measured then, the harness's now
             side = harness_side(by_file.get(row["file"], []), status, float(row.get("flaggems_wall_s") or 0))
             if side["harness_op_wall_s"] is None:  # not every op of it passed there (a cut run): kept as it was
@@ -755,7 +756,7 @@ def harness_side(ops: Sequence[SuiteOp], status: Mapping[str, Mapping[str, str]]
 
 def throughput_harness_run(files: Sequence[str], by_file: Mapping[str, Sequence[SuiteOp]],
                            status: Mapping[str, Mapping[str, str]], deadline: float,
-                           made: Path | None = None) -> dict[str, Mapping[str, str]]:
+                           made: Path | None = None, own_runs_after: bool = True) -> dict[str, Mapping[str, str]]:
     """The table's files' ops timed by the harness alone on DEVICES (run tp-harness, HARNESS_ARGS),
     their statuses in place of the sample's. The run leads with one op of the sample outside the
     table, so every op of the table is pre-started as in a nightly, where only a device's first op
@@ -771,7 +772,8 @@ def throughput_harness_run(files: Sequence[str], by_file: Mapping[str, Sequence[
     else:
         ops_file = RUNS / "tp-harness.txt"
         ops_file.write_text("".join(f"{op}\n" for op in ([lead] if lead else []) + ops))
-        budget = min(THROUGHPUT_HARNESS_BUDGET_S, (deadline - time.monotonic()) / 2)
+        left = deadline - time.monotonic()  # half of it where FlagGems' runner has files to run after
+        budget = min(THROUGHPUT_HARNESS_BUDGET_S, left / 2 if own_runs_after else left)
         say(f"throughput: the harness on {len(ops)} ops of {len(files)} files (led by {lead}), {budget:.0f} s")
         run_dir = harness_run("tp-harness", ["--ops-file", str(ops_file), *HARNESS_ARGS], budget)
     timed = {r["op"]: r for r in read_csv(run_dir / "ops_status.csv")} if (run_dir / "ops_status.csv").is_file() else {}

@@ -62,8 +62,12 @@ BACKEND = Backend(
     # (Backward benchmarks through autograd, whose captures poisoned too, are never captured at
     # all: harness.child.latency_seam.AUTOGRAD_NOT_CAPTURED.)
     # normal_tensor_tensor is denied without having run: torch's check of a tensor std (std >= 0)
-    # reads a value back, as for normal_float_tensor, whose capture poisoned.
-    capture_deny=frozenset({"amp_foreach_non_finite_check_and_unscale_", "linalg_lu_factor_ex_out",
+    # reads a value back, as for normal_float_tensor, whose capture poisoned. Of the cuSOLVER
+    # factorisations, linalg_lu_factor and linalg_ldl_factor poisoned (2026-12-02, the generator
+    # rule); their _ex and _out siblings (the same torch calls) are denied without having run.
+    capture_deny=frozenset({"amp_foreach_non_finite_check_and_unscale_", "bf16_paged_mqa_logits",
+                            "linalg_ldl_factor", "linalg_ldl_factor_ex", "linalg_lu_factor",
+                            "linalg_lu_factor_ex", "linalg_lu_factor_ex_out", "linalg_lu_factor_out",
                             "normal_float_tensor", "normal_tensor_tensor", "one_hot",
                             "repeat_interleave_self_tensor", "repeat_interleave_tensor", "unique_dim_dim1"}),
     graph_class="CUDAGraph",

@@ -347,11 +347,13 @@ def test_throughput_can_time_the_harness_side_in_a_run_of_its_own_led_by_an_op_o
     previous.write_text(f"file,benchmarks,flaggems_wall_s,harness_op_wall_s,harness_over_flaggems\n{files[0]},1,20,50,2.5\n")
     table_ops = [op.id for op in bf16 if op.functions[0].file in files[:2]]
     asked: list[list[str]] = []
+    budgets: list[float] = []
 
     def harness_run(name: str, extra: list[str], budget: float) -> Path:
         ops = Path(extra[extra.index("--ops-file") + 1]).read_text().split()
         asked.append(ops)
-        (runs / name).mkdir(parents=True)
+        budgets.append(budget)
+        (runs / name).mkdir(parents=True, exist_ok=True)
         (runs / name / "ops_status.csv").write_text("op,status,elapsed_s,rows\n" + "".join(f"{op},PASS,4,2\n" for op in ops))
         return runs / name
 
@@ -372,6 +374,11 @@ def test_throughput_can_time_the_harness_side_in_a_run_of_its_own_led_by_an_op_o
     assert float(old["harness_over_flaggems"]) == round(4 * per_file[files[0]] / 20, 3)
     assert "re-measured" in old["note"]
     assert float(table[files[1]]["harness_op_wall_s"]) == 4 * per_file[files[1]]
+    # the run's budget: half the step's where FlagGems' runner has a new file to run after it, the
+    # whole of it where it has none (the harness side alone, THROUGHPUT_FILES=0)
+    monkeypatch.setattr(corpus, "THROUGHPUT_FILES", 0)
+    corpus.step_throughput(tmp_path / "harness-only")
+    assert budgets[0] <= corpus.BUDGETS["throughput"] / 2 < budgets[1] <= corpus.BUDGETS["throughput"]
     # from:RUN_DIR: the same table from that run, nothing run again
     monkeypatch.setattr(corpus, "THROUGHPUT_HARNESS", f"from:{runs / 'tp-harness'}")
     monkeypatch.setattr(corpus, "THROUGHPUT_FILES", 0)
