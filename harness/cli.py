@@ -51,6 +51,7 @@ def _backend_names() -> str:
 
 
 def _add_run(sub: argparse._SubParsersAction[argparse.ArgumentParser]) -> None:
+    from harness.options import MAX_PRESTART_DEPTH, PRESTART_DEPTH
     p = sub.add_parser(
         "run",
         help="benchmark ops: check each against torch, time both, write reports",
@@ -90,7 +91,8 @@ def _add_run(sub: argparse._SubParsersAction[argparse.ArgumentParser]) -> None:
                    "start each device's next op process while the current op runs, held before it touches "
                    "the device, so its imports (5 s a process on the H200 machine, 9-11 s with FlagGems) overlap")
     p.add_argument("--prestart-depth", metavar="N",
-                   help="how many of a device's next ops are pre-started at once (1-8, default 2): an op "
+                   help=f"how many of a device's next ops are pre-started at once (1-{MAX_PRESTART_DEPTH}, "
+                        f"default {PRESTART_DEPTH}): an op "
                         "process's preparation (imports, the profiler's warm-up: 10-15 s on the H200 machine) "
                         "overlaps that many ops before it, so short ops do not wait for it")
     p.add_argument("--replay-from", metavar="RUN_DIR",
