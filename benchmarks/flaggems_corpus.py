@@ -37,7 +37,8 @@ Steps of ``run`` (STEPS, default all, each bounded by its budget in seconds):
   call's throughput.csv): its files are kept as measured and the next ones taken. The harness's
   side comes from the sample (THROUGHPUT_HARNESS=sample, the default), from a run of its own
   (``run``: tp-harness, every file of the table alone on DEVICES, THROUGHPUT_HARNESS_BUDGET_S 240,
-  and at most half the step's budget where FlagGems' runner has new files to run after it; led by the sample's lightest passing op of 12 s or more outside the table), or from such a run
+  and at most half the step's budget where FlagGems' runner has new files to run after it; led
+  by the sample's lightest passing op of 12 s or more outside the table), or from such a run
   made before (``from:DIR``). Writes $OUT/throughput.csv.
 
 - ``cached`` (CACHED_BUDGET_S, default 240): throughput with filled compiler caches on both sides,
@@ -756,7 +757,7 @@ def harness_side(ops: Sequence[SuiteOp], status: Mapping[str, Mapping[str, str]]
 
 def throughput_harness_run(files: Sequence[str], by_file: Mapping[str, Sequence[SuiteOp]],
                            status: Mapping[str, Mapping[str, str]], deadline: float,
-                           made: Path | None = None, own_runs_after: bool = True) -> dict[str, Mapping[str, str]]:
+                           made: Path | None = None, *, own_runs_after: bool) -> dict[str, Mapping[str, str]]:
     """The table's files' ops timed by the harness alone on DEVICES (run tp-harness, HARNESS_ARGS),
     their statuses in place of the sample's. The run leads with one op of the sample outside the
     table, so every op of the table is pre-started as in a nightly, where only a device's first op
