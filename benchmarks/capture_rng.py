@@ -5,7 +5,8 @@ copy of its state taken before the capture gives it back (docs/timing.md, "Captu
 
 Each kind of failure runs in a fresh process: a capture made as the harness's graph timer makes
 it (under ``torch.random.fork_rng``, inside ``torch.cuda.graph``) whose body does something a
-capture refuses (a host read-back, a cuSOLVER factorisation...). After it the process checks, in
+capture refuses (a host read-back, a cuSOLVER factorisation...), its body run once outside
+capture before (as the timer's warm-up: library handles exist). After it the process checks, in
 order: the graph timer's probe (one draw under a forked state), a plain draw (what FlagGems' next
 input does), and, where the plain draw failed, a plain draw after
 ``generator.graphsafe_set_state(<clone_state() taken before the capture>)``, and then a capture
@@ -34,7 +35,7 @@ KINDS: dict[str, str] = {
     "nonzero": "x.nonzero()",  # an output size read back
     "lu_factor": "torch.linalg.lu_factor(x @ x.T + 64 * torch.eye(64, device=x.device))",
     "ldl_factor": "torch.linalg.ldl_factor(x @ x.T + 64 * torch.eye(64, device=x.device))",
-    "none": "x @ x",  # a capture that succeeds: the control
+    "none": "x @ x",  # a capture that works: the control (a copy taken before it changes nothing)
 }
 
 CHILD = r"""
@@ -53,6 +54,9 @@ def attempt(fn):
     except Exception as exc:  # noqa: BLE001
         return f"{type(exc).__name__}: {str(exc).splitlines()[0][:160] if str(exc) else ''}"
 
+with torch.random.fork_rng(devices=[0], device_type="cuda"):  # the stream stays where the set-up left it
+    exec(body, {"torch": torch, "x": x})  # once outside capture, as the graph timer's warm-up (library handles made)
+torch.cuda.synchronize()
 saved = gen.clone_state()
 graph = torch.cuda.CUDAGraph()
 

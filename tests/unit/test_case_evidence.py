@@ -299,6 +299,98 @@ def test_a_failed_capture_that_broke_the_device_random_numbers_ends_the_op_proce
         timer.measure(device.call)
 
 
+def test_a_failed_capture_puts_the_generators_copy_back_so_the_row_falls_back_instead_of_ending() -> None:
+    """Seen on the H200 (benchmarks/capture_rng.py): the generator's state a failed capture left
+    capturing breaks every later draw, and a copy of it taken before the capture, put in its place,
+    draws again where the stream was. The timer copies before each capture and puts the copy back
+    after one that failed; the probe then passes, and the row falls back to the direct timer,
+    saying so. A capture that works puts nothing back."""
+    from harness.child.timing.base import CaptureRefused
+
+    generator = {"broken": False, "copies": 0, "put_back": 0}
+
+    class BreaksTheGenerator(CaptureFailing):
+        def call(self) -> None:
+            if self.capturing is not None:
+                generator["broken"] = True
+            super().call()
+
+    def keep() -> Any:
+        generator["copies"] += 1
+
+        def put_back() -> None:
+            generator["put_back"] += 1
+            generator["broken"] = False
+        return put_back
+
+    def probe() -> None:
+        if generator["broken"]:
+            raise RuntimeError("Offset increment outside graph capture encountered unexpectedly.")
+
+    device = BreaksTheGenerator(kernel_ms=0.04)
+    timer = _graph(None, device)
+    timer.rng_keep, timer.rng_probe = keep, probe
+    with pytest.raises(CaptureRefused) as refused:
+        timer.measure(device.call)
+    assert "operation not permitted" in refused.value.detail and "was put back" in refused.value.detail
+    assert generator == {"broken": False, "copies": 1, "put_back": 1} and timer.restored == 1
+
+    working = FakeDevice(kernel_ms=0.04)
+    timer = _graph(None, working)
+    timer.rng_keep = keep
+    timer.measure(working.call)
+    assert generator["copies"] > 1 and generator["put_back"] == 1 and timer.restored == 0
+
+
+def test_the_generator_copy_is_the_devices_own_and_none_where_there_is_no_generator(
+        monkeypatch: pytest.MonkeyPatch) -> None:
+    import torch
+
+    from harness.child.plugins.timing import rng_keep
+
+    class FakeGenerator:
+        def __init__(self) -> None:
+            self.state = "live"
+            self.set: list[str] = []
+
+        def clone_state(self) -> str:
+            return f"copy of {self.state}"
+
+        def graphsafe_set_state(self, state: str) -> None:
+            self.set.append(state)
+
+    class FakeCuda:
+        default_generators = (FakeGenerator(), FakeGenerator())
+
+        @staticmethod
+        def current_device() -> int:
+            return 0
+
+    cuda = FakeCuda()
+    monkeypatch.setattr(torch, "cuda", cuda)
+    keep = rng_keep("cuda:1", "cuda")
+    assert keep is not None
+    put_back = keep()
+    cuda.default_generators[1].state = "capturing"
+    put_back()
+    assert cuda.default_generators[1].set == ["copy of live"] and cuda.default_generators[0].set == []
+    keep = rng_keep("cuda", "cuda")  # no index: the current device's
+    assert keep is not None
+    keep()()
+    assert cuda.default_generators[0].set == ["copy of live"]
+
+    class OldCuda:  # generators without clone_state / graphsafe_set_state: nothing to put back
+        default_generators = (object(),)
+
+    monkeypatch.setattr(torch, "cuda", OldCuda())
+    keep = rng_keep("cuda:0", "cuda")
+    assert keep is not None
+    assert keep()() is None
+    monkeypatch.setattr(torch, "cuda", object())
+    assert rng_keep("cuda:0", "cuda") is None
+    assert rng_keep("cpu", "cpu") is None
+
+
 class CaptureFailingChained(FakeDevice):
     """The way a failed capture looks from torch: a generic outer error, the first one beneath it."""
 

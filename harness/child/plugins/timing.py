@@ -48,6 +48,33 @@ def rng_probe(torch_device: str, device_type: str) -> Callable[[], None] | None:
     return probe
 
 
+def rng_keep(torch_device: str, device_type: str) -> Callable[[], Callable[[], None]] | None:
+    """What the graph timer calls before each capture: it copies the device's default generator's
+    state (torch's ``Generator.clone_state``) and returns what puts the copy in the generator's
+    place (``graphsafe_set_state``), for after a capture that failed. On the H200 (torch 2.11) a
+    failed capture left the generator's own state registered as capturing, so every later draw
+    raised; with the copy put back, draws and later captures worked and the random stream went on
+    where it was (benchmarks/capture_rng.py; docs/timing.md). None where the device's torch module
+    keeps no default generators; a generator without the two methods gets a no-op."""
+    import torch
+
+    module = getattr(torch, device_type, None)
+    generators = getattr(module, "default_generators", None) if device_type != "cpu" else None
+    if not generators:
+        return None
+    index = torch.device(torch_device).index
+
+    def keep() -> Callable[[], None]:
+        assert generators is not None and module is not None
+        generator = generators[index if index is not None else module.current_device()]
+        if not (hasattr(generator, "clone_state") and hasattr(generator, "graphsafe_set_state")):
+            return lambda: None
+        copy = generator.clone_state()
+        return lambda: generator.graphsafe_set_state(copy)
+
+    return keep
+
+
 def build_timers(session: HarnessSession) -> Timers:
     return timers_for(session.spec, session.backend, session.torch_device, session.identity.get("l2_bytes"))
 
@@ -77,6 +104,7 @@ def timers_for(spec: ChildSpec, backend: Backend, torch_device: str, l2_bytes: i
                  if backend.capabilities.profiler else None)
         return Timers(GraphTimer(api=api, backend=backend, op_id=op_id or spec.op, flush=flush, budget=budget,
                                  small_timer=small, rng_probe=rng_probe(torch_device, backend.device_type),
+                                 rng_keep=rng_keep(torch_device, backend.device_type),
                                  denied=str(spec.extra.get(CAPTURE_OFF, ""))), direct)
     if spec.timer == "profiler":
         return Timers(ProfilerTimer(api=api, device=torch_device, flush=flush, budget=budget), None)

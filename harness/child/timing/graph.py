@@ -103,10 +103,16 @@ class GraphTimer:
     max_unroll: int = 100  # calls per captured graph at most (benchmarks/small_kernels.py tries more)
     # Draws a random number on the device outside any capture; raises when that no longer works.
     rng_probe: Callable[[], None] | None = None
+    # Takes a copy of the device generator's state and returns what puts that copy back in its
+    # place; called before each capture, and what it returns after one that failed (None: no such
+    # generator here). docs/timing.md, "Capture failures".
+    rng_keep: Callable[[], Callable[[], None]] | None = None
     # Why this process does not capture at all (the parent's reason, ChildSpec.extra["capture_off"]:
     # an earlier attempt's capture poisoned the device context), else "".
     denied: str = ""
     captured: bool = False  # whether this process has begun a capture (whatever came of it)
+    restored: int = 0  # failed captures after which the generator's copy was put back
+    _put_back: bool = field(default=False, repr=False)  # the failure _fail classifies put the copy back
     _row_small: bool | None = field(default=None, repr=False)
     _small_failed: str = field(default="", repr=False)  # why the small-kernel timer failed in this row
 
@@ -140,6 +146,7 @@ class GraphTimer:
             return None
 
     def _fail(self, exc: BaseException, phase: str) -> Exception:
+        put_back, self._put_back = self._put_back, False
         if isinstance(exc, (ContextPoisoned, CaptureRefused, CaptureFatal)):
             return exc
         text = _error_text(exc)
@@ -154,14 +161,17 @@ class GraphTimer:
             self.api.synchronize()
         broken = self._rng_broken()
         if broken:
-            # Seen on the H200 (torch 2.11): a capture that fails mid-way can leave the device's
+            # Seen on the H200 (torch 2.11): a capture that fails mid-way leaves the device's
             # default generator registered as capturing, and every later random draw of the
             # process raises "Offset increment outside graph capture encountered unexpectedly"
-            # (FlagGems' next input, here). The process cannot go on: it ends, and a retry
-            # continues after the rows already written.
+            # (FlagGems' next input, here). _capture puts a copy of the generator's state back
+            # after a failed capture, which cured that on the H200 (benchmarks/capture_rng.py);
+            # where it did not (or there is no copy), the process cannot go on: it ends, and a
+            # retry continues after the rows already written.
             return ContextPoisoned(f"graph {phase} failed ({_chain(exc, ignore, 500)}) and left the device's random "
                                    f"number generator unusable outside capture ({broken})")
-        return CaptureRefused(phase, "capture-failed", _chain(exc, ignore, 400))
+        return CaptureRefused(phase, "capture-failed", _chain(exc, ignore, 400) + (
+            "; the device generator's state copied before the capture was put back" if put_back else ""))
 
     def _rng_broken(self) -> str:
         """Why the device's random numbers no longer work after a failed capture, or ""."""
@@ -187,6 +197,21 @@ class GraphTimer:
 
     def _capture(self, body: Callable[[], None]) -> Any:
         self.captured = True
+        restore = self.rng_keep() if self.rng_keep is not None else None
+        try:
+            return self._capture_graph(body)
+        except BaseException:
+            # A capture that failed leaves the generator's state object registered as capturing
+            # (torch's capture_end raises before it ends that state's capture); the copy taken
+            # before it is a state no capture knows, at the same seed and offset.
+            if restore is not None:
+                with contextlib.suppress(Exception):
+                    restore()
+                    self.restored += 1
+                    self._put_back = True
+            raise
+
+    def _capture_graph(self, body: Callable[[], None]) -> Any:
         ns = self.api.namespace
         graph = self.api.new_graph()
         with self._scratch_rng():
