@@ -201,9 +201,10 @@ class GraphTimer:
         try:
             return self._capture_graph(body)
         except BaseException:
-            # A capture that failed leaves the generator's state object registered as capturing
-            # (torch's capture_end raises before it ends that state's capture); the copy taken
-            # before it is a state no capture knows, at the same seed and offset.
+            # A capture that failed left the generator's state registered as capturing on the
+            # H200 (benchmarks/capture_rng.py; as we read torch's CUDAGraph.cpp, the failure
+            # raises before the capture's epilogue releases it); the copy taken before it is a
+            # state no capture knows, at the same seed and offset.
             if restore is not None:
                 with contextlib.suppress(Exception):
                     restore()
