@@ -77,44 +77,67 @@ def _upcast(value: Any) -> Any:
     return value
 
 
-def check_close(candidate: Any, reference: Any, atol: float, rtol: float) -> Correctness:
+# Elements per slice of a comparison: its float64 temporaries (difference, relative error, the
+# masks) are a few of this size, 128 MiB each, whatever the output's size. Whole, a 1G-element
+# float64 output's comparison needs about 40 GiB more than the output: on the H200 that ran
+# linalg_lu_factor_ex_out's 4096x512x512 float64 row out of memory (docs/flaggems.md).
+COMPARE_CHUNK = 1 << 24
+
+
+def check_close(candidate: Any, reference: Any, atol: float, rtol: float,
+                chunk: int = COMPARE_CHUNK) -> Correctness:
     """Compare ``candidate`` with a float64 ``reference``.
 
     NaN or infinity where the reference is finite fails, and so does a shape mismatch. The
     error maxima are taken over finite differences only, so a record always serialises;
-    ``nonfinite`` counts the rest.
+    ``nonfinite`` counts the rest. The comparison runs over ``chunk`` elements at a time, so
+    its memory does not grow with the output; the verdict and the figures are the whole
+    tensors' (maxima of the slices' maxima, sums of their counts).
     """
     import torch
 
     if (candidate.dtype == reference.dtype and candidate.shape == reference.shape
             and candidate.device == reference.device and torch.equal(candidate, reference)):
         # Identical (NaN never is): one pass, no float64 copies. Integer and bool outputs can only
-        # pass this way, and for FlagGems' 1G-element rows the float64 path below holds about
-        # 40 GB of temporaries.
+        # pass this way.
         n = int(reference.numel())
         return Correctness(passed=True, max_abs=0.0 if n else None, max_rel=0.0 if n else None, atol=atol,
                            rtol=rtol, nan=False, mismatched=0, numel=n, nonfinite=0)
-    c = candidate.detach().to(torch.float64)
-    r = reference.detach().to(torch.float64)
-    if c.shape != r.shape:
+    if candidate.shape != reference.shape:
+        n = int(reference.numel())
         return Correctness(passed=False, max_abs=None, max_rel=None, atol=atol, rtol=rtol,
-                           mismatched=r.numel(), numel=r.numel(),
-                           shape_mismatch=f"candidate {list(c.shape)} vs reference {list(r.shape)}")
-    nan = bool(torch.isnan(c).logical_and(~torch.isnan(r)).any().item())
-    nonfinite = int((~torch.isfinite(c) & torch.isfinite(r)).sum().item())
-    diff = (c - r).abs()
-    finite = torch.isfinite(diff)
-    any_finite = bool(finite.any())  # none: no error to report (every element NaN or infinite)
-    # Maxima over the finite differences by where(), not diff[finite]: a boolean mask would make
-    # nonzero() indices (8 bytes per element and dimension: 24 GiB for a 1G-element 3-D output).
-    max_abs = float(torch.where(finite, diff, 0.0).max().item()) if any_finite else None
-    rel = diff / r.abs().clamp_min(1e-12)
-    max_rel = float(torch.where(finite, rel, 0.0).max().item()) if any_finite else None
-    # Equal values match (equal infinities too: inf - inf is NaN); an infinite reference gives no
-    # tolerance (rtol * inf would accept anything, -inf against inf included).
-    bad = ~((c == r) | (torch.isfinite(r) & (diff <= atol + rtol * r.abs())))
-    both_nan = torch.isnan(c) & torch.isnan(r)
-    mismatched = int((bad & ~both_nan).sum().item())
+                           mismatched=n, numel=n,
+                           shape_mismatch=f"candidate {list(candidate.shape)} vs reference {list(reference.shape)}")
+    # Flat views of contiguous tensors (a copy of a strided one, in its own dtype).
+    cand, ref = candidate.detach().reshape(-1), reference.detach().reshape(-1)
+    n = int(ref.numel())
+    nan = False
+    nonfinite = mismatched = 0
+    max_abs: float | None = None
+    max_rel: float | None = None
+    step = max(1, chunk)
+    for start in range(0, n, step):
+        c = cand[start:start + step].to(torch.float64)
+        r = ref[start:start + step].to(torch.float64)
+        nan = nan or bool(torch.isnan(c).logical_and(~torch.isnan(r)).any().item())
+        nonfinite += int((~torch.isfinite(c) & torch.isfinite(r)).sum().item())
+        diff = (c - r).abs()
+        finite = torch.isfinite(diff)
+        if bool(finite.any()):  # none: no error to report here (every element NaN or infinite)
+            # Maxima over the finite differences by where(), not diff[finite]: a boolean mask
+            # would make nonzero() indices (8 bytes per element and dimension).
+            part_abs = float(torch.where(finite, diff, 0.0).max().item())
+            rel = diff / r.abs().clamp_min(1e-12)
+            part_rel = float(torch.where(finite, rel, 0.0).max().item())
+            del rel
+            max_abs = part_abs if max_abs is None else max(max_abs, part_abs)
+            max_rel = part_rel if max_rel is None else max(max_rel, part_rel)
+        # Equal values match (equal infinities too: inf - inf is NaN); an infinite reference gives
+        # no tolerance (rtol * inf would accept anything, -inf against inf included).
+        bad = ~((c == r) | (torch.isfinite(r) & (diff <= atol + rtol * r.abs())))
+        both_nan = torch.isnan(c) & torch.isnan(r)
+        mismatched += int((bad & ~both_nan).sum().item())
+        del c, r, diff, finite, bad, both_nan
     return Correctness(
         passed=(mismatched == 0 and not nan and nonfinite == 0),
         max_abs=max_abs,
@@ -123,7 +146,7 @@ def check_close(candidate: Any, reference: Any, atol: float, rtol: float) -> Cor
         rtol=rtol,
         nan=nan,
         mismatched=mismatched,
-        numel=int(r.numel()),
+        numel=n,
         nonfinite=nonfinite,
     )
 

@@ -153,6 +153,34 @@ def test_check_close_passes_identical_outputs_in_one_pass_with_the_same_verdict(
     assert not wrong.passed and wrong.mismatched == 1 and wrong.max_abs == 1.0
 
 
+def test_check_close_in_slices_gives_the_whole_tensors_verdict_and_figures() -> None:
+    """The comparison runs over slices so its float64 temporaries stay small (a 1G-element
+    float64 row ran the H200 out of memory whole); maxima and counts are the whole tensors',
+    for any slice length, strided inputs and NaN, infinities and exact matches included."""
+    import torch
+
+    from harness.child.measure import check_close
+
+    gen = torch.Generator().manual_seed(7)
+    ref = torch.randn(6, 50, generator=gen, dtype=torch.float64)
+    ref[0, :3] = torch.tensor([float("inf"), float("nan"), -float("inf")], dtype=torch.float64)
+    cases = []
+    for dtype in (torch.float32, torch.bfloat16):
+        out = (ref + 1e-3 * torch.randn(ref.shape, generator=gen, dtype=torch.float64)).to(dtype)
+        out[1, 3], out[2, 9], out[3, 0] = float("nan"), float("inf"), ref[3, 0].item()
+        out[0, :3] = ref[0, :3].to(dtype)  # equal infinities and NaN against NaN match
+        cases += [(out, ref), (out.t(), ref.t()), (out[:, ::3], ref[:, ::3])]  # strided: a flat copy
+    for out, ref_ in cases:
+        whole = check_close(out, ref_, 1e-3, 1e-3, chunk=ref_.numel())
+        assert not whole.passed and whole.nan and whole.nonfinite == 2 and whole.mismatched >= 2
+        for chunk in (1, 7, 64, ref_.numel() - 1, 10 * ref_.numel(), 0):
+            assert check_close(out, ref_, 1e-3, 1e-3, chunk=chunk) == whole, chunk
+    ok = check_close(ref.to(torch.float32), ref, 1e-3, 1e-3, chunk=5)
+    assert ok.passed and ok.numel == ref.numel() and ok.max_abs is not None and ok.max_abs < 1e-6
+    empty = check_close(torch.zeros(0, 3), torch.zeros(0, 3, dtype=torch.float64), 0.0, 0.0, chunk=2)
+    assert empty.passed and empty.numel == 0
+
+
 def test_version_1_records_still_load() -> None:
     data = make_record().to_dict()
     data["schema_version"] = 1
