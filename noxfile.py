@@ -109,7 +109,7 @@ def lint(session: nox.Session) -> None:
     except nox.command.CommandFailed:
         have_actionlint = False
     session.run("ruff", "check", "harness", "tests", "noxfile.py", "benchmarks")
-    session.run("mypy", "harness", "benchmarks", "--ignore-missing-imports")
+    session.run("mypy", "harness", "benchmarks", "tests", "--ignore-missing-imports")
     dockerfiles = sorted(glob.glob("containers/*/Dockerfile"))
     if dockerfiles:
         session.run("hadolint", *dockerfiles)

@@ -18,7 +18,7 @@ from pathlib import Path
 import torch
 
 from harness.errors import ContextPoisoned
-from harness.ops.base import OpSpec
+from harness.ops.base import DTYPES, OpSpec
 
 
 def _state() -> Path:
@@ -84,7 +84,6 @@ def _inputs(shape, dtype, gen, device):
 
 
 def _op(op_id: str, candidate, description: str, dtypes: tuple[str, ...] | None = None) -> OpSpec:
-    extra = {"dtypes": dtypes} if dtypes else {}
     return OpSpec(
         id=op_id,
         baseline=lambda x: x * 2,
@@ -93,7 +92,7 @@ def _op(op_id: str, candidate, description: str, dtypes: tuple[str, ...] | None 
         bytes_moved=lambda shape, itemsize: 2 * math.prod(shape) * itemsize,
         flops=lambda shape: math.prod(shape),
         description=description,
-        **extra,
+        dtypes=dtypes or DTYPES,  # None (or empty): the OpSpec default, every dtype
     )
 
 

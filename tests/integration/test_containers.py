@@ -131,7 +131,7 @@ def test_nox_bench_cpu_writes_host_reports_like_a_host_run(  # type: ignore[no-u
         for path in run_dir.rglob("*"):
             assert path.stat().st_uid == os.getuid(), f"{path} is not owned by the caller"
 
-        def cases(d: Path) -> list[str]:
+        def cases(d: Path) -> list[tuple[str, str]]:  # (case_id, status)
             lines = (d / "records.jsonl").read_text().splitlines()
             return sorted((json.loads(line)["case_id"], json.loads(line)["status"]) for line in lines)
 

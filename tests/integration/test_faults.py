@@ -17,6 +17,7 @@ import subprocess
 import sys
 import time
 from pathlib import Path
+from typing import Any
 
 import pytest
 
@@ -77,7 +78,7 @@ def _status(run: Path) -> dict[str, dict[str, str]]:
     return {row["op"]: row for row in csv.DictReader((run / "ops_status.csv").open())}
 
 
-def _records(run: Path) -> list[dict[str, object]]:
+def _records(run: Path) -> list[dict[str, Any]]:  # parsed JSON: str, numbers, None, lists
     path = run / "records.jsonl"
     raw = path.read_bytes() if path.exists() else b""
     assert raw == b"" or raw.endswith(b"\n"), "records.jsonl ends in a torn line"

@@ -622,8 +622,8 @@ def test_bad_input_is_refused_cleanly(row: Row, tmp_path: Path, monkeypatch: pyt
     errors = [line for line in err.splitlines() if "error:" in line]
     assert len(errors) == 1, err  # one line says what is wrong (argparse adds its usage lines)
     assert _tree(tmp_path) == before, f"left behind: {sorted(_tree(tmp_path) - before)}"
-    for path in row.absent:
-        assert not (cwd / path).exists()
+    for relative in row.absent:
+        assert not (cwd / relative).exists()
 
 
 # -- coverage: every flag, variable and key has a row ----------------------------------------

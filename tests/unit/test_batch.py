@@ -11,7 +11,7 @@ import subprocess
 import sys
 import threading
 import time
-from collections import Counter
+from collections import Counter, defaultdict
 from pathlib import Path
 
 import pytest
@@ -142,7 +142,7 @@ def test_sharding_balances_equal_ops_evenly(devices: list[str]) -> None:
 def test_sharding_balances_weight_not_op_counts() -> None:
     heavy = [OpPlan("big", "?", ("float32",), tuple((i + 1,) for i in range(6)), "builtin")]
     light = _plans(("a", "b", "c", "d", "e", "f"), shapes=1)
-    load: Counter[str] = Counter()
+    load: defaultdict[str, float] = defaultdict(float)  # weights are float: case_cost
     for o in shard_ops(heavy + light, ["0", "1"]):
         load[o.device] += OP_START_COST + len(o.cases()) * o.case_cost
     # weights: big 1 + 6 = 7, each light op 1 + 1 = 2; the best split is 9 against 10
@@ -157,7 +157,7 @@ def test_sharding_weighs_an_expensive_op_by_its_case_cost() -> None:
     plans = [OpPlan(op, "?", ("bfloat16",), tuple((i + 1,) for i in range(n)), "builtin") for op, n in shapes.items()]
     plans.append(OpPlan("mm", "?", ("bfloat16",), tuple((i + 1, 1, 1) for i in range(4)), "builtin", case_cost=4.5))
     sharded = shard_ops(plans, ["0", "1"])
-    load: Counter[str] = Counter()
+    load: defaultdict[str, float] = defaultdict(float)  # weights are float: case_cost
     for o in sharded:
         load[o.device] += OP_START_COST + len(o.cases()) * o.case_cost
     mm_device = next(o.device for o in sharded if o.op == "mm")

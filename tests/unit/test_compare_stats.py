@@ -77,7 +77,9 @@ def test_bootstrap_interval_holds_the_ratio_and_is_reproducible() -> None:
 
 
 def test_the_spread_of_repeats_is_pooled_over_the_sides_that_have_several() -> None:
-    sigma, dof = observed_run_spread([1.0, math.exp(0.02)], [2.0], [3.0, 3.0 * math.exp(-0.02)])
+    spread = observed_run_spread([1.0, math.exp(0.02)], [2.0], [3.0, 3.0 * math.exp(-0.02)])
+    assert spread is not None
+    sigma, dof = spread
     assert dof == 2
     assert sigma == pytest.approx(math.sqrt((2 * 0.01**2 + 2 * 0.01**2) / 2))
     assert observed_run_spread([1.0], [2.0]) is None

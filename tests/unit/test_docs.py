@@ -4,6 +4,7 @@ harness/options.py reads them (issue 17: README claimed a HARNESS_<NAME> form fo
 
 from __future__ import annotations
 
+import argparse
 import re
 from pathlib import Path
 
@@ -26,7 +27,11 @@ def _table() -> dict[str, tuple[str, str]]:
 
 
 def test_every_run_flag_has_its_variable_and_key_in_docs_options() -> None:
-    run = build_parser()._subparsers._group_actions[0].choices["run"]  # type: ignore[union-attr]
+    subparsers = build_parser()._subparsers
+    assert subparsers is not None
+    commands = subparsers._group_actions[0]
+    assert isinstance(commands, argparse._SubParsersAction)
+    run = commands.choices["run"]
     table = _table()
     flags = {a.option_strings[-1]: a.dest for a in run._actions if a.option_strings and a.dest != "help"}
     assert set(table) == set(flags), f"docs/options.md rows differ from the flags: {set(table) ^ set(flags)}"

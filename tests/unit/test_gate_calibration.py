@@ -62,7 +62,7 @@ def test_the_slowed_copy_replaces_heads_candidate_and_keeps_its_torch(independen
 def test_pairs_are_each_pair_once_for_a_a_and_both_ways_for_a_b(independent: dict[str, Any]) -> None:
     assert len(mode_pairs("independent", independent, ordered=False)) == 3
     assert len(mode_pairs("independent", independent, ordered=True)) == 6
-    pooled = {"base": [], "head": []}
+    pooled: dict[str, list[Measurement]] = {"base": [], "head": []}
     assert len(mode_pairs("gate-run", pooled, ordered=False)) == 1
     assert len(mode_pairs("gate-run", pooled, ordered=True)) == 2
 

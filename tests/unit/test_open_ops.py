@@ -6,7 +6,7 @@ from __future__ import annotations
 
 from collections.abc import Collection, Iterator, Mapping
 from pathlib import Path
-from typing import Any
+from typing import Any, Protocol
 
 import pytest
 
@@ -55,13 +55,19 @@ class Scripted:
         return {}
 
 
+class MakeContext(Protocol):
+    """The ``scripted`` fixture's factory: a batch context whose attempts follow the script."""
+
+    def __call__(self, attempts: list[tuple[list[str], AttemptExit]], backend: str = ...) -> BatchContext: ...
+
+
 def record(dtype: str, status: str = "pass", notes: tuple[str, ...] = ()) -> Measurement:
     return Measurement(run_id="r", op="softmax", provider="flaggems-suite", dtype=dtype, shape=(4, 4),
                        backend="cuda", device="0", timer="graph", status=status, notes=notes)
 
 
 @pytest.fixture
-def scripted(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> Iterator[tuple[BatchContext, Any]]:
+def scripted(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> Iterator[tuple[MakeContext, dict[str, Any]]]:
     holder: dict[str, Any] = {}
 
     def attempt(ctx: BatchContext, op_plan: OpPlan, n: int, skip: Collection[str],

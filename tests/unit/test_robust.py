@@ -4,6 +4,7 @@ refusals, leftover processes and resume beside one, a closed stdout, the environ
 
 from __future__ import annotations
 
+import argparse
 import contextlib
 import csv
 import io
@@ -364,7 +365,11 @@ def test_run_help_lists_every_backend_alias() -> None:
     from harness.backends import BACKENDS
     from harness.cli import build_parser
 
-    text = " ".join(build_parser()._subparsers._group_actions[0].choices["run"].format_help().split())  # type: ignore[union-attr]
+    subparsers = build_parser()._subparsers
+    assert subparsers is not None
+    commands = subparsers._group_actions[0]
+    assert isinstance(commands, argparse._SubParsersAction)
+    text = " ".join(commands.choices["run"].format_help().split())
     for backend in BACKENDS:
         for name in (backend.name, *backend.aliases):
             assert name in text, name

@@ -186,7 +186,8 @@ def test_version_1_records_still_load() -> None:
     data["schema_version"] = 1
     for key in ("nonfinite", "shape_mismatch"):
         data["correctness"].pop(key)
-    assert record_from_dict(data).correctness.nonfinite == 0
+    correctness = record_from_dict(data).correctness
+    assert correctness is not None and correctness.nonfinite == 0
 
 
 def test_a_torn_line_in_the_middle_does_not_cost_later_records(tmp_path: Path) -> None:

@@ -249,8 +249,8 @@ def test_parts_made_with_different_software_are_refused_unless_allowed_and_then_
 def test_compare_refuses_a_run_merged_from_parts_of_different_software_unless_allowed(tmp_path: Path) -> None:
     from harness.compare.compare import RunData, check_environment
 
-    alike = RunData(path=tmp_path / "base", info=_info(), records=[])
-    merged = RunData(path=tmp_path / "head", info=_info(software_mismatch=["part 2/2 (/p2): torch ..."]), records=[])
+    alike = RunData(path=tmp_path / "base", info=_info(), records=())
+    merged = RunData(path=tmp_path / "head", info=_info(software_mismatch=["part 2/2 (/p2): torch ..."]), records=())
     with pytest.raises(UsageError) as err:
         check_environment(alike, merged, allow_mismatch=False)
     assert "merged from parts of different software" in err.value.message

@@ -16,6 +16,7 @@ from harness.backends import get_backend
 from harness.errors import EnvironmentProblem, UsageError
 from harness.options import DTYPES, SUITE_DTYPES, RunOptions, resolve_run_options
 from harness.run.plan import assign_shards
+from harness.run.plugins import PluginPlan
 from harness.suite.inventory import Inventory, read_inventory
 from harness.suite.layout import locate_suite, major_minor
 from harness.suite.listing import list_suite
@@ -28,6 +29,7 @@ from harness.suite.runner import (
 )
 from harness.suite.select import SuiteOp, all_ops, op_catalog, resolve_nodes, resolve_ops
 from harness.suite.shapefile import (
+    SuiteShape,
     check_override_keys,
     plan_op_shapes,
     read_shapes_override,
@@ -192,8 +194,9 @@ def test_all_covers_every_function_once(inv53: Inventory) -> None:
 def test_a_shapes_file_matches_op_then_class_chain_and_checks_the_arity(v53: FakeSuite, inv53: Inventory,
                                                                        tmp_path: Path) -> None:
     upstream = read_suite_shapes(locate_suite(v53.benchmark).shapes_yaml)
-    override = {"GenericBenchmark": [(2, 4, 8)], "softmax": [(7, 9)], "UnaryReductionBenchmark": [(1, 1)],
-                "mm": [(64, 64)], "own_shapes": [(3, 3)]}
+    override: dict[str, list[SuiteShape]] = {"GenericBenchmark": [(2, 4, 8)], "softmax": [(7, 9)],
+                                             "UnaryReductionBenchmark": [(1, 1)], "mm": [(64, 64)],
+                                             "own_shapes": [(3, 3)]}
     check_override_keys(override, inv53)
     norm = plan_op_shapes(ops(inv53, "layer_norm")[0], override, upstream)
     assert norm.entries == {"layer_norm": [(2, 4, 8)]}  # NormBenchmark -> GenericBenchmark (a class of its chain)
@@ -345,7 +348,7 @@ def test_the_runner_says_when_pytest_found_nothing_or_a_function_timed_nothing(v
     assert runner.collect(ctx, op_plan, None) == ()
 
 
-def _plugins_for_cpu() -> object:
+def _plugins_for_cpu() -> PluginPlan:
     from harness.suite.runner import suite_plugins
 
     return suite_plugins(get_backend("cpu"), RunOptions())
