@@ -12,7 +12,7 @@ believes a capture is still under way for the rest of the process: it defers for
 every block used on a second stream (``needs_events_deferred_until_no_capture``) and skips its
 event processing. At linalg_lu_factor_ex_out's out-of-memory row (eleventh corpus session,
 docs/flaggems.md) torch reported 15 GiB "allocated in private pools (e.g., CUDA Graphs)" and
-44 GiB reserved but unallocated, after eight failed captures of the op.
+44 GiB reserved but unallocated, at the fourteenth failed capture of the op.
 
 Each mode runs in a fresh process: ``control`` (no capture), ``harness`` (a capture that fails
 as the graph timer makes it: under ``torch.random.fork_rng``, inside ``torch.cuda.graph``, its
