@@ -19,7 +19,10 @@ as the graph timer makes it: under ``torch.random.fork_rng``, inside ``torch.cud
 body a host read-back), ``mended`` (the same capture given its own pool,
 ``torch.cuda.graph_pool_handle()``; after the failure the stream before the capture is set again
 and the pool's diversion ended and released: ``torch._C._cuda_endAllocateToPool``,
-``torch._C._cuda_releasePool``). After it each process checks: whether the current stream is the
+``torch._C._cuda_releasePool``), ``timer`` (the harness's own graph timer measuring a call that
+reads back to the host, so that its capture fails; since the graph timer ends the pool itself,
+DeviceApi.after_failed_capture). The failed graph object is then dropped (a pool released twice
+would fail there). After it each process checks: whether the current stream is the
 one before the capture; eight rounds of a 256 MiB block used on a second stream
 (``record_stream``) then freed, and how much of them is still active and reserved after a
 synchronize (``control`` reuses one block); whether ``empty_cache`` gives the reserved memory
@@ -39,10 +42,10 @@ from collections.abc import Sequence
 from pathlib import Path
 from typing import Any
 
-MODES = ("control", "harness", "mended")
+MODES = ("control", "harness", "mended", "timer")
 
 CHILD = r"""
-import json, sys, torch
+import gc, json, sys, torch
 mode = sys.argv[1]
 dev = torch.device("cuda:0")
 MiB = 1 << 20
@@ -63,7 +66,28 @@ def private_pools():
 
 before = torch.cuda.current_stream()
 torch.cuda.synchronize()
-if mode != "control":
+if mode == "timer":
+    sys.path.insert(0, sys.argv[2])
+    from harness.backends import get_backend
+    from harness.child.plugins.timing import rng_keep, rng_probe
+    from harness.child.timing.base import CaptureRefused, device_api
+    from harness.child.timing.graph import GraphTimer
+
+    timer = GraphTimer(api=device_api("cuda", None, "CUDAGraph"), backend=get_backend("cuda"), op_id="capture_pool",
+                       rng_probe=rng_probe("cuda:0", "cuda"), rng_keep=rng_keep("cuda:0", "cuda"))
+
+    def measure():
+        try:
+            timer.measure(lambda: (x @ x).sum().item())  # a host read-back: every capture fails
+        except CaptureRefused as refused:
+            out["refused"] = f"{refused.reason}: {refused.detail}"[-200:]
+            return
+        raise AssertionError("the capture did not fail")
+
+    out["capture"] = attempt(measure)
+    out["pools_ended"] = timer.pools_ended
+    out["private_pools_after_capture"] = private_pools()
+elif mode != "control":
     graph = torch.cuda.CUDAGraph()
     pool = torch.cuda.graph_pool_handle() if mode == "mended" else None
 
@@ -80,6 +104,13 @@ if mode != "control":
                                        torch._C._cuda_endAllocateToPool(0, pool),
                                        torch._C._cuda_releasePool(0, pool)))
     out["private_pools_after_capture"] = private_pools()
+
+    def drop():
+        global graph
+        del graph
+        gc.collect()
+
+    out["graph_dropped"] = attempt(drop)
 out["stream_is_the_one_before"] = torch.cuda.current_stream() == before
 side = torch.cuda.Stream()
 start_active = torch.cuda.memory_stats().get("active_bytes.all.current", 0)
@@ -116,7 +147,8 @@ print("RESULT " + json.dumps(out))
 
 
 def child(mode: str) -> dict[str, Any]:
-    proc = subprocess.run([sys.executable, "-c", CHILD, mode], capture_output=True, text=True, timeout=300)
+    root = str(Path(__file__).resolve().parents[1])
+    proc = subprocess.run([sys.executable, "-c", CHILD, mode, root], capture_output=True, text=True, timeout=300)
     lines = [line for line in proc.stdout.splitlines() if line.startswith("RESULT ")]
     if not lines:
         return {"mode": mode, "error": f"exit {proc.returncode}: {proc.stderr.strip().splitlines()[-1:] or ['(no output)']}"}
@@ -135,7 +167,7 @@ def main(argv: Sequence[str] | None = None) -> int:
         print("capture_pool: no CUDA device here; run it on the GPU machine", file=sys.stderr)
         return 2
     rows = [child(mode) for mode in args.modes]
-    columns = ("mode", "capture", "mend", "stream_is_the_one_before", "rounds", "rounds_active_mib",
+    columns = ("mode", "capture", "mend", "pools_ended", "graph_dropped", "stream_is_the_one_before", "rounds", "rounds_active_mib",
                "rounds_reserved_mib", "reserved_after_empty_cache_mib", "capture_after", "error")
     for row in rows:
         print(" | ".join(f"{c}={str(row.get(c, '-'))[:70]}" for c in columns))

@@ -342,6 +342,112 @@ def test_a_failed_capture_puts_the_generators_copy_back_so_the_row_falls_back_in
     assert generator["copies"] > 1 and generator["put_back"] == 1 and timer.restored == 0
 
 
+class StreamsAndPools(FakeDevice):
+    """A device namespace that captures the way torch.cuda.graph does, as we read torch: the
+    capture's side stream becomes current and the allocator diverts into the capture's pool; a
+    capture whose body raised raises again at its end and leaves both as they were (the side
+    stream current, the pool's allocations never ended). ``ends_itself``: a capture that ends its
+    pool's allocations before it raises (ending them again then raises, as torch's does)."""
+
+    __name__ = "torch.fakedev"
+
+    def __init__(self, kernel_ms: float, fails: bool, ends_itself: bool = False) -> None:
+        super().__init__(kernel_ms)
+        self.fails, self.ends_itself = fails, ends_itself
+        self.current, self.handles = "main", 0
+        self.underway: list[tuple[int, int]] = []  # pools the allocator still diverts into
+        self.released: list[tuple[int, int]] = []
+        self.pools_given: list[Any] = []
+
+    def call(self) -> None:
+        if self.capturing is not None and self.fails:
+            raise RuntimeError("CUDA error: operation not permitted when stream is capturing")
+        super().call()
+
+    def current_stream(self) -> str:
+        return self.current
+
+    def set_stream(self, stream: str) -> None:
+        self.current = stream
+
+    def current_device(self) -> int:
+        return 0
+
+    def graph_pool_handle(self) -> tuple[int, int]:
+        self.handles += 1
+        return (0, self.handles)
+
+    def graph(self, g: Any, pool: Any = None) -> Any:  # type: ignore[override]
+        import contextlib
+
+        self.pools_given.append(pool)
+
+        @contextlib.contextmanager
+        def capture() -> Any:
+            self.capturing, self.current = [], "side"
+            self.underway.append(pool)
+            try:
+                yield
+            except BaseException:
+                if self.ends_itself:
+                    self.underway.remove(pool)
+                raise RuntimeError("CUDA error: operation failed due to a previous error during capture") from None
+            self.underway.remove(pool)
+            g.calls, self.capturing, self.current = self.capturing, None, "main"
+
+        return capture()
+
+    def end(self, device: int, pool: tuple[int, int]) -> None:
+        if pool not in self.underway:
+            raise RuntimeError("endAllocatePool: not currently recording to mempool_id")
+        self.underway.remove(pool)
+
+    def release(self, device: int, pool: tuple[int, int]) -> None:
+        self.released.append(pool)
+
+
+def test_a_failed_capture_gives_back_its_stream_and_ends_its_memory_pool(monkeypatch: pytest.MonkeyPatch) -> None:
+    """torch.cuda.graph leaves its side stream current when the capture fails, and (as we read
+    torch's source) the caching allocator's pool of a capture that failed at its end is never
+    ended: the allocator then holds back every freed block a second stream used, for the rest of
+    the process (linalg_lu_factor_ex_out's out-of-memory row: 15 GiB in private pools after 14
+    failed captures). The graph timer gives each capture a pool of its own, and after a failure
+    makes the stream before it current again and ends and releases that pool, saying so in the
+    row's fallback; a capture that ended its pool itself is not released twice; a capture that
+    works is left to its graph."""
+    import torch
+
+    from harness.child.timing.base import CaptureRefused
+
+    failing = StreamsAndPools(kernel_ms=0.04, fails=True)
+    monkeypatch.setattr(torch._C, "_fakedev_endAllocateToPool", failing.end, raising=False)
+    monkeypatch.setattr(torch._C, "_fakedev_releasePool", failing.release, raising=False)
+    timer = _graph(None, failing)
+    with pytest.raises(CaptureRefused) as refused:
+        timer.measure(failing.call)
+    assert failing.pools_given == [(0, 1)]  # a pool of its own
+    assert failing.current == "main" and failing.underway == [] and failing.released == [(0, 1)]
+    assert timer.pools_ended == 1
+    assert refused.value.detail.endswith(
+        "after the capture: the stream before it made current again, its memory pool ended and released")
+
+    ended = StreamsAndPools(kernel_ms=0.04, fails=True, ends_itself=True)
+    monkeypatch.setattr(torch._C, "_fakedev_endAllocateToPool", ended.end, raising=False)
+    monkeypatch.setattr(torch._C, "_fakedev_releasePool", ended.release, raising=False)
+    timer = _graph(None, ended)
+    with pytest.raises(CaptureRefused) as refused:
+        timer.measure(ended.call)
+    assert ended.current == "main" and ended.released == [] and timer.pools_ended == 0
+    assert refused.value.detail.endswith("after the capture: the stream before it made current again")
+
+    working = StreamsAndPools(kernel_ms=0.04, fails=False)
+    monkeypatch.setattr(torch._C, "_fakedev_endAllocateToPool", working.end, raising=False)
+    monkeypatch.setattr(torch._C, "_fakedev_releasePool", working.release, raising=False)
+    timer = _graph(None, working)
+    assert statistics.median(timer.measure(working.call).values) == pytest.approx(0.04)
+    assert working.pools_given == [(0, 1)] and working.released == [] and working.current == "main"
+
+
 def test_the_generator_copy_is_the_devices_own_and_none_where_there_is_no_generator(
         monkeypatch: pytest.MonkeyPatch) -> None:
     import torch

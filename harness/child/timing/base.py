@@ -163,6 +163,64 @@ class DeviceApi:
             raise CaptureRefused("capture", "no-graph-api", f"torch namespace has no {self.graph_class}")
         return getattr(self.namespace, self.graph_class)()
 
+    def graph_pool(self) -> Any | None:
+        """A memory pool id of its own for one capture (``graph_pool_handle``), so that a capture
+        that fails can be ended by hand (``after_failed_capture``); None where the namespace has
+        no such handle (the capture then uses the pool its graph makes itself)."""
+        handle = getattr(self.namespace, "graph_pool_handle", None)
+        if handle is None:
+            return None
+        try:
+            return handle()
+        except Exception:  # noqa: BLE001 - a build without graphs: capture as before
+            return None
+
+    def _pool_calls(self) -> tuple[Callable[[Any, Any], None], Callable[[Any, Any], None]] | None:
+        """The caching allocator's "end allocating to this pool" and "release this pool" calls
+        for the namespace's device type (torch._C._cuda_endAllocateToPool and _cuda_releasePool
+        for torch.cuda, CUDA and ROCm alike); None where torch has no such pair."""
+        import torch
+
+        kind = str(getattr(self.namespace, "__name__", "")).rpartition(".")[2]
+        end = getattr(torch._C, f"_{kind}_endAllocateToPool", None)
+        release = getattr(torch._C, f"_{kind}_releasePool", None)
+        return (end, release) if callable(end) and callable(release) else None
+
+    def after_failed_capture(self, stream_before: Any, pool: Any | None) -> list[str]:
+        """Puts right what a capture that raised leaves behind, and says what it put right
+        (docs/timing.md, "Capture failures": the pool ended). ``torch.cuda.graph`` leaves its side
+        stream current when ``capture_end`` raises: the stream from before the capture is made
+        current again ("stream"). A capture that fails at the end of the capture never ends its
+        pool's allocations, so the caching allocator believes a capture is still under way and
+        holds back, for the rest of the process, every freed block a second stream used: the
+        pool's allocations are ended and the pool released ("pool"). Where the capture had ended
+        them itself, ending them again raises and nothing is released (the graph releases its
+        pool as after any capture)."""
+        done: list[str] = []
+        ns = self.namespace
+        set_stream = getattr(ns, "set_stream", None)
+        if stream_before is not None and set_stream is not None:
+            try:
+                if ns.current_stream() != stream_before:
+                    set_stream(stream_before)
+                    done.append("stream")
+            except Exception:  # noqa: BLE001 - the caller's fallback synchronizes and goes on
+                pass
+        calls = self._pool_calls() if pool is not None else None
+        if calls is not None:
+            end, release = calls
+            try:
+                device = ns.current_device()
+                end(device, pool)
+            except Exception:  # noqa: BLE001 - not under way: the capture ended it
+                return done
+            try:
+                release(device, pool)
+                done.append("pool")
+            except Exception:  # noqa: BLE001
+                pass
+        return done
+
 
 def device_api(torch_namespace: str, torch_extension: str | None, graph_class: str | None = None) -> DeviceApi:
     import torch

@@ -63,6 +63,11 @@ def unroll_for(estimate_ms: float, target_ms: float = 2.0, most: int = 100) -> i
 _FOOTER_LINES = ("might be asynchronously reported",)
 
 
+# What DeviceApi.after_failed_capture says it put right, as a row's fallback detail says it.
+_MENDED = {"stream": "the stream before it made current again",
+           "pool": "its memory pool ended and released"}
+
+
 def _links(exc: BaseException, most: int = 4) -> list[BaseException]:
     """The error and its causes, outermost first."""
     links: list[BaseException] = []
@@ -112,7 +117,9 @@ class GraphTimer:
     denied: str = ""
     captured: bool = False  # whether this process has begun a capture (whatever came of it)
     restored: int = 0  # failed captures after which the generator's copy was put back
+    pools_ended: int = 0  # failed captures whose allocator pool was ended and released by hand
     _put_back: bool = field(default=False, repr=False)  # the failure _fail classifies put the copy back
+    _mended: list[str] = field(default_factory=list, repr=False)  # what after_failed_capture put right
     _row_small: bool | None = field(default=None, repr=False)
     _small_failed: str = field(default="", repr=False)  # why the small-kernel timer failed in this row
 
@@ -147,6 +154,7 @@ class GraphTimer:
 
     def _fail(self, exc: BaseException, phase: str) -> Exception:
         put_back, self._put_back = self._put_back, False
+        mended, self._mended = self._mended, []
         if isinstance(exc, (ContextPoisoned, CaptureRefused, CaptureFatal)):
             return exc
         text = _error_text(exc)
@@ -171,7 +179,8 @@ class GraphTimer:
             return ContextPoisoned(f"graph {phase} failed ({_chain(exc, ignore, 500)}) and left the device's random "
                                    f"number generator unusable outside capture ({broken})")
         return CaptureRefused(phase, "capture-failed", _chain(exc, ignore, 400) + (
-            "; the device generator's state copied before the capture was put back" if put_back else ""))
+            "; the device generator's state copied before the capture was put back" if put_back else "") + (
+            f"; after the capture: {', '.join(_MENDED[m] for m in mended)}" if mended else ""))
 
     def _rng_broken(self) -> str:
         """Why the device's random numbers no longer work after a failed capture, or ""."""
@@ -217,8 +226,19 @@ class GraphTimer:
         graph = self.api.new_graph()
         with self._scratch_rng():
             if hasattr(ns, "graph"):
-                with ns.graph(graph):
-                    body()
+                before = ns.current_stream() if hasattr(ns, "current_stream") else None
+                pool = self.api.graph_pool()
+                try:
+                    with ns.graph(graph, **({} if pool is None else {"pool": pool})):
+                        body()
+                except BaseException:
+                    # The stream and the allocator's pool a failed capture leaves behind
+                    # (DeviceApi.after_failed_capture; docs/timing.md, "Capture failures").
+                    mended = self.api.after_failed_capture(before, pool)
+                    if "pool" in mended:
+                        self.pools_ended += 1
+                    self._mended = mended
+                    raise
             else:  # a namespace without the context manager: drive the capture by hand
                 stream = ns.Stream()
                 stream.wait_stream(ns.current_stream())
