@@ -3,7 +3,7 @@ whether ending the capture's pool by hand gives them back (docs/timing.md, "Capt
 
     python3 benchmarks/capture_pool.py --out FILE.json        # on a machine with a CUDA device
 
-Why (torch's source as we read it, not yet measured): ``CUDAGraph::capture_end`` raises at
+Why (torch's source as we read it; measured on an H200, docs/timing.md, "Capture failures"): ``CUDAGraph::capture_end`` raises at
 ``cudaStreamEndCapture`` when the capture was invalidated, before it calls the allocator's
 ``endAllocateToPool``; ``reset()`` releases the pool only after a capture that ended; and
 ``torch.cuda.graph.__exit__`` leaves its stream context unexited when ``capture_end`` raises.
@@ -20,8 +20,9 @@ body a host read-back), ``mended`` (the same capture given its own pool,
 ``torch.cuda.graph_pool_handle()``; after the failure the stream before the capture is set again
 and the pool's diversion ended and released: ``torch._C._cuda_endAllocateToPool``,
 ``torch._C._cuda_releasePool``), ``timer`` (the harness's own graph timer measuring a call that
-reads back to the host, so that its capture fails; since the graph timer ends the pool itself,
-DeviceApi.after_failed_capture). The failed graph object is then dropped (a pool released twice
+reads back to the host, so that its capture fails; the graph timer ends the pool itself since
+ea688fb: DeviceApi.after_failed_capture). Every process first runs ``x @ x`` outside any capture:
+cuBLAS used for the first time inside a capture fails that capture by itself. The failed graph object is then dropped (a pool released twice
 would fail there). After it each process checks: whether the current stream is the
 one before the capture; eight rounds of a 256 MiB block used on a second stream
 (``record_stream``) then freed, and how much of them is still active and reserved after a
@@ -50,6 +51,7 @@ mode = sys.argv[1]
 dev = torch.device("cuda:0")
 MiB = 1 << 20
 x = torch.randn(64, 64, device=dev)
+(x @ x).sum().item()  # cuBLAS warmed up outside capture: its first use inside one fails by itself
 out = {"mode": mode}
 
 def attempt(fn):
