@@ -3,9 +3,9 @@ whether ending the capture's pool by hand gives them back (docs/timing.md, "Capt
 
     python3 benchmarks/capture_pool.py --out FILE.json        # on a machine with a CUDA device
 
-Why (torch's source as we read it; measured on an H200, docs/timing.md, "Capture failures"): ``CUDAGraph::capture_end`` raises at
-``cudaStreamEndCapture`` when the capture was invalidated, before it calls the allocator's
-``endAllocateToPool``; ``reset()`` releases the pool only after a capture that ended; and
+Why (torch's source as we read it; measured on an H200, docs/timing.md, "Capture failures"):
+``CUDAGraph::capture_end`` raises at ``cudaStreamEndCapture`` when the capture was invalidated,
+before it calls the allocator's ``endAllocateToPool``; ``reset()`` releases the pool only after a capture that ended; and
 ``torch.cuda.graph.__exit__`` leaves its stream context unexited when ``capture_end`` raises.
 If so, after a failed capture the process runs on the capture's side stream, and the allocator
 believes a capture is still under way for the rest of the process: it defers forever the free of

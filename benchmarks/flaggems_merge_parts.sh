@@ -15,6 +15,8 @@
 #   S12   02e call 2: sample-41, as its last periodic archive had it (perf_fft still RUNNING;
 #         the call's final statuses are 02e's sample-41-ops_status.csv; sample-44 ends it)
 #   S13   03: sample-44 (call 1), sample-45 (call 2)
+#   Newer calls' runs, given as PART:TGZ:RUNDIR:AS (docs/flaggems.md, eleventh and twelfth sessions):
+#   S14 = 03b's runs-call2.tgz:sample-47:47 (superseded by S15), S15 = 03c's runs-call1.tgz:sample-50:50
 #
 # Each run's summary.csv is made again from its records (`harness report RUN --format csv`) and
 # given records.jsonl's time (`part_span` takes a cut run's end from its files' times); a run less
