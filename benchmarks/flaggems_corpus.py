@@ -58,7 +58,7 @@ Steps of ``run`` (STEPS, default all, each bounded by its budget in seconds):
 
 Every call also writes $OUT/corpus.json (what ran, counts, the projection from what is there),
 $OUT/corpus.log and (ARCHIVE=1, the default) $OUT/runs.tgz: RUNS' run directories without IR,
-caches, specs and HTML. With ARCHIVE_TO (a folder) that archive is also written there every
+caches, specs and HTML (with each run's recorded autotune configs, for a later ``--replay-from``). With ARCHIVE_TO (a folder) that archive is also written there every
 ARCHIVE_EVERY_S (60) seconds while a harness run goes on, so a call cut from outside keeps it.
 RUNS (default /tmp/flaggems-corpus) may be a carried folder holding an earlier call's runs.
 Sample parts that ran at the same time on a device (several runs side by side on one GPU) count
@@ -443,13 +443,16 @@ def step_rerun(out: Path) -> None:
 
 def archive(out: Path, limit: int = 15 << 20) -> None:
     """RUNS' run directories, without IR, compiler caches and specs, into $OUT/runs.tgz (records,
-    statuses, run.json, op logs), for triage and reports on another machine; without the op logs
-    when that is over ``limit`` bytes."""
+    statuses, run.json, op logs, and the autotune configs the run recorded, which a later run
+    replays with ``--replay-from``), for triage and reports on another machine; without the op
+    logs when that is over ``limit`` bytes."""
     def keep(logs: bool) -> Any:
         def pick(info: tarfile.TarInfo) -> tarfile.TarInfo | None:
             parts = Path(info.name).parts
             if "specs" in parts[1:] and (info.isdir() or parts[-1].endswith(".times.json")):
                 return info  # the op processes' timelines (harness.child.process.times_path)
+            if len(parts) in (2, 3) and parts[1] == "autotune" and (info.isdir() or parts[-1].endswith(".json")):
+                return info  # RUN/autotune/<op>.json: the configs --replay-from reads (docs/compare.md)
             if any(p in ("ir", "triton-cache", "triton_cache", "cache", "specs", "sweep", "autotune") for p in parts[1:]):
                 return None
             if parts[1:] and parts[-1] in ("report.html", "junit.xml"):  # remade from the records here

@@ -572,6 +572,9 @@ def test_the_archive_holds_a_run_still_going_and_replaces_the_last_one_whole(tmp
     (run / "records.jsonl").write_text("{}\n")
     (run / "specs" / "add.json").write_text("{}")  # a spec: left out
     (run / "specs" / "add.times.json").write_text("{}")  # a timeline: kept
+    (run / "autotune").mkdir()
+    (run / "autotune" / "add.json").write_text("{}")  # recorded configs, for --replay-from: kept
+    (runs / "autotune-caches" / "x" / "autotune").mkdir(parents=True)  # a cache folder of the autotune step: not a run
     monkeypatch.setattr(corpus, "RUNS", runs)
     out = tmp_path / "out"
     out.mkdir()
@@ -579,7 +582,9 @@ def test_the_archive_holds_a_run_still_going_and_replaces_the_last_one_whole(tmp
     corpus.archive(out)
     with tarfile.open(out / "runs.tgz") as tar:
         names = set(tar.getnames())
-    assert {"sample-1/run.json", "sample-1/records.jsonl", "sample-1/specs/add.times.json"} <= names
+    assert {"sample-1/run.json", "sample-1/records.jsonl", "sample-1/specs/add.times.json",
+            "sample-1/autotune/add.json"} <= names
+    assert not any(name.startswith("autotune-caches") for name in names)
     assert "sample-1/specs/add.json" not in names and not (out / "runs.tgz.partial").exists()
     # the periodic archive: a failure to write (here: its folder is a file) skips the turn, says so
     before = (out / "runs.tgz").read_bytes()
