@@ -5,7 +5,8 @@ whether ending the capture's pool by hand gives them back (docs/timing.md, "Capt
 
 Why (torch's source as we read it; measured on an H200, docs/timing.md, "Capture failures"):
 ``CUDAGraph::capture_end`` raises at ``cudaStreamEndCapture`` when the capture was invalidated,
-before it calls the allocator's ``endAllocateToPool``; ``reset()`` releases the pool only after a capture that ended; and
+before it calls the allocator's ``endAllocateToPool``; ``reset()`` releases the pool only after
+a capture that ended; and
 ``torch.cuda.graph.__exit__`` leaves its stream context unexited when ``capture_end`` raises.
 If so, after a failed capture the process runs on the capture's side stream, and the allocator
 believes a capture is still under way for the rest of the process: it defers forever the free of
@@ -22,8 +23,8 @@ and the pool's diversion ended and released: ``torch._C._cuda_endAllocateToPool`
 ``torch._C._cuda_releasePool``), ``timer`` (the harness's own graph timer measuring a call that
 reads back to the host, so that its capture fails; the graph timer ends the pool itself since
 ea688fb: DeviceApi.after_failed_capture). Every process first runs ``x @ x`` outside any capture:
-cuBLAS used for the first time inside a capture fails that capture by itself. The failed graph object is then dropped (a pool released twice
-would fail there). After it each process checks: whether the current stream is the
+cuBLAS used for the first time inside a capture fails that capture by itself. The failed graph
+object is then dropped (a pool released twice would fail there). After it each process checks: whether the current stream is the
 one before the capture; eight rounds of a 256 MiB block used on a second stream
 (``record_stream``) then freed, and how much of them is still active and reserved after a
 synchronize (``control`` reuses one block); whether ``empty_cache`` gives the reserved memory
@@ -169,8 +170,8 @@ def main(argv: Sequence[str] | None = None) -> int:
         print("capture_pool: no CUDA device here; run it on the GPU machine", file=sys.stderr)
         return 2
     rows = [child(mode) for mode in args.modes]
-    columns = ("mode", "capture", "mend", "pools_ended", "graph_dropped", "stream_is_the_one_before", "rounds", "rounds_active_mib",
-               "rounds_reserved_mib", "reserved_after_empty_cache_mib", "capture_after", "error")
+    columns = ("mode", "capture", "mend", "pools_ended", "graph_dropped", "stream_is_the_one_before", "rounds",
+               "rounds_active_mib", "rounds_reserved_mib", "reserved_after_empty_cache_mib", "capture_after", "error")
     for row in rows:
         print(" | ".join(f"{c}={str(row.get(c, '-'))[:70]}" for c in columns))
         for key in ("private_pools_after_capture", "private_pools_at_end"):

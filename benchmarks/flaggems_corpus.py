@@ -58,8 +58,9 @@ Steps of ``run`` (STEPS, default all, each bounded by its budget in seconds):
 
 Every call also writes $OUT/corpus.json (what ran, counts, the projection from what is there),
 $OUT/corpus.log and (ARCHIVE=1, the default) $OUT/runs.tgz: RUNS' run directories without IR,
-caches, specs and HTML (with each run's recorded autotune configs, for a later ``--replay-from``). With ARCHIVE_TO (a folder) that archive is also written there every
-ARCHIVE_EVERY_S (60) seconds while a harness run goes on, so a call cut from outside keeps it.
+caches, specs and HTML (with each run's recorded autotune configs, for a later ``--replay-from``).
+With ARCHIVE_TO (a folder) that archive is also written there every ARCHIVE_EVERY_S (60) seconds
+while a harness run goes on, so a call cut from outside keeps it.
 RUNS (default /tmp/flaggems-corpus) may be a carried folder holding an earlier call's runs.
 Sample parts that ran at the same time on a device (several runs side by side on one GPU) count
 for the statuses, not for the projection (corpus.json: side_by_side_parts, ops_costed).
