@@ -378,6 +378,10 @@ def _sweep(value: Any) -> str:
         raise UsageError("--sweep-devices needs a count (2) or device ids (0,1).")
     if text.isdigit() and int(text) < 1:
         raise UsageError(f"--sweep-devices {text}: the count must be at least 1.")
+    bad = next((item for item in text.split(",") if not _DEVICE_ID.fullmatch(item)), None)
+    if bad is not None:
+        raise UsageError(f"--sweep-devices {text}: {bad!r} is not a device id (an index such as 0, or a vendor "
+                         "id such as GPU-1a2b...); give a count (2) or device ids (0,1).")
     return text
 
 

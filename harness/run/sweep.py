@@ -84,6 +84,11 @@ def resolve_sweep_devices(value: str, backend: Backend, run_devices: Sequence[st
     if not ids:
         raise UsageError("--sweep-devices needs a count (2) or device ids (0,1).")
     if not backend.capabilities.accelerator:
+        odd = [d for d in ids if d != "cpu" and not d.isdigit()]
+        if odd:
+            raise UsageError(f"--sweep-devices {value}: the {backend.name} backend has one device, 'cpu'; "
+                             f"{', '.join(odd)} names none. Give a count (2), or labels cpu or 0,1 (one per "
+                             "sweep process).")
         return ids
     return tuple(enumerate_devices(backend, ids, env))
 

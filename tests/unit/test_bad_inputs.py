@@ -238,6 +238,8 @@ ROWS: list[Row] = [
     bad("run --keep-triton-cache=1", 2, "ignored explicit argument"),
     bad("run --sweep-devices 0 --ops mm", 2, "the count must be at least 1"),
     bad("run --sweep-devices '' --ops mm", 2, "--sweep-devices: names nothing"),
+    bad("run --sweep-devices abc --ops add", 2, "--sweep-devices abc: the cpu backend has one device"),
+    bad("run --sweep-devices 'a b' --ops add", 2, "'a b' is not a device id"),
     bad("run --bogus", 2, "unrecognized arguments: --bogus"),
     # -- harness run: HARNESS_* (one per run option) --------------------------------------------
     bad("run", 2, "HARNESS_BACKEND: Unknown backend", env={"HARNESS_BACKEND": "tpu"}),
