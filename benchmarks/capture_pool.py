@@ -11,8 +11,8 @@ a capture that ended; and
 If so, after a failed capture the process runs on the capture's side stream, and the allocator
 believes a capture is still under way for the rest of the process: it defers forever the free of
 every block used on a second stream (``needs_events_deferred_until_no_capture``) and skips its
-event processing. At linalg_lu_factor_ex_out's out-of-memory row (eleventh corpus session,
-docs/flaggems.md) torch reported 15 GiB "allocated in private pools (e.g., CUDA Graphs)" and
+event processing. At linalg_lu_factor_ex_out's out-of-memory row (benchmarks/results/
+flaggems-corpus-h200-2026-12-03b/README.md) torch reported 15 GiB "allocated in private pools (e.g., CUDA Graphs)" and
 44 GiB reserved but unallocated, at the fourteenth failed capture of the op.
 
 Each mode runs in a fresh process: ``control`` (no capture), ``harness`` (a capture that fails
@@ -22,7 +22,7 @@ body a host read-back), ``mended`` (the same capture given its own pool,
 and the pool's diversion ended and released: ``torch._C._cuda_endAllocateToPool``,
 ``torch._C._cuda_releasePool``), ``timer`` (the harness's own graph timer measuring a call that
 reads back to the host, so that its capture fails; the graph timer ends the pool itself since
-ea688fb: DeviceApi.after_failed_capture). Every process first runs ``x @ x`` outside any capture:
+ea688fb: DeviceApi.after_failed_capture). Every process runs ``x @ x`` outside any capture first:
 cuBLAS used for the first time inside a capture fails that capture by itself. The failed graph
 object is then dropped (a pool released twice would fail there). After it each process checks: whether the current stream is the
 one before the capture; eight rounds of a 256 MiB block used on a second stream

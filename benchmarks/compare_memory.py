@@ -1,5 +1,5 @@
 """What the correctness check costs in device memory on a large output, whole and in slices
-(``harness.child.measure.check_close``; docs/flaggems.md, the eleventh session).
+(``harness.child.measure.check_close``; benchmarks/results/flaggems-corpus-h200-2026-12-03b/README.md).
 
     python3 benchmarks/compare_memory.py --out FILE.json               # a CUDA device, 1G elements
     python3 benchmarks/compare_memory.py --device cpu --numel 1000000  # a dry run of the plumbing

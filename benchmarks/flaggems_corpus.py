@@ -840,7 +840,7 @@ CACHED_COLUMNS = ("file", "benchmarks", "flaggems_rows", "flaggems_fill_s", "fla
 
 def step_cached(out: Path) -> None:
     """Per file of CACHED_FILES, both runners with filled compiler caches, on one cache folder
-    (module docstring, ``cached``): FlagGems' runner fills it and is timed on its second run; then
+    (module docstring, ``cached``): FlagGems' runner fills it and is timed on the run after; then
     the harness (its op wall times, as in ``throughput``). A file's share of the budget is what is
     left over the files left; the filling run may take half of it, and one cut by that is said
     and not compared (the timed run would have been partly cold). Writes $OUT/cached.csv."""

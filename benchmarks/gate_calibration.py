@@ -7,7 +7,7 @@ known slowdown injected: the detection rate):
   gate` between two CI runs compare them (one run a side, each tuning its autotuners live);
   every pair is compared (A/A: i<j; A/B: i != j, so the run-to-run wander is in the test);
 - ``gate-run``: `harness gate-run` with the same tree as base and head (``--gate-repeats`` runs
-  a side, ABBA, each side's later runs replaying its first run's autotune configs);
+  a side, ABBA, each side's later runs replaying its run 1's autotune configs);
 - ``ab``: `harness ab` with no switch (``--ab-repeats`` runs a side, B replaying A's configs).
 
 The injected slowdown: each run also times a slowed copy of ``--slow-op`` (default softmax),

@@ -1,8 +1,8 @@
 """What one use of the torch profiler costs an op process, step by step (docs/timing.md).
 
-A suite op's first profiler row took 3.5-9.7 s on the H200 (2026-12-01, the corpus sample's
-fourth session) where its later profiler rows took 0.9-1.7 s and its graph rows 0.5-1.2 s. This script
-times, in a fresh process, the steps the profiler timer goes through: CUDA's start, the first
+A suite op's first profiler row took 3.5-9.7 s on the H200 (2026-12-01,
+benchmarks/results/flaggems-corpus-h200-2026-12-01d) where its later profiler rows took 0.9-1.7 s and its graph rows 0.5-1.2 s. This script
+times, in a fresh process, the steps the profiler timer goes through: CUDA's start, the opening
 profiler session and later ones (entering, the calls, leaving), and reading the device events,
 for sessions of 10 and of 1200 iterations of a small kernel between boundary kernels, as the
 timer takes them.
@@ -12,7 +12,7 @@ timer takes them.
 
 Prints a table and writes the numbers to --out. Needs a CUDA device with CUPTI.
 
-``--warm-up`` asks whether the first session's cost can be paid ahead, where a pre-started op
+``--warm-up`` asks whether the opening session's cost can be paid ahead, where a pre-started op
 process could pay it off the device's clock, and whether that breaks the profiler afterwards
 (an empty session before a graph capture is reported to leave CUPTI recording nothing on CUDA
 13: lightseekorg/tokenspeed#1348). Each way runs in a fresh process: an empty profiler session
@@ -155,7 +155,7 @@ def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--out", type=Path, default=None)
     parser.add_argument("--sessions", type=int, default=4, help="sessions of each size after the first")
-    parser.add_argument("--warm-up", action="store_true", help="compare ways of paying the first session ahead")
+    parser.add_argument("--warm-up", action="store_true", help="compare ways of paying the opening session ahead")
     parser.add_argument("--way", choices=WAYS, help=argparse.SUPPRESS)  # one way, in its own process
     args = parser.parse_args()
     if args.way:
@@ -198,7 +198,7 @@ def main() -> None:
         step(f"{label}: read events", t3, events=len(events), kernels=len(kernels))
         rows.append({"step": f"{label}: whole session", "s": round(time.perf_counter() - t0, 4)})
 
-    session(10, "first session")
+    session(10, "opening session")  # results/profiler_cost-h200.json has it under its former label
     for k in range(args.sessions):
         session(10, f"session {k + 2}, 10 iterations")
     for k in range(args.sessions):

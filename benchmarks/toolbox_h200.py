@@ -15,9 +15,9 @@ run in the order sweep, ir, sweep-mm, flaggems, cache):
    (--ir on): the IR dump, each kernel's registers/spills/shared, compile time and what the capture
    cost (capture_ms), and wall vs device time per row.
 4. cache: softmax and mm with the run's own Triton cache (isolated, cold) against the user's cache
-   warmed by a first run: what isolation costs per op.
+   warmed by a run before it: what isolation costs per op.
 5. flaggems (only where flag_gems imports): provider flaggems for softmax, mm and add with IR kept,
-   then the same replaying the first run's configs (LibTuner replay: rows replayed / replay-miss).
+   then the same replaying the configs that run recorded (LibTuner replay: rows replayed / replay-miss).
 6. suite (not in the default steps: `--steps suite`, about 4-6 minutes on one H200; only where
    flag_gems imports): FlagGems' own benchmarks of $TOOLBOX_SUITE_OPS (default "mm softmax", bf16,
    --level core) from the tree $TOOLBOX_SUITE (default .flaggems/v5.3.4/benchmark), swept by two

@@ -96,7 +96,7 @@ def _harness(command: str, cwd: Path) -> subprocess.CompletedProcess[str]:
 
 @pytest.fixture(scope="module")
 def first_run(tmp_path_factory: pytest.TempPathFactory) -> tuple[Path, subprocess.CompletedProcess[str], Path]:
-    """The first runnable `harness run` example, run once; its run directory stands for the
+    """The earliest runnable `harness run` example, run once; its run directory stands for the
     documents' placeholders."""
     work = tmp_path_factory.mktemp("docs")
     done = _harness(FIRST_RUN.command, work)
@@ -122,7 +122,7 @@ def test_documented_command_runs_on_the_cpu_backend(
     if example == FIRST_RUN:
         assert done.returncode == 0, done.stdout + done.stderr
         return
-    assert done.returncode == 0, "the first run example failed; see its test"
+    assert done.returncode == 0, "the example the others start from failed; see its test"
     command = example.command
     for placeholder in PLACEHOLDERS:
         command = command.replace(placeholder, str(run))

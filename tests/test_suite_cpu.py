@@ -111,7 +111,7 @@ def test_suite_shards_on_two_machines_merge_into_one_run_holding_every_op_once(t
         return subprocess.run([sys.executable, "-m", "harness", *args], cwd=tmp_path, env=env, capture_output=True,
                               text=True, timeout=300)
 
-    # The two machines of the matrix side by side, and a third running part 2 of another plan (its
+    # The two machines of the matrix side by side, and a third machine with part 2 of another plan (its
     # dtypes differ). Each part is a run directory of its own.
     parts = [tmp_path / "part1", tmp_path / "part2"]
     other = tmp_path / "other2"

@@ -46,7 +46,7 @@ class Capabilities:
     # A pre-started op process whose imports opened the device (FlagGems 5.3.4's do) may open and
     # close one empty profiler session while held, so the profiler's start (5.2 s on the H200
     # machine) is off the device's clock, and the profiler still records kernels after graph
-    # captures (benchmarks/profiler_cost.py --warm-up; docs/timing.md, "The profiler's first session").
+    # captures (benchmarks/profiler_cost.py --warm-up; docs/timing.md, "The profiler's start").
     profiler_warm_up: bool = False
 
 

@@ -56,13 +56,12 @@ BACKEND = Backend(
         # No host IPC: one op process per device shares no CUDA memory with another process
         # (host IPC is for CUDA IPC / NCCL between containers). No capability is documented.
     ),
-    # None. Fourteen FlagGems benchmark functions were denied here (2026-12-01 to -03) because a
-    # failed capture left torch's generator capturing and poisoned the op; the graph timer now puts
-    # the generator's pre-capture state back after a failed capture (harness.child.timing.graph),
-    # and with the list emptied all of them that ran on the H200 ended without a poisoned attempt,
-    # their failing rows timed direct (docs/timing.md, "Capture failures"; docs/flaggems.md, the
-    # tenth session). Backward benchmarks through autograd are never captured at all
-    # (harness.child.latency_seam.AUTOGRAD_NOT_CAPTURED).
+    # None. A failed capture can leave torch's generator capturing, which poisoned FlagGems ops
+    # that were denied here for it; the graph timer puts the generator's pre-capture state back
+    # after a failed capture (harness.child.timing.graph), so no op needs denying for that
+    # (docs/timing.md, "Capture failures"; the formerly denied ops run without the list:
+    # benchmarks/results/flaggems-corpus-h200-2026-12-03/README.md). Backward benchmarks through
+    # autograd are never captured at all (harness.child.latency_seam.AUTOGRAD_NOT_CAPTURED).
     capture_deny=frozenset(),
     graph_class="CUDAGraph",
     state_nvml=True,

@@ -4,7 +4,7 @@ Side A and side B run the same ``harness run`` arguments on this host's device; 
 only by what the user names: environment variables (a compiler switch), directories put
 first on PYTHONPATH (a library path), or the Python interpreter (an installed version).
 Runs alternate between the sides (ABBA by default, as `gate-run`: A1 B1 B2 A2 ...), so a
-slow drift of the machine weighs on both alike. A's first run records the configs Triton's
+slow drift of the machine weighs on both alike. A1, A's opening run, records the configs Triton's
 autotuners choose; every other run replays them (``--replay-from``), so a kernel runs the
 same config on both sides and only the switch differs. Each side's repeats are pooled and
 compared with the functions of `harness compare` / `gate`.
@@ -77,7 +77,7 @@ class AbStep:
     side: str
     repeat: int
     out_dir: Path
-    replay_from: Path | None  # None: tunes live (A's first run, or --no-replay)
+    replay_from: Path | None  # None: tunes live (A1, or --no-replay)
 
     @property
     def label(self) -> str:
@@ -104,7 +104,7 @@ def parse_env_assignment(text: str) -> tuple[str, str]:
 
 
 def ab_order(repeats: int, order: str = "abba") -> list[tuple[str, int]]:
-    """(side, repeat) in run order; A's first run always comes first (it records the configs)."""
+    """(side, repeat) in run order; A1 always comes first (it records the configs)."""
     if order not in ORDERS:
         raise UsageError(f"Unknown --order {order!r}. Orders: {', '.join(ORDERS)}.")
     if order == "abab":

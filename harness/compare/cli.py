@@ -133,7 +133,7 @@ def _add_gate_run(sub: argparse._SubParsersAction[argparse.ArgumentParser]) -> N
     p.add_argument("--devices", metavar="ID",
                    help="with --container: the one host device both sides run on")
     p.add_argument("--no-replay", action="store_true",
-                   help="let every run tune live (default: each side's first run records its autotune "
+                   help="let every run tune live (default: each side's run 1 records its autotune "
                         "configs and that side's later runs replay them)")
     _add_criteria(p)
     p.add_argument("run_args", nargs=argparse.REMAINDER, metavar="-- RUN_ARGS",
@@ -155,7 +155,7 @@ def _add_ab(sub: argparse._SubParsersAction[argparse.ArgumentParser]) -> None:
         help="benchmark under two environments (a switch, a library path, an interpreter) interleaved, "
              "same autotune configs, then compare",
         description="Run `harness run` with the same arguments for side A and side B, which differ only "
-        "by the environment given here, interleaved on this host's device. A's first run records the "
+        "by the environment given here, interleaved on this host's device. A's run 1 records the "
         "configs Triton's autotuners choose and every other run replays them (--replay-from), so only "
         "the switch differs. Each side's repeats are pooled into OUT/a and OUT/b and compared as "
         "`harness compare OUT/a OUT/b` does (A is base, B is head).",

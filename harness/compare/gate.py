@@ -4,7 +4,7 @@ Runs the benchmark for two versions of the code under test (git refs, checked
 out as temporary worktrees, or directories) on this host's device,
 interleaved ABBA (base, head, head, base, ...) so that slow drift of the
 machine weighs on both sides alike, pools each side's repeats into one run
-directory, then compares them as `harness gate` does. Each side's first run records the
+directory, then compares them as `harness gate` does. Each side's run 1 records the
 configs its autotuners choose and that side's later runs replay them (``--replay-from``), so
 an autotuner flipping between two near-equal configs does not read as a change of the code;
 the comparison shows where base and head chose differently.
@@ -192,7 +192,7 @@ def pool_side(repeat_dirs: Sequence[Path], target: Path, run_id: str, ref: str,
     target.mkdir()
     for record in merge_records([r.records for r in runs], run_id=run_id):
         append_record(target / "records.jsonl", record)
-    # The configs the side ran with: its first run's (the later ones replayed them, or tuned
+    # The configs the side ran with: its run 1's (the later ones replayed them, or tuned
     # alike); compare reads them to show where base and head chose differently.
     tuned = Path(repeat_dirs[0]) / "autotune"
     if tuned.is_dir():
@@ -246,8 +246,8 @@ def side_trees(repo: Path, refs: Mapping[str, str], workdir: Path) -> Iterator[d
 
 
 def side_replay(repeats_dir: Path, name: str, k: int) -> Path | None:
-    """Where run k of a side replays its autotune configs from: the side's first run (None for
-    that first run, which tunes live and records)."""
+    """Where run k of a side replays its autotune configs from: the side's run 1 (None for
+    run 1 itself, which tunes live and records)."""
     return None if k == 1 else repeats_dir / f"{name}-1"
 
 

@@ -36,7 +36,7 @@ def _aliases() -> dict[str, str]:
 
 def in_reports(arg: str, out: Path) -> str:
     """A run argument as the container sees it: a host path inside the gate's output directory
-    (the side's first run that later runs replay, ``--replay-from``) becomes reports/<path>."""
+    (the side's run 1, which later runs replay, ``--replay-from``) becomes reports/<path>."""
     path = Path(arg)
     if not path.is_absolute():
         return arg

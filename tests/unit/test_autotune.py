@@ -95,7 +95,7 @@ def case(recorder: AutotuneRecorder, tuner: FakeAutotuner | None = None, **args:
 
 
 def record_run(run_dir: Path, fastest_block: int, *sizes: int) -> Path:
-    """A first run: tunes each size live and writes run_dir/autotune/copy.json."""
+    """A recording run: tunes each size live and writes run_dir/autotune/copy.json."""
     tuner = FakeAutotuner(configs(), ["n"], fastest_block)
     recorder = AutotuneRecorder("copy", op_autotune_path(run_dir, "copy"), {"_copy_kernel": tuner}, None, built)
     for n in sizes:

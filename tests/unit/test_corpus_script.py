@@ -412,8 +412,8 @@ def _one_bf16_file(tmp_path: Path) -> tuple[Any, str, list[str]]:
 
 def test_cached_times_both_runners_on_one_filled_cache_folder_and_leaves_the_environment_as_it_was(
         tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
-    """CACHED_FILES: FlagGems' runner fills a cache folder of the file's own and is timed on its
-    second run; the harness then runs the file's ops led by CACHED_LEAD with the user's caches,
+    """CACHED_FILES: FlagGems' runner fills a cache folder of the file's own and is timed on the
+    run after; the harness then runs the file's ops led by CACHED_LEAD with the user's caches,
     which are that folder (``--triton-cache user`` last, so no HARNESS_ARGS overrides it); the cache
     variables are put back afterwards. A file the tree lacks is left out; a filling run cut by its
     budget leaves its file not compared."""

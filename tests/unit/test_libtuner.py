@@ -116,7 +116,7 @@ def test_a_libtuner_cache_is_recognised_and_wrapped_not_left_opaque(tmp_path: Pa
 
 
 def test_record_then_replay_then_miss(tmp_path: Path) -> None:
-    # Record: the first run tunes M=100 and M=1000 (favouring BLOCK_M 64).
+    # Record: the recording run tunes M=100 and M=1000 (favouring BLOCK_M 64).
     first = FakeLibTuner(Model(), favour=64)
     rec = recorder(first, tmp_path / "a.json", None)
     for m in (100, 1000):

@@ -85,9 +85,9 @@ def _device_kernels(prof: Any) -> list[tuple[str, float, float]]:
 
 
 def warm_up() -> float:
-    """Open and close one empty device-profiler session, the seconds it took. The first session in
-    a process pays the profiler's own start (5.2 s to enter on the H200 machine, 1-7 ms later:
-    docs/timing.md, "The profiler's first session"); a pre-started op process pays it here, while
+    """Open and close one empty device-profiler session, the seconds it took. The opening session
+    of a process pays the profiler's own start (5.2 s to enter on the H200 machine, 1-7 ms later:
+    docs/timing.md, "The profiler's start"); a pre-started op process pays it here, while
     held, off the device's clock. On CUDA it opens the device's context (``profiler_cost.py
     --warm-up``, H200: torch 2.11), so a held process calls it only where its imports opened the
     device already; after it the profiler still records kernels, graph replays included, and
