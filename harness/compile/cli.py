@@ -24,7 +24,7 @@ from harness.contract import EXIT_FAILED, EXIT_OK, op_file_stem
 from harness.errors import UsageError
 from harness.results.store import atomic_write_text, check_can_write_dir, read_json, write_json
 
-__all__ = ["add_parser", "plan_tasks", "run"]
+__all__ = ["add_parser", "dead_targets", "plan_tasks", "run"]
 
 FORMAT_VERSION = 1
 RESULT = "compile.json"
@@ -48,7 +48,7 @@ def add_parser(sub: argparse._SubParsersAction[argparse.ArgumentParser]) -> None
     p.add_argument("--against", metavar="DIR", help="an earlier `harness compile --out DIR`: exit 1 on a regression")
     p.add_argument("--threshold", type=float, default=Thresholds.pct,
                    help=f"growth in percent of registers or shared memory that regresses (default {Thresholds.pct:g})")
-    p.add_argument("--jobs", type=int, default=0, help="worker processes (default: the CPU count, at most 4)")
+    p.add_argument("--jobs", type=int, help="worker processes, at least 1 (default: the CPU count, at most 4)")
     p.add_argument("--keep-triton-cache", action="store_true", help="keep OUT/triton-cache")
 
 
@@ -101,6 +101,16 @@ def _run_tasks(tasks: Sequence[dict[str, Any]], env: dict[str, str], jobs: int, 
     return problems
 
 
+def dead_targets(targets: Sequence[str], variants: Sequence[Mapping[str, Any]], unfinished: Sequence[str]
+                 ) -> list[str]:
+    """The targets where nothing compiled: a worker that left no result, or variants none of which
+    compiled (Triton takes any gfx name or compute capability and fails each kernel on one it does
+    not know). A target with no variant at all (ops without kernels) is not counted."""
+    seen = {str(v.get("target")) for v in variants}
+    compiled = {str(v.get("target")) for v in variants if v.get("ok")}
+    return [t for t in targets if t in unfinished or (t in seen and t not in compiled)]
+
+
 def _check_against(against: str | None) -> dict[str, Any] | None:
     if not against:
         return None
@@ -123,9 +133,9 @@ def run(ns: argparse.Namespace, env: Mapping[str, str]) -> int:
     targets = parse_targets(ns.targets)
     if not math.isfinite(ns.threshold) or ns.threshold <= 0:
         raise UsageError(f"--threshold {ns.threshold}: give a positive percentage, for example 10.")
-    if ns.jobs < 0:
-        raise UsageError(f"--jobs {ns.jobs}: give a number of worker processes, or 0 for the default "
-                         "(the CPU count, at most 4).")
+    if ns.jobs is not None and ns.jobs < 1:
+        raise UsageError(f"--jobs {ns.jobs}: give a number of worker processes, at least 1 (leave --jobs out "
+                         "for the CPU count, at most 4).")
     baseline = _check_against(ns.against)
     known = catalog(tuple(ns.ops_modules or ()))
     ops = list(dict.fromkeys(ns.ops or [op for op, info in known.items() if info.source == "builtin"]))
@@ -139,7 +149,7 @@ def run(ns: argparse.Namespace, env: Mapping[str, str]) -> int:
         raise UsageError(f"--out {out} already holds a compile ({RESULT}); give a new folder.")
     check_can_write_dir(out, f"--out {ns.out or out}")  # before any worker starts
     tasks = plan_tasks(ops, targets, ns.level, dtypes, tuple(ns.ops_modules or ()), out)
-    jobs = ns.jobs if ns.jobs > 0 else max(1, min(4, os.cpu_count() or 1))
+    jobs = ns.jobs if ns.jobs is not None else max(1, min(4, os.cpu_count() or 1))
     cache = out / "triton-cache"
     started = time.perf_counter()
     print(f"harness compile: {len(ops)} op(s) x {len(targets)} target(s) at level {ns.level}, {jobs} worker(s), "
@@ -147,9 +157,12 @@ def run(ns: argparse.Namespace, env: Mapping[str, str]) -> int:
     problems = _run_tasks(tasks, _worker_env(dict(env), cache), jobs, out)
     results: list[dict[str, Any]] = []
     triton = ""
+    unfinished: list[str] = []  # targets whose worker left no result
     for task in tasks:
         path = Path(task["result"])
-        if path.is_file():
+        if not path.is_file():
+            unfinished.append(task["target"])
+        else:
             data = read_json(path)
             triton = triton or str(data.get("triton_version", ""))
             results += data.get("ops", [])
@@ -174,8 +187,13 @@ def run(ns: argparse.Namespace, env: Mapping[str, str]) -> int:
     atomic_write_text(out / "compile.md", "\n".join(md) + "\n")
     print(f"{len(report['variants'])} variant(s), {len(failed)} failed, {len(problems)} problem(s) in "
           f"{report['elapsed_s']} s: {out}/compile.md", flush=True)
+    dead = dead_targets([t.label for t in targets], report["variants"], unfinished)
+    if dead:
+        print(f"harness compile: nothing compiled for {', '.join(dead)}: every variant failed or the worker "
+              f"ended without a result (an arch this Triton does not know?); see {out}/compile.md.",
+              file=sys.stderr, flush=True)
     if baseline is None:
-        return EXIT_OK
+        return EXIT_FAILED if dead else EXIT_OK
     thresholds = Thresholds(pct=ns.threshold)
     findings = judge(baseline, report, thresholds)
     atomic_write_text(out / "gate.md", render_findings(findings, str(Path(ns.against).absolute()), str(out),
@@ -184,4 +202,4 @@ def run(ns: argparse.Namespace, env: Mapping[str, str]) -> int:
     for f in bad:
         print(f"REGRESSION {f.kind}: {f.op} {f.target} {f.label}: {f.detail}")
     print(f"compile gate: {'FAIL' if bad else 'pass'} ({len(bad)} regression(s)); {out}/gate.md")
-    return EXIT_FAILED if bad else EXIT_OK
+    return EXIT_FAILED if bad or dead else EXIT_OK

@@ -476,7 +476,8 @@ ROWS: list[Row] = [
     bad("compile --against /nonexistent-compile", 2, "--against /nonexistent-compile"),
     bad("compile --threshold nan", 2, "--threshold nan: give a positive percentage"),
     bad("compile --threshold -5", 2, "--threshold -5.0: give a positive percentage"),
-    bad("compile --jobs -1", 2, "--jobs -1: give a number of worker processes"),
+    bad("compile --jobs -1", 2, "--jobs -1: give a number of worker processes, at least 1"),
+    bad("compile --jobs 0", 2, "--jobs 0: give a number of worker processes, at least 1"),
     bad("compile --jobs x", 2, "invalid int value"),
     bad("compile --keep-triton-cache=1", 2, "ignored explicit argument"),
     # -- harness container ---------------------------------------------------------------------
