@@ -38,6 +38,7 @@ __all__ = [
     "PARENT_PID_ENV",
     "RUN_MARK_ENV",
     "POISONED_EXIT",
+    "UNRECORDED_EXIT",
     "PYTEST_OFF",
     "Case",
     "CaseProgress",
@@ -55,6 +56,7 @@ EXIT_INTERRUPTED = 130  # SIGINT/SIGTERM; the run can be resumed
 
 # -- how an op process ends, besides pytest's own exit status -------------------------------
 POISONED_EXIT = 87  # the device context died (a graph capture broke it): the op is a CRASH
+UNRECORDED_EXIT = 86  # a record could not be written whole (full disk, file size limit): the op is an ERROR
 CANCELLED_EXIT = 3  # a pre-started (held) process that was told not to run
 # ChildSpec.extra key: why this op process must not capture graphs at all (an earlier attempt's
 # capture poisoned the device context); its rows fall back to the direct timer with this reason.

@@ -59,6 +59,7 @@ from harness.child.outputs import (
     dtype_name,
     first_tensor_shape,
 )
+from harness.child.plugins.records import write_record
 from harness.child.timing.base import (
     RESOLUTION_MS,
     CaptureFatal,
@@ -72,7 +73,6 @@ from harness.child.timing.base import (
 from harness.contract import POISONED_EXIT
 from harness.errors import ContextPoisoned
 from harness.results.schema import Correctness, Fallback, Measurement, Timing, case_id
-from harness.results.store import append_record
 
 __all__ = ["LatencySeam", "RowContext", "RowHook", "RowWriter", "SuiteTimers"]
 
@@ -165,7 +165,7 @@ class RowWriter:
             status=status, cache=ctx.cache, seed=ctx.seed, direction=direction,
             notes=tuple(dict.fromkeys([*notes, *ctx.notes])), **fields,
         )
-        append_record(ctx.records, record)
+        write_record(ctx.records, record)
         self.written += 1
         for hook in self.hooks:
             hook.written()

@@ -302,6 +302,8 @@ def _write_compare_html(comparison: Comparison, out: Path, title: str, context: 
         atomic_write_text(out / "compare.html", render_compare_html(comparison, title, context))
     except ImportError as exc:
         return f"compare.html not written: {exc.name or exc} is not installed (pip install -e . installs it)"
+    except OSError:
+        raise  # the system refused the write (a full disk, a quota): the command fails, as for any output
     except Exception as exc:  # noqa: BLE001 - a page that fails to render must not cost the tables
         return f"compare.html not written: {type(exc).__name__}: {exc}"
     return None

@@ -16,6 +16,7 @@ the readable records, for a run in progress), and :class:`RecordsFile` lists the
 from __future__ import annotations
 
 import csv
+import errno
 import io
 import json
 import os
@@ -145,6 +146,11 @@ def append_record(path: Path, record: Measurement) -> None:
     leaves at most a partial last line, which :func:`read_records` skips. If an
     earlier writer was killed mid-line, this line starts on a fresh one, so the
     torn fragment never swallows a good record.
+
+    A line the system takes only in part (a full disk, a file size limit, a quota) raises
+    OSError naming the file and the cause: a record is written whole or the writer knows. What
+    was taken stays as a torn line (other op processes may be appending to the same file, so it
+    is not cut back), and the next append starts on a fresh line.
     """
     line = json.dumps(json_safe(record.to_dict()), sort_keys=True, allow_nan=False) + "\n"
     fd = os.open(path, os.O_RDWR | os.O_CREAT | os.O_APPEND, 0o666)
@@ -152,7 +158,19 @@ def append_record(path: Path, record: Measurement) -> None:
         size = os.fstat(fd).st_size
         if size and os.pread(fd, 1, size - 1) != b"\n":
             line = "\n" + line
-        os.write(fd, line.encode("utf-8"))
+        data = line.encode("utf-8")
+        try:
+            written = os.write(fd, data)
+            while 0 < written < len(data):  # the rest, or the cause of the short write as an OSError
+                more = os.write(fd, data[written:])
+                if more <= 0:
+                    break
+                written += more
+        except OSError as exc:
+            raise OSError(exc.errno, exc.strerror, str(path)) from None
+        if written < len(data):
+            raise OSError(errno.ENOSPC, f"the record was written in part ({written} of {len(data)} bytes)",
+                          str(path))
         os.fsync(fd)
     finally:
         os.close(fd)

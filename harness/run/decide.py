@@ -13,7 +13,7 @@ from collections.abc import Collection, Mapping, Sequence
 from dataclasses import dataclass
 from typing import Any
 
-from harness.contract import POISONED_EXIT
+from harness.contract import POISONED_EXIT, UNRECORDED_EXIT
 from harness.results.store import csv_text
 
 __all__ = [
@@ -150,6 +150,9 @@ def classify_exit(
             return Verdict("CRASH", f"killed by {signal_name(-end.returncode)}")
         if end.returncode == POISONED_EXIT:
             return Verdict("CRASH", "device context poisoned; op process stopped")
+        if end.returncode == UNRECORDED_EXIT:
+            return Verdict("ERROR", "a record could not be written whole to records.jsonl (a full disk, a file "
+                                    "size limit or a quota; the op log names the cause); op process stopped")
         return Verdict("CRASH", f"exited with code {end.returncode} before pytest finished (os._exit or a native fatal error)")
     after = ""
     if end.timed_out or end.lingered_s is not None:

@@ -86,6 +86,8 @@ def write_html_report(run_dir: Path, info: Mapping[str, Any], records: Sequence[
         atomic_write_text(run_dir / "report.html", html_report(info, records, unreached))
     except ImportError as exc:
         return f"report.html not written: {exc.name or exc} is not installed (pip install -e . installs it)"
+    except OSError:
+        raise  # the system refused the write (a full disk, a quota): the command fails, as for any output
     except Exception as exc:  # noqa: BLE001 - see the docstring
         return f"report.html not written: {type(exc).__name__}: {exc}"
     return None

@@ -67,3 +67,106 @@ def test_dead_targets_counts_a_worker_without_result_but_not_a_target_without_ke
 
     variants = [{"target": "a", "ok": False}, {"target": "a", "ok": True}, {"target": "b", "ok": False}]
     assert dead_targets(["a", "b", "c", "d"], variants, ["d"]) == ["b", "d"]
+
+
+# -- a record written in part ----------------------------------------------------------------
+
+
+def _record() -> Any:
+    from harness.results.schema import Measurement
+
+    return Measurement(run_id="r", op="add", provider="builtin", dtype="float32", shape=(4,), backend="cpu",
+                       device="cpu", device_name="x", timer="cpu", cache="cold", status="pass")
+
+
+def test_a_short_write_of_a_record_raises_naming_the_file(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    import os
+
+    from harness.results.store import append_record, read_records_file
+
+    path = tmp_path / "records.jsonl"
+    append_record(path, _record())
+    real = os.write
+    taken = iter([10, 0])
+    monkeypatch.setattr(os, "write", lambda fd, data: real(fd, data[:next(taken)]))
+    with pytest.raises(OSError, match="written in part") as caught:
+        append_record(path, _record())
+    assert caught.value.filename == str(path)
+    monkeypatch.setattr(os, "write", real)
+    append_record(path, _record())  # the next record starts on a fresh line
+    found = read_records_file(path)
+    assert len(found.records) == 2 and [p.kind for p in found.problems] == ["torn"]
+
+
+def test_a_file_size_limit_on_records_raises(tmp_path: Path) -> None:
+    import subprocess
+    import sys
+
+    script = (
+        "import resource, sys\n"
+        "from pathlib import Path\n"
+        "from harness.results.schema import Measurement\n"
+        "from harness.results.store import append_record\n"
+        "r = Measurement(run_id='r', op='add', provider='builtin', dtype='float32', shape=(4,), backend='cpu',"
+        " device='cpu', device_name='x', timer='cpu', cache='cold', status='pass')\n"
+        "resource.setrlimit(resource.RLIMIT_FSIZE, (700, 700))\n"
+        "path = Path(sys.argv[1])\n"
+        "try:\n"
+        "    for _ in range(3):\n"
+        "        append_record(path, r)\n"
+        "except OSError as exc:\n"
+        "    print('refused', exc.filename, exc.strerror)\n"
+        "    sys.exit(1)\n"
+    )
+    done = subprocess.run([sys.executable, "-c", script, str(tmp_path / "records.jsonl")],
+                          capture_output=True, text=True, timeout=120)
+    assert done.returncode == 1, done.stderr
+    assert f"refused {tmp_path / 'records.jsonl'} File too large" in done.stdout
+
+
+def test_the_op_process_stops_when_a_record_cannot_be_written(
+        tmp_path: Path, monkeypatch: pytest.MonkeyPatch, capsys: pytest.CaptureFixture[str]) -> None:
+    import harness.child.plugins.records as records
+    from harness.contract import UNRECORDED_EXIT
+
+    def refuse(path: Path, record: object) -> None:
+        raise OSError(27, "File too large", str(path))
+
+    def exit_now(code: int) -> None:
+        raise SystemExit(code)
+
+    monkeypatch.setattr(records, "append_record", refuse)
+    monkeypatch.setattr(records.os, "_exit", exit_now)
+    with pytest.raises(SystemExit) as ended:
+        records.write_record(tmp_path / "records.jsonl", _record())
+    assert ended.value.code == UNRECORDED_EXIT
+    err = capsys.readouterr().err
+    assert "records.jsonl: the record of add[builtin-float32-4] could not be written whole" in err and "(File too large)" in err
+
+
+def test_an_op_whose_record_was_not_written_is_an_error() -> None:
+    from harness.contract import UNRECORDED_EXIT
+    from harness.run.decide import AttemptExit, classify_exit
+
+    verdict = classify_exit(AttemptExit(UNRECORDED_EXIT), ["pass"])
+    assert verdict.status == "ERROR" and "could not be written whole" in verdict.note
+
+
+def test_a_refused_write_of_report_html_fails_the_command(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    import importlib.util
+
+    # the module that defines write_html_report (its names are patched there)
+    outputs = next(m for m in (importlib.import_module(f"harness.run.{name}") for name in ("outputs", "report")
+                               if importlib.util.find_spec(f"harness.run.{name}"))
+                   if "atomic_write_text" in vars(m) and "write_html_report" in vars(m)
+                   and vars(m)["write_html_report"].__module__ == m.__name__)
+
+    def full_disk(path: Path, text: str) -> None:
+        raise OSError(28, "No space left on device", str(path))
+
+    monkeypatch.setattr(outputs, "atomic_write_text", full_disk)
+    monkeypatch.setattr(outputs, "html_report", lambda info, records, unreached: "<html></html>")
+    with pytest.raises(OSError, match="No space left"):
+        outputs.write_html_report(tmp_path, {}, [], [])
+    monkeypatch.setattr(outputs, "html_report", lambda info, records, unreached: 1 / 0)
+    assert outputs.write_html_report(tmp_path, {}, [], []) == "report.html not written: ZeroDivisionError: division by zero"

@@ -4,14 +4,16 @@ from __future__ import annotations
 
 import datetime as _dt
 import os
+import sys
 from collections.abc import Generator
 from dataclasses import replace
+from pathlib import Path
 from typing import Any
 
 import pytest
 
 from harness.child.plugins.session import get_session
-from harness.contract import POISONED_EXIT, Case
+from harness.contract import POISONED_EXIT, UNRECORDED_EXIT, Case
 from harness.errors import ContextPoisoned
 from harness.results.schema import Measurement
 from harness.results.store import append_record
@@ -19,6 +21,18 @@ from harness.results.store import append_record
 RESULT_KEY = pytest.StashKey[Measurement]()
 # The case's autotune marker (harness.autotune.ROW_MARKERS), for the rows written here (skip, error).
 AUTOTUNE_KEY = pytest.StashKey[str]()
+
+
+def write_record(path: Path, record: Measurement) -> None:
+    """Append ``record``, or end this op's process under ``UNRECORDED_EXIT`` when the system took
+    it only in part (a full disk, a file size limit, a quota): the parent marks the op ERROR, and no
+    case is measured whose record would be lost. The cause goes to the op's log first."""
+    try:
+        append_record(path, record)
+    except OSError as exc:
+        print(f"harness: error: {exc.filename or path}: the record of {record.case_id} could not be written "
+              f"whole ({exc.strerror or exc}); this op's process stops", file=sys.stderr, flush=True)
+        os._exit(UNRECORDED_EXIT)
 
 
 def _error_record(item: pytest.Item, case: Case, status: str, message: str) -> Measurement:
@@ -70,8 +84,8 @@ def pytest_runtest_makereport(item: pytest.Item, call: pytest.CallInfo[None]) ->
     if call.excinfo is not None and call.excinfo.errisinstance(ContextPoisoned):
         record = _error_record(item, case, "error", f"poisoned: {call.excinfo.value}")
         record = replace(record, notes=("poisoned",))
-        append_record(get_session(item.config).spec.records_path, record)
+        write_record(get_session(item.config).spec.records_path, record)
         # The device context is dead: stop this op's process now, under its own exit code,
         # so the parent marks the op and moves on to the next one.
         os._exit(POISONED_EXIT)
-    append_record(get_session(item.config).spec.records_path, record)
+    write_record(get_session(item.config).spec.records_path, record)
