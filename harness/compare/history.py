@@ -31,6 +31,7 @@ from harness.results.runinfo import environment_values, fingerprint
 from harness.results.store import csv_text
 
 __all__ = [
+    "APPLICATION_ID",
     "EXPORT_COLUMNS",
     "CaseCheck",
     "HistoryRules",
@@ -43,6 +44,11 @@ __all__ = [
 
 # 2: runs.environment (JSON of the run's software versions); a version 1 file gains the column.
 _SCHEMA_VERSION = 2
+# PRAGMA application_id of a history database ("HrnH"): what tells the harness's own SQLite file
+# from another program's, which is refused untouched. Files written before the mark was set are
+# known by their schema version and their two tables, and get the mark on their next write.
+APPLICATION_ID = 0x48726E48
+_TABLES = {"runs", "rows"}
 _SCHEMA = """
 CREATE TABLE IF NOT EXISTS runs (
     seq INTEGER PRIMARY KEY AUTOINCREMENT,
@@ -181,10 +187,44 @@ class HistoryStore:
     def __init__(self, path: Path) -> None:
         self.path = path
 
+    def _check_own(self) -> None:
+        """Refuse, without writing to it, a file that is not a history database of this harness: an
+        empty file, a file that is not SQLite, another program's SQLite file. A missing file is
+        created on first use."""
+        try:
+            size = self.path.stat().st_size
+        except FileNotFoundError:
+            return
+        except OSError as exc:
+            raise UsageError(f"Cannot open the history database {self.path} ({exc.strerror}). "
+                             "Choose a readable path with --db.") from None
+        if size == 0:
+            raise UsageError(f"{self.path} is an empty file, not a history database; it was left as it is. "
+                             "Delete it, or give another --db (a missing file is created).")
+        try:
+            conn = sqlite3.connect(f"{self.path.absolute().as_uri()}?mode=ro", uri=True)
+        except sqlite3.Error as exc:
+            raise UsageError(f"Cannot open the history database {self.path} ({exc}).") from None
+        try:
+            app_id = conn.execute("PRAGMA application_id").fetchone()[0]
+            version = conn.execute("PRAGMA user_version").fetchone()[0]
+            tables = {name for (name,) in conn.execute("SELECT name FROM sqlite_master WHERE type = 'table'")}
+        except sqlite3.DatabaseError as exc:
+            raise UsageError(f"{self.path} is not a usable history database ({exc}); it was left as it is. Give "
+                             "another --db.") from None
+        finally:
+            conn.close()
+        if app_id == APPLICATION_ID or (app_id == 0 and 1 <= version <= _SCHEMA_VERSION and _TABLES <= tables):
+            return
+        holds = f"tables {', '.join(sorted(tables))}" if tables else "no tables"
+        raise UsageError(f"{self.path} is an SQLite file of another program (application id {app_id}, {holds}), "
+                         "not a history database of the harness; it was left as it is. Give another --db.")
+
     @contextmanager
     def _connect(self) -> Iterator[sqlite3.Connection]:
         if self.path.is_dir():
             raise UsageError(f"History database {self.path} is a directory. Give a file path with --db.")
+        self._check_own()
         try:
             self.path.parent.mkdir(parents=True, exist_ok=True)
             conn = sqlite3.connect(self.path)
@@ -205,6 +245,7 @@ class HistoryStore:
             if "environment" not in columns:
                 conn.execute("ALTER TABLE runs ADD COLUMN environment TEXT")
             conn.execute(f"PRAGMA user_version = {_SCHEMA_VERSION}")
+            conn.execute(f"PRAGMA application_id = {APPLICATION_ID}")
             with conn:
                 yield conn
         except sqlite3.DatabaseError as exc:

@@ -170,3 +170,75 @@ def test_a_refused_write_of_report_html_fails_the_command(tmp_path: Path, monkey
         outputs.write_html_report(tmp_path, {}, [], [])
     monkeypatch.setattr(outputs, "html_report", lambda info, records, unreached: 1 / 0)
     assert outputs.write_html_report(tmp_path, {}, [], []) == "report.html not written: ZeroDivisionError: division by zero"
+
+
+# -- history: a database that is not the harness's --------------------------------------------
+
+
+def _history_run(root: Path) -> Path:
+    from harness.results.runinfo import RUN_SCHEMA_VERSION
+    from harness.results.store import append_record, write_json
+
+    run = root / "run"
+    run.mkdir()
+    write_json(run / "run.json", {"schema_version": RUN_SCHEMA_VERSION, "run_id": "r1", "status": "complete",
+                                  "backend": "cpu", "timer": "cpu", "level": "smoke",
+                                  "started_at": "2026-12-01T00:00:00+00:00", "identity": {"device_name": "x"}})
+    append_record(run / "records.jsonl", _record())
+    return run
+
+
+def _sqlite_of_another_program(path: Path) -> None:
+    import sqlite3
+
+    conn = sqlite3.connect(path)
+    conn.execute("CREATE TABLE notes (id INTEGER PRIMARY KEY, body TEXT)")
+    conn.execute("INSERT INTO notes (body) VALUES ('mine')")
+    conn.commit()
+    conn.close()
+
+
+@pytest.mark.parametrize("kind", ["other program", "empty", "not sqlite"])
+@pytest.mark.parametrize("command", ["add", "check"])
+def test_history_refuses_a_file_that_is_not_its_own_and_leaves_it_as_it_was(
+        tmp_path: Path, monkeypatch: pytest.MonkeyPatch, kind: str, command: str) -> None:
+    import hashlib
+
+    monkeypatch.chdir(tmp_path)
+    _history_run(tmp_path)
+    db = tmp_path / "other.sqlite"
+    if kind == "other program":
+        _sqlite_of_another_program(db)
+    else:
+        db.write_bytes(b"" if kind == "empty" else b"plain text, not a database\n" * 40)
+    before = hashlib.sha256(db.read_bytes()).hexdigest()
+    code, out, err = _call(["history", command, "run", "--db", str(db)])
+    assert code == 2, out + err
+    assert "it was left as it is" in err and "Traceback" not in err
+    says = {"other program": "an SQLite file of another program (application id 0, tables notes)",
+            "empty": "is an empty file, not a history database", "not sqlite": "not a usable history database"}
+    assert says[kind] in err
+    assert hashlib.sha256(db.read_bytes()).hexdigest() == before
+    assert sorted(p.name for p in tmp_path.iterdir()) == ["other.sqlite", "run"]  # no journal left beside it
+
+
+def test_history_marks_its_own_database_and_reads_one_written_before_the_mark(
+        tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    import sqlite3
+
+    from harness.compare.history import APPLICATION_ID
+
+    monkeypatch.chdir(tmp_path)
+    _history_run(tmp_path)
+    code, _, err = _call(["history", "add", "run", "--db", "h.sqlite"])
+    assert code == 0, err
+    conn = sqlite3.connect("h.sqlite")
+    assert conn.execute("PRAGMA application_id").fetchone()[0] == APPLICATION_ID
+    conn.execute("PRAGMA application_id = 0")  # as a harness before the mark wrote it
+    conn.commit()
+    conn.close()
+    code, _, err = _call(["history", "add", "run", "--db", "h.sqlite"])
+    assert code == 0, err
+    conn = sqlite3.connect("h.sqlite")
+    assert conn.execute("PRAGMA application_id").fetchone()[0] == APPLICATION_ID
+    conn.close()
