@@ -1,7 +1,8 @@
 #!/usr/bin/env bash
 # FlagGems on one H200, no network: (1) provider flaggems over the 8 built-in ops, (2) FlagGems' own
 # suite (softmax, mm) under the harness at v5.0.2 with the 5.0.2 wheel, (3) the same at v5.0.0 with
-# the 5.0.0 wheel (v5.0.2's mm benchmark raises UnboundLocalError in FlagGems itself; docs/flaggems.md).
+# the 5.0.0 wheel (v5.0.2's mm benchmark raises UnboundLocalError in FlagGems itself;
+# benchmarks/results/h200x2-2026-11-29/README.md).
 # Needs, carried next to the working tree: .whl/ (wheels) and .flaggems/ (FlagGems benchmark/ trees).
 # Results: $OUT/flaggems*/ (run directories) and the tables printed below. About 4-5 minutes
 # expected; every step has a timeout, 9.5 minutes at worst.

@@ -1,8 +1,8 @@
 #!/usr/bin/env bash
 # Rebuilds, on the CPU machine, the per-call "part" folders that `benchmarks/flaggems_corpus.py
-# merge` takes as inputs, from what the H200 sessions committed under
-# benchmarks/results/flaggems-corpus-h200-2026-12-0*/ (docs/flaggems.md, "Evidence on an H200"
-# and the "Results on the H200" sections). A part folder holds sample-K/ (a run directory out of
+# merge` takes as inputs, from what the H200 calls committed under
+# benchmarks/results/flaggems-corpus-h200-2026-12-0*/ (docs/flaggems.md, "Evidence on an H200",
+# and each folder's README.md). A part folder holds sample-K/ (a run directory out of
 # a runs*.tgz: ops_status.csv, summary.csv, run.json, records.jsonl, the op timelines under
 # specs/) and triage-K.csv, as a call's $OUT does. In merge order:
 #
@@ -15,7 +15,7 @@
 #   S12   02e call 2: sample-41, as its last periodic archive had it (perf_fft still RUNNING;
 #         the call's final statuses are 02e's sample-41-ops_status.csv; sample-44 ends it)
 #   S13   03: sample-44 (call 1), sample-45 (call 2)
-#   Newer calls' runs, given as PART:TGZ:RUNDIR:AS (docs/flaggems.md, eleventh and twelfth sessions):
+#   Newer calls' runs, given as PART:TGZ:RUNDIR:AS (the 03b and 03c folders' READMEs):
 #   S14 = 03b's runs-call2.tgz:sample-47:47 (superseded by S15), S15 = 03c's runs-call1.tgz:sample-50:50
 #
 # Each run's summary.csv is made again from its records (`harness report RUN --format csv`) and
@@ -29,7 +29,7 @@
 #
 # Check: the merge of P0..S11 reproduces 02d's ops_status.csv, summary.csv and triage.csv byte
 # for byte (cmp prints nothing; corpus.json too, in a checkout at /work/main, the path it names);
-# append /tmp/m/S12 /tmp/m/S13 to the merge for the tenth session's (03's) merged sample:
+# append /tmp/m/S12 /tmp/m/S13 to the merge for 03's merged sample:
 #   SAMPLE_SIZE=200 /tmp/hv/bin/python benchmarks/flaggems_corpus.py merge /tmp/m/P0 /tmp/m/C1 \
 #     /tmp/m/C2 /tmp/m/C3 /tmp/m/S9a /tmp/m/S9b /tmp/m/S9c /tmp/m/S10b /tmp/m/S11 --out /tmp/check02d
 #   for f in ops_status.csv summary.csv triage.csv; do

@@ -11,7 +11,8 @@ watchdog thread (``watch_parent``) is left out, so an op's seconds are its main 
 time it waits: on its device, for the release of a held process). A sample counts for the first
 phase in :data:`PHASES` one of whose frames it holds (Triton's compiler inside FlagGems'
 autotuning counts as compile); else, in the op process's main outside pytest, the held wait. Seconds are samples / rate: py-spy's rate is a target, so they
-are approximate (docs/flaggems.md, "Where a suite op's time goes").
+are approximate (benchmarks/results/flaggems-corpus-h200-2026-12-02b/README.md, "Where a suite op's
+time goes").
 """
 
 from __future__ import annotations

@@ -80,7 +80,8 @@ def _upcast(value: Any) -> Any:
 # Elements per slice of a comparison: its float64 temporaries (difference, relative error, the
 # masks) are a few of this size, 128 MiB each, whatever the output's size. Whole, a 1G-element
 # float64 output's comparison needs about 40 GiB more than the output: on the H200 that ran
-# linalg_lu_factor_ex_out's 4096x512x512 float64 row out of memory (docs/flaggems.md).
+# linalg_lu_factor_ex_out's 4096x512x512 float64 row out of memory
+# (benchmarks/results/flaggems-corpus-h200-2026-12-03b/README.md).
 COMPARE_CHUNK = 1 << 24
 
 
