@@ -72,6 +72,7 @@ from harness.child.timing.base import (
 )
 from harness.contract import POISONED_EXIT
 from harness.errors import ContextPoisoned
+from harness.results.causes import NO_TORCH_OUTPUT
 from harness.results.schema import Correctness, Fallback, Measurement, Timing, case_id
 
 __all__ = ["LatencySeam", "RowContext", "RowHook", "RowWriter", "SuiteTimers"]
@@ -252,6 +253,7 @@ class _Pending:
     baseline_wall: Samples | None = None
     baseline_fn: Callable[[], Any] | None = None
     fallback: Fallback | None = None
+    no_reference: bool = False  # torch's side returned None: the row is timed, not compared
 
 
 @dataclass
@@ -519,6 +521,11 @@ class LatencySeam:
         unchecked = self.writer.ctx.unchecked
         if not unchecked and ids != pending.arg_ids:
             unchecked = "torch and FlagGems were given different inputs by the benchmark; outputs not compared"
+        if not unchecked and _returned_none(pending.reference):
+            # The benchmark's torch side gives nothing to compare with: a defect of the benchmark,
+            # not a wrong output. The row is timed and written as a skip that says so.
+            pending.no_reference = True
+            unchecked = NO_TORCH_OUTPUT
         if unchecked:
             pending.notes.append(unchecked)
         later = self.under_gems()  # torch's ops here run FlagGems' kernels: compare after use_gems()
@@ -632,6 +639,10 @@ class LatencySeam:
         walls: dict[str, Timing] = {}
         if done.wall is not None and pending.baseline_wall is not None:
             walls = {"candidate_wall": Timing.of(done.wall.values), "baseline_wall": Timing.of(pending.baseline_wall.values)}
+        if pending.no_reference:
+            self._row(pending, "skip", timer=samples.timer, baseline=base, candidate=cand, gbps=gbps, tflops=tflops,
+                      message=NO_TORCH_OUTPUT, extra_notes=tuple(notes), extra=extra, **walls)
+            return
         self._row(pending, "pass", timer=samples.timer, correctness=correctness, baseline=base, candidate=cand,
                   speedup=base_ms / cand_ms if cand_ms > 0 else None, gbps=gbps, tflops=tflops,
                   extra_notes=tuple(notes), extra=extra, **walls)
@@ -674,6 +685,12 @@ class LatencySeam:
             return
         self._row(pending, "skip", message=message,
                   baseline=Timing.of(pending.baseline.values) if pending.baseline else None)
+
+
+def _returned_none(reference: Any) -> bool:
+    """Whether torch's side of a row returned None and wrote no input (``_outputs`` gives
+    ``[None]``): there is nothing to compare FlagGems' output with."""
+    return isinstance(reference, list) and len(reference) == 1 and reference[0] is None
 
 
 def _mismatch(key: str, c: Correctness) -> str:

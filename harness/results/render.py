@@ -9,6 +9,7 @@ from typing import Any
 
 from junit_xml import TestCase, TestSuite
 
+from harness.results.causes import op_cause
 from harness.results.schema import Measurement, shape_str
 from harness.results.store import csv_text
 from harness.results.text import xml_text
@@ -257,6 +258,26 @@ def _cell(text: str) -> str:
     return xml_text(one_line(text)).replace("|", "/")
 
 
+def _causes_section(records: Sequence[Measurement], run_info: Mapping[str, Any]) -> list[str]:
+    """report.md's "Causes": one line per op that did not pass, with its cause and evidence (its
+    row's, else derived from its status, notes and records: harness/results/causes.py)."""
+    by_op: dict[str, list[Measurement]] = {}
+    for r in records:
+        by_op.setdefault(r.op, []).append(r)
+    found: list[str] = []
+    for row in run_info.get("ops") or []:
+        if not isinstance(row, Mapping) or row.get("status") in (None, "PASS"):
+            continue
+        notes = row.get("notes", "")
+        notes = notes.split("; ") if isinstance(notes, str) else [str(n) for n in notes or ()]
+        kind, evidence = str(row.get("cause") or ""), str(row.get("evidence") or "")
+        if not kind:
+            cause = op_cause(str(row["status"]), notes, by_op.get(str(row.get("op")), ()))
+            kind, evidence = (cause.kind, cause.evidence) if cause else ("unknown", "")
+        found.append(f"- {_cell(str(row.get('op')))} ({_cell(str(row['status']))}): **{kind}**, {_cell(evidence)}")
+    return ["## Causes", "", *found, ""] if found else []
+
+
 def render_markdown(records: Sequence[Measurement], run_info: Mapping[str, Any], unreached: Sequence[Unreached] = (),
                     record_problems: Sequence[str] = ()) -> str:
     """report.md; ``record_problems`` are the lines of records.jsonl that are not records
@@ -311,6 +332,7 @@ def render_markdown(records: Sequence[Measurement], run_info: Mapping[str, Any],
         label = "skip (not run)" if u.status == "skip" else "not run"
         counts[label] = counts.get(label, 0) + 1
     lines += ["", "Totals: " + ", ".join(f"{k} {v}" for k, v in sorted(counts.items())), ""]
+    lines += _causes_section(records, run_info)
     if record_problems:
         lines += ["records.jsonl has lines that are not records (not in the table or the totals):", ""]
         lines += [f"- {_cell(p)}" for p in record_problems]

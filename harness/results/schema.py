@@ -14,6 +14,7 @@ from dataclasses import asdict, dataclass, field
 from typing import Any
 
 from harness.errors import UsageError
+from harness.results.causes import Cause, case_cause, cause_from_dict
 
 __all__ = [
     "CASE_STATUSES",
@@ -40,7 +41,10 @@ __all__ = [
 #    end of the case's timing), and direction (forward or backward: what the row timed; FlagGems'
 #    suite benchmarks both). Records of versions 1-3 read as one run, settled unless their notes
 #    say noisy, without device state, forward.
-SCHEMA_VERSION = 4
+# 5: Measurement gained cause (why a case did not pass: library, benchmark, harness, environment
+#    or unknown, with its evidence in words; harness/results/causes.py). Optional: a record of
+#    versions 1-4, or one written without it, gets it derived from what it holds when read.
+SCHEMA_VERSION = 5
 CASE_STATUSES = ("pass", "fail", "error", "skip")
 TIMERS = ("cpu", "direct", "graph", "profiler")
 DIRECTIONS = ("forward", "backward")
@@ -189,6 +193,9 @@ class Measurement:
     # backend exposes nothing (cpu).
     device_state: tuple[Mapping[str, Any], ...] = ()
     direction: str = "forward"  # what was timed: the op's forward call, or a backward pass (schema 4)
+    # Why the case did not pass (schema 5); None on a passing case. Derived from the record's own
+    # fields when not given (harness/results/causes.py), so every record that does not pass has one.
+    cause: Cause | None = None
     schema_version: int = SCHEMA_VERSION
 
     def __post_init__(self) -> None:
@@ -201,6 +208,10 @@ class Measurement:
         if self.status != "pass" and self.speedup is not None:
             # Correctness before speed: a failed case never reports a speedup.
             raise ValueError("only a passing case may carry a speedup")
+        if self.status == "pass" and self.cause is not None:
+            raise ValueError("a passing case has no cause")
+        if self.status != "pass" and self.cause is None:
+            object.__setattr__(self, "cause", case_cause(self))  # a derived field of a frozen record
 
     @property
     def case_id(self) -> str:
@@ -217,6 +228,7 @@ class Measurement:
         data["notes"] = list(self.notes)
         data["device_state"] = [dict(s) for s in self.device_state]
         data["extra"] = dict(self.extra)
+        data["cause"] = self.cause.to_dict() if self.cause is not None else None
         return data
 
 
@@ -338,6 +350,7 @@ def record_from_dict(data: Any) -> Measurement:
         if not isinstance(states, list | tuple) or not all(isinstance(x, Mapping) for x in states):
             raise ValueError("device_state must be a list of objects")
         d["device_state"] = tuple(dict(x) for x in states)
+        d["cause"] = cause_from_dict(d.get("cause")) if d.get("status") != "pass" else None
         return Measurement(**d)
     except (KeyError, TypeError, ValueError) as exc:
         what = f"missing {exc}" if isinstance(exc, KeyError) else str(exc)

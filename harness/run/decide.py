@@ -10,10 +10,12 @@ from __future__ import annotations
 
 import signal
 from collections.abc import Collection, Mapping, Sequence
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from typing import Any
 
 from harness.contract import POISONED_EXIT, UNRECORDED_EXIT
+from harness.results.causes import op_cause
+from harness.results.schema import Measurement
 from harness.results.store import csv_text
 
 __all__ = [
@@ -33,6 +35,7 @@ __all__ = [
     "render_status",
     "should_retry",
     "signal_name",
+    "with_causes",
 ]
 
 def signal_name(number: int) -> str:
@@ -48,8 +51,10 @@ FAILED_STATUSES = ("FAIL", "ERROR", "CRASH", "TIMEOUT")  # any of these makes th
 PENDING, RUNNING, INTERRUPTED = "PENDING", "RUNNING", "INTERRUPTED"
 RETRIED_STATUSES = ("CRASH", "ERROR")
 MAX_ATTEMPTS = 3  # one try and at most two retries
-# compile_s came last, so readers that go by column name or position read older files too.
-STATUS_COLUMNS = ("op", "device", "status", "attempts", "elapsed_s", "rows", "notes", "compile_s")
+# compile_s, then cause and evidence, came last, so readers that go by column name or position
+# read older files too.
+STATUS_COLUMNS = ("op", "device", "status", "attempts", "elapsed_s", "rows", "notes", "compile_s", "cause",
+                  "evidence")
 
 
 @dataclass(frozen=True)
@@ -64,6 +69,8 @@ class OpOutcome:
     rows: int = 0
     notes: tuple[str, ...] = ()
     compile_s: float | None = None  # Triton compile time of the op's processes (IR plugin), if measured
+    cause: str = ""  # why the op did not pass (harness/results/causes.py), "" while unknown or on a pass
+    evidence: str = ""
 
     @property
     def done(self) -> bool:
@@ -78,7 +85,8 @@ class OpOutcome:
         """The row as run.json and the completion marker keep it: numbers as numbers."""
         return {"op": self.op, "device": self.device, "status": self.status, "attempts": self.attempts,
                 "elapsed_s": round(self.elapsed_s, 2), "rows": self.rows, "notes": list(self.notes),
-                "compile_s": None if self.compile_s is None else round(self.compile_s, 2)}
+                "compile_s": None if self.compile_s is None else round(self.compile_s, 2),
+                "cause": self.cause, "evidence": self.evidence}
 
     @classmethod
     def from_json(cls, data: Any) -> OpOutcome:
@@ -93,7 +101,8 @@ class OpOutcome:
                        rows=int(data.get("rows", 0)),
                        notes=tuple(notes.split("; ") if isinstance(notes, str) and notes else
                                    [str(n) for n in notes] if isinstance(notes, list) else ()),
-                       compile_s=None if compile_s in (None, "") else float(compile_s))
+                       compile_s=None if compile_s in (None, "") else float(compile_s),
+                       cause=str(data.get("cause") or ""), evidence=str(data.get("evidence") or ""))
         except (KeyError, TypeError, ValueError) as exc:
             what = f"it has no {exc}" if isinstance(exc, KeyError) else str(exc)
             raise ValueError(f"an op's row {dict(data)!r} cannot be read ({what})") from None
@@ -109,6 +118,8 @@ class OpOutcome:
             "rows": str(self.rows),
             "notes": "; ".join(self.notes),
             "compile_s": "" if self.compile_s is None else f"{self.compile_s:.2f}",
+            "cause": self.cause,
+            "evidence": self.evidence,
         }
 
 
@@ -201,6 +212,19 @@ def should_retry(verdict: Verdict, attempts: int, missing: Sequence[str], earlie
     if verdict.status not in RETRIED_STATUSES or attempts >= MAX_ATTEMPTS or not missing:
         return False
     return failure_key(verdict, missing) not in earlier
+
+
+def with_causes(outcomes: Sequence[OpOutcome], records: Sequence[Measurement]) -> list[OpOutcome]:
+    """The op rows, each that did not pass and has no cause given one from its status, notes and
+    records (harness/results/causes.py); ops still running are left as they are."""
+    by_op: dict[str, list[Measurement]] = {}
+    for r in records:
+        by_op.setdefault(r.op, []).append(r)
+    found = []
+    for o in outcomes:
+        cause = None if o.cause or o.status == RUNNING else op_cause(o.status, o.notes, by_op.get(o.op, ()))
+        found.append(o if cause is None else replace(o, cause=cause.kind, evidence=cause.evidence))
+    return found
 
 
 def render_status(outcomes: Sequence[OpOutcome]) -> str:
