@@ -24,6 +24,9 @@ def test_compile_keeps_ir_and_the_gate_fails_when_registers_grow(tmp_path: Path)
     kept = tmp_path / "one" / variant["dir"]
     assert (kept / "_add_kernel.amdgcn").is_file() and (kept / "_add_kernel.ttgir").is_file()
     assert not (tmp_path / "one" / "triton-cache").exists()
+    # the worker named each variant as it began it (what its --variant-timeout watches)
+    begun = (tmp_path / "one" / "tasks" / "hip_gfx942.progress").read_text().splitlines()
+    assert begun == [f"add {variant['label']}"]
 
     base = tmp_path / "base"
     base.mkdir()

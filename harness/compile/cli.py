@@ -11,23 +11,30 @@ import datetime as _dt
 import math
 import os
 import shutil
+import signal
 import subprocess
 import sys
 import time
 from collections.abc import Mapping, Sequence
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from harness.compile.gate import Thresholds, judge, render_findings, summary_table
 from harness.compile.targets import DEFAULT_TARGETS, Target, parse_targets
-from harness.contract import EXIT_FAILED, EXIT_OK, op_file_stem
-from harness.errors import UsageError
+from harness.contract import EXIT_FAILED, EXIT_INTERRUPTED, EXIT_OK, PARENT_PID_ENV, op_file_stem
+from harness.errors import HarnessError, UsageError
 from harness.results.store import atomic_write_text, check_can_write_dir, read_json, write_json
+
+if TYPE_CHECKING:
+    from harness.run.spawn import StopToken
 
 __all__ = ["add_parser", "dead_targets", "plan_tasks", "run"]
 
 FORMAT_VERSION = 1
 RESULT = "compile.json"
+VARIANT_TIMEOUT_S = 300.0  # one variant's compile, or a worker's start before its first one
+WORKER_COMMAND: tuple[str, ...] = ("-m", "harness.compile.worker")  # after the interpreter; then the task file
+PROGRESS_POLL_S = 0.5  # how often a worker's progress file is looked at
 
 
 def add_parser(sub: argparse._SubParsersAction[argparse.ArgumentParser]) -> None:
@@ -49,12 +56,17 @@ def add_parser(sub: argparse._SubParsersAction[argparse.ArgumentParser]) -> None
     p.add_argument("--threshold", type=float, default=Thresholds.pct,
                    help=f"growth in percent of registers or shared memory that regresses (default {Thresholds.pct:g})")
     p.add_argument("--jobs", type=int, help="worker processes, at least 1 (default: the CPU count, at most 4)")
+    p.add_argument("--variant-timeout", type=float, default=VARIANT_TIMEOUT_S, metavar="SECONDS",
+                   help="end a worker (its process group) whose variant takes longer than this to compile; its "
+                        f"start before the first variant counts as one (default {VARIANT_TIMEOUT_S:g})")
     p.add_argument("--keep-triton-cache", action="store_true", help="keep OUT/triton-cache")
 
 
 def plan_tasks(ops: Sequence[str], targets: Sequence[Target], level: str, dtypes: Sequence[str],
-               ops_modules: Sequence[str], out: Path) -> list[dict[str, Any]]:
-    """One task per target, each with every op's shapes at the level."""
+               ops_modules: Sequence[str], out: Path, variant_timeout_s: float = VARIANT_TIMEOUT_S
+               ) -> list[dict[str, Any]]:
+    """One task per target, each with every op's shapes at the level; the worker writes a line to
+    ``progress`` as it begins each variant, and is ended when one takes over ``variant_timeout_s``."""
     from harness.ops.shapes import load_level
 
     shapes = load_level(level)
@@ -63,7 +75,9 @@ def plan_tasks(ops: Sequence[str], targets: Sequence[Target], level: str, dtypes
         raise UsageError(f"--level {level} has no shapes for {', '.join(missing)}; choose other ops or level.")
     items = [{"op": op, "shapes": [list(s) for s in shapes[op]], "dtypes": list(dtypes)} for op in ops]
     return [{"target": t.label, "ops": items, "ops_modules": list(ops_modules), "out": str(out),
-             "result": str(out / "tasks" / f"{op_file_stem(t.label)}.json")} for t in targets]
+             "result": str(out / "tasks" / f"{op_file_stem(t.label)}.json"),
+             "progress": str(out / "tasks" / f"{op_file_stem(t.label)}.progress"),
+             "variant_timeout_s": variant_timeout_s} for t in targets]
 
 
 def _worker_env(env: Mapping[str, str], cache: Path) -> dict[str, str]:
@@ -71,33 +85,105 @@ def _worker_env(env: Mapping[str, str], cache: Path) -> dict[str, str]:
     child["TRITON_CACHE_DIR"] = str(cache)
     src = str(Path(__file__).absolute().parent.parent.parent)
     child["PYTHONPATH"] = src + (os.pathsep + env["PYTHONPATH"] if env.get("PYTHONPATH") else "")
+    child[PARENT_PID_ENV] = str(os.getpid())  # the worker ends with this process (harness.compile.worker)
     return child
 
 
+class CompileInterrupted(HarnessError):
+    """SIGINT or SIGTERM while the workers ran: they were ended, nothing was written (exit 130)."""
+
+    exit_code = EXIT_INTERRUPTED
+
+
 def _run_tasks(tasks: Sequence[dict[str, Any]], env: dict[str, str], jobs: int, out: Path) -> list[str]:
-    """Run the workers, ``jobs`` at a time; problems of workers that crashed."""
-    problems: list[str] = []
-    pending = list(tasks)
-    running: list[tuple[subprocess.Popen[bytes], dict[str, Any], Path]] = []
+    """Run the workers, ``jobs`` at a time, each as an op process is run: a session of its own,
+    a deadline, its process group ended and what it left outside the group found by its mark
+    (harness.run.spawn, harness.run.leftovers). The deadline moves each time the worker begins
+    a variant: a worker that begins none for its task's ``variant_timeout_s`` is ended (its
+    imports and tracing count toward the first). The problems of workers that crashed, were
+    ended or left processes running; a signal ends every worker and raises
+    :class:`CompileInterrupted`."""
+    from concurrent.futures import ThreadPoolExecutor
+
+    from harness.run.spawn import StopToken, stop_on_signals
+
     (out / "tasks").mkdir(parents=True, exist_ok=True)
-    while pending or running:
-        while pending and len(running) < jobs:
-            task = pending.pop(0)
-            spec = out / "tasks" / f"{op_file_stem(task['target'])}.task.json"
-            write_json(spec, task)
-            log = out / "tasks" / f"{op_file_stem(task['target'])}.log"
-            with open(log, "wb") as fh:
-                child = subprocess.Popen([sys.executable, "-m", "harness.compile.worker", str(spec)],
-                                         env=env, stdout=fh, stderr=subprocess.STDOUT)
-            running.append((child, task, log))
-        time.sleep(0.1)
-        for item in [r for r in running if r[0].poll() is not None]:
-            running.remove(item)
-            child, task, log = item
-            if child.returncode != 0 or not Path(task["result"]).is_file():
-                tail = log.read_text(errors="replace").strip().splitlines()[-1:] if log.is_file() else []
-                problems.append(f"the worker for {task['target']} exited with {child.returncode}: "
-                                f"{tail[0] if tail else 'no output'} (log: {log})")
+    stop = StopToken()
+    with stop_on_signals(stop), ThreadPoolExecutor(max_workers=jobs, thread_name_prefix="compile") as pool:
+        found = list(pool.map(lambda task: _run_worker(task, env, out, stop), tasks))
+    if stop.requested:
+        raise CompileInterrupted(f"interrupted ({stop.reason}): the compile workers were ended; nothing was "
+                                 f"written to {out / RESULT}.")
+    return [problem for problems in found for problem in problems]
+
+
+def _size(path: Path) -> int:
+    try:
+        return path.stat().st_size
+    except OSError:
+        return -1
+
+
+def _last_line(path: Path) -> str:
+    try:
+        lines = path.read_text(errors="replace").strip().splitlines()
+    except OSError:
+        return ""
+    return lines[-1] if lines else ""
+
+
+def _wait_progressing(pid: int, progress: Path, timeout_s: float, stop: StopToken) -> str:
+    """harness.run.spawn.wait_exit with a deadline that moves to ``timeout_s`` after each line the
+    worker adds to ``progress``: 'exited', 'stopped' or 'timeout'."""
+    from harness.run.spawn import wait_exit
+
+    seen, deadline = _size(progress), time.monotonic() + timeout_s
+    while True:
+        state = wait_exit(pid, min(deadline, time.monotonic() + PROGRESS_POLL_S), stop)
+        if state != "timeout":
+            return state
+        size = _size(progress)
+        if size != seen:  # a variant begun: its own timeout starts now
+            seen, deadline = size, time.monotonic() + timeout_s
+        elif time.monotonic() >= deadline:
+            return "timeout"
+
+
+def _run_worker(task: Mapping[str, Any], env: Mapping[str, str], out: Path, stop: StopToken) -> list[str]:
+    """One task's worker from its start to its reaping; its problems."""
+    from harness.run.leftovers import describe, end_marked, find_marked, op_marks
+    from harness.run.spawn import end_group, reap_group
+
+    if stop.requested:
+        return []
+    target, timeout_s = str(task["target"]), float(task["variant_timeout_s"])
+    stem = op_file_stem(target)
+    spec, log, progress = out / "tasks" / f"{stem}.task.json", out / "tasks" / f"{stem}.log", Path(task["progress"])
+    write_json(spec, task)
+    progress.unlink(missing_ok=True)  # an earlier worker's lines must not name this one's variant
+    with open(log, "wb") as fh:
+        child = subprocess.Popen([sys.executable, *WORKER_COMMAND, str(spec)],
+                                 env={**env, **op_marks(out, target)}, stdout=fh, stderr=subprocess.STDOUT,
+                                 stdin=subprocess.DEVNULL, start_new_session=True)
+    state = _wait_progressing(child.pid, progress, timeout_s, stop)
+    if state == "stopped":
+        end_group(child, signal.SIGINT, stop)
+    elif state == "timeout":
+        end_group(child, signal.SIGTERM, stop)
+    else:
+        reap_group(child)
+    problems: list[str] = []
+    doing = _last_line(progress)
+    if state == "timeout":
+        what = f"compiling {doing}" if doing else "its start (imports, tracing) before any variant"
+        problems.append(f"the worker for {target} was ended: {what} took over --variant-timeout {timeout_s:g} s "
+                        f"(log: {log})")
+    elif state == "exited" and (child.returncode != 0 or not Path(task["result"]).is_file()):
+        problems.append(f"the worker for {target} exited with {child.returncode}: {_last_line(log) or 'no output'}"
+                        f"{f' (last variant begun: {doing})' if doing else ''} (log: {log})")
+    left = end_marked(find_marked(out, target), out)
+    if left:
+        problems.append(f"the worker for {target} left processes running, ended: {describe(left)}")
     return problems
 
 
@@ -126,16 +212,24 @@ def _check_against(against: str | None) -> dict[str, Any] | None:
     return data
 
 
+def _check_numbers(ns: argparse.Namespace) -> None:
+    """--threshold, --variant-timeout and --jobs, before anything is written."""
+    if not math.isfinite(ns.threshold) or ns.threshold <= 0:
+        raise UsageError(f"--threshold {ns.threshold}: give a positive percentage, for example 10.")
+    if not math.isfinite(ns.variant_timeout) or ns.variant_timeout <= 0:
+        raise UsageError(f"--variant-timeout {ns.variant_timeout}: give a positive number of seconds, for "
+                         f"example {VARIANT_TIMEOUT_S:g}.")
+    if ns.jobs is not None and ns.jobs < 1:
+        raise UsageError(f"--jobs {ns.jobs}: give a number of worker processes, at least 1 (leave --jobs out "
+                         "for the CPU count, at most 4).")
+
+
 def run(ns: argparse.Namespace, env: Mapping[str, str]) -> int:
     from harness.ops.registry import catalog
     from harness.options import _dtypes
 
     targets = parse_targets(ns.targets)
-    if not math.isfinite(ns.threshold) or ns.threshold <= 0:
-        raise UsageError(f"--threshold {ns.threshold}: give a positive percentage, for example 10.")
-    if ns.jobs is not None and ns.jobs < 1:
-        raise UsageError(f"--jobs {ns.jobs}: give a number of worker processes, at least 1 (leave --jobs out "
-                         "for the CPU count, at most 4).")
+    _check_numbers(ns)
     baseline = _check_against(ns.against)
     known = catalog(tuple(ns.ops_modules or ()))
     ops = list(dict.fromkeys(ns.ops or [op for op, info in known.items() if info.source == "builtin"]))
@@ -148,7 +242,7 @@ def run(ns: argparse.Namespace, env: Mapping[str, str]) -> int:
     if (out / RESULT).exists():
         raise UsageError(f"--out {out} already holds a compile ({RESULT}); give a new folder.")
     check_can_write_dir(out, f"--out {ns.out or out}")  # before any worker starts
-    tasks = plan_tasks(ops, targets, ns.level, dtypes, tuple(ns.ops_modules or ()), out)
+    tasks = plan_tasks(ops, targets, ns.level, dtypes, tuple(ns.ops_modules or ()), out, ns.variant_timeout)
     jobs = ns.jobs if ns.jobs is not None else max(1, min(4, os.cpu_count() or 1))
     cache = out / "triton-cache"
     started = time.perf_counter()

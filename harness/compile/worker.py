@@ -5,20 +5,27 @@ and dtypes), the target, the output folder and the result file. Every case is tr
 launch expanded over its autotune configs, bound for the target and compiled once per distinct
 variant (kernel, argument types, constexprs, launch options); the IR of each lands under
 ``OUT/ir/<target>/<op>/`` and the result file lists every variant with the cases that use it.
-The parent runs this with TRITON_INTERPRET unset and a Triton cache of its own.
+Before compiling a variant the worker appends a line naming it to the task's progress file:
+the parent ends a worker whose variant takes longer than its timeout (harness.compile.cli).
+The parent runs this in a session of its own, with TRITON_INTERPRET unset and a Triton cache of
+its own; like an op process, the worker ends itself and its process group once that parent is
+gone (a harness killed with SIGKILL cannot end it).
 """
 
 from __future__ import annotations
 
 import json
+import os
+import signal
 import sys
 import time
+from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
 from harness.compile.kernels import bind, compile_variant, expand, trace_case
 from harness.compile.targets import Target, parse_targets
-from harness.contract import op_file_stem
+from harness.contract import PARENT_PID_ENV, op_file_stem
 from harness.ir.capture import IrCapture, nvidia_tools
 from harness.results.schema import shape_str
 from harness.results.store import write_json
@@ -31,14 +38,15 @@ def _error(exc: BaseException) -> str:
     return f"{type(exc).__name__}: {text[-1][:400] if text else ''}".rstrip(": ")
 
 
-def run_task(task: dict[str, Any]) -> dict[str, Any]:
-    """Every op of the task for its target: {"target", "ops": [per op result], "elapsed_s"}."""
+def run_task(task: dict[str, Any], begin: Callable[[str], None] = lambda _: None) -> dict[str, Any]:
+    """Every op of the task for its target: {"target", "ops": [per op result], "elapsed_s"};
+    ``begin`` is called with each variant's name before it is compiled."""
     (target,) = parse_targets(task["target"])
     started = time.perf_counter()
     capture = IrCapture(tools=nvidia_tools(), sass=False)
     capture.install()
     try:
-        results = [_run_op(item, target, Path(task["out"]), tuple(task.get("ops_modules", ())), capture)
+        results = [_run_op(item, target, Path(task["out"]), tuple(task.get("ops_modules", ())), capture, begin)
                    for item in task["ops"]]
     finally:
         capture.uninstall()
@@ -49,7 +57,7 @@ def run_task(task: dict[str, Any]) -> dict[str, Any]:
 
 
 def _run_op(item: dict[str, Any], target: Target, out: Path, ops_modules: tuple[str, ...],
-            capture: IrCapture) -> dict[str, Any]:
+            capture: IrCapture, begin: Callable[[str], None]) -> dict[str, Any]:
     from harness.ops.registry import load_op
 
     op = load_op(item["op"], ops_modules)
@@ -82,6 +90,7 @@ def _run_op(item: dict[str, Any], target: Target, out: Path, ops_modules: tuple[
                         "op": op.id, "kernel": variant.kernel, "variant": bound.vid, "label": bound.label,
                         "config": variant.config, "target": target.label, "cases": [case], "ok": True,
                     }
+                    begin(f"{op.id} {bound.label}")
                     capture.begin_case()
                     try:
                         compile_variant(bound)
@@ -100,9 +109,31 @@ def _run_op(item: dict[str, Any], target: Target, out: Path, ops_modules: tuple[
             "elapsed_s": round(time.perf_counter() - started, 3)}
 
 
+def _end_own_group() -> None:
+    """SIGKILL this worker's process group (it leads one: the parent started it in a session of
+    its own), so what it started goes with it; otherwise this process alone."""
+    pid = os.getpid()
+    print(f"harness.compile.worker: the harness process is gone; ending worker {pid} and its group",
+          file=sys.stderr, flush=True)
+    if os.getpgid(0) == pid:
+        os.killpg(pid, signal.SIGKILL)
+    os.kill(pid, signal.SIGKILL)
+
+
 def main(argv: list[str]) -> int:
+    from harness.child.process import watch_parent
+
+    raw = os.environ.pop(PARENT_PID_ENV, "")
+    watch_parent(int(raw) if raw.isdigit() else os.getppid(), on_gone=_end_own_group)
     task = json.loads(Path(argv[0]).read_text())
-    result = run_task(task)
+    progress = task.get("progress")
+    with open(progress or os.devnull, "a", encoding="utf-8") as fh:
+
+        def begin(variant: str) -> None:
+            fh.write(variant + "\n")
+            fh.flush()
+
+        result = run_task(task, begin)
     write_json(Path(task["result"]), result)
     return 0
 

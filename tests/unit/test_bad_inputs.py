@@ -479,6 +479,9 @@ ROWS: list[Row] = [
     bad("compile --jobs -1", 2, "--jobs -1: give a number of worker processes, at least 1"),
     bad("compile --jobs 0", 2, "--jobs 0: give a number of worker processes, at least 1"),
     bad("compile --jobs x", 2, "invalid int value"),
+    bad("compile --variant-timeout 0", 2, "--variant-timeout 0.0: give a positive number of seconds"),
+    bad("compile --variant-timeout nan", 2, "--variant-timeout nan: give a positive number of seconds"),
+    bad("compile --variant-timeout x", 2, "invalid float value"),
     bad("compile --keep-triton-cache=1", 2, "ignored explicit argument"),
     # -- harness container ---------------------------------------------------------------------
     bad("container plan", 2, "the following arguments are required: --backend"),

@@ -1,12 +1,26 @@
-"""`harness compile`: targets, tracing a built-in op on meta tensors, the gate's rules."""
+"""`harness compile`: targets, tracing a built-in op on meta tensors, the gate's rules, and its
+workers run as op processes are (a session each, a timeout per variant, the group and strays
+ended), with a stand-in worker (tests/data/compile_worker_stub.py) so no compiler runs."""
 
 from __future__ import annotations
 
+import os
+import signal
+import threading
+from pathlib import Path
+from typing import Any
+
 import pytest
 
+import harness.compile.cli
+from harness.compile.cli import CompileInterrupted, _run_tasks, _worker_env
 from harness.compile.gate import Thresholds, judge, render_findings
 from harness.compile.targets import Target, parse_targets
+from harness.contract import op_file_stem
 from harness.errors import UsageError
+from tests.procs import alive, wait_for
+
+STUB = Path(__file__).resolve().parents[1] / "data" / "compile_worker_stub.py"
 
 
 def test_targets_parse_with_their_warp_size() -> None:
@@ -57,3 +71,88 @@ def test_the_gate_fails_on_a_kernel_that_stops_compiling_or_grows() -> None:
     assert text.startswith("# Compile gate: FAIL") and "| REGRESSION | stops-compiling | mm | cuda:90 | k[c]" in text
     assert judge(base, base) == []
     assert render_findings([], "b", "h", Thresholds()).startswith("# Compile gate: pass")
+
+
+# -- the workers: spawned, timed out and reaped as op processes are --------------------------
+
+
+def _stub_task(out: Path, steps: list[float], timeout_s: float, stray: bool = False,
+               target: str = "cuda:90") -> dict[str, Any]:
+    """A task as plan_tasks makes it, with what the stand-in worker does."""
+    stem = out / "tasks" / op_file_stem(target)
+    return {"target": target, "result": f"{stem}.json", "progress": f"{stem}.progress",
+            "variant_timeout_s": timeout_s, "stub": {"pids": str(out / "pids"), "steps": steps, "stray": stray}}
+
+
+def _pid(out: Path, name: str) -> int:
+    return int((out / "pids" / name).read_text())
+
+
+def _wait_gone(out: Path, name: str) -> None:
+    pid = _pid(out, name)
+    wait_for(lambda: not alive(pid), f"the stub's {name} process (pid {pid}) to end", timeout=10)
+
+
+@pytest.fixture
+def stub_worker(monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.setattr(harness.compile.cli, "WORKER_COMMAND", (str(STUB),))
+
+
+@pytest.mark.usefixtures("stub_worker")
+def test_a_worker_whose_variant_hangs_is_ended_with_its_group_and_what_it_left_elsewhere(tmp_path: Path) -> None:
+    out = tmp_path / "out"
+    problems = _run_tasks([_stub_task(out, [0.0, -1], timeout_s=1.0, stray=True)],
+                          _worker_env(os.environ, out / "cache"), 1, out)
+    ended, left = problems
+    assert ended.startswith("the worker for cuda:90 was ended: compiling stub variant-1 took over "
+                            "--variant-timeout 1 s"), problems
+    stray = _pid(out, "stray")
+    assert left == f"the worker for cuda:90 left processes running, ended: pid {stray} (sleep 300)"
+    for name in ("worker", "group", "stray"):
+        _wait_gone(out, name)
+    assert not (out / "tasks" / "cuda_90.json").exists()
+
+
+@pytest.mark.usefixtures("stub_worker")
+def test_the_timeout_is_per_variant_a_worker_that_keeps_beginning_variants_runs_on(tmp_path: Path) -> None:
+    out = tmp_path / "out"
+    # twelve variants of 0.25 s: longer than the timeout in all, none of them near it
+    problems = _run_tasks([_stub_task(out, [0.25] * 12, timeout_s=2.0)], _worker_env(os.environ, out / "c"), 1, out)
+    assert problems == []
+    assert (out / "tasks" / "cuda_90.json").is_file()
+    assert len((out / "tasks" / "cuda_90.progress").read_text().splitlines()) == 12
+
+
+@pytest.mark.usefixtures("stub_worker")
+def test_a_worker_stuck_before_its_first_variant_is_ended_and_a_crashed_one_is_named(tmp_path: Path) -> None:
+    out = tmp_path / "out"
+    stuck = _stub_task(out, [0.0], timeout_s=0.5)
+    stuck["stub"]["start_s"] = -1
+    crashed = _stub_task(out, [0.0], timeout_s=30, target="hip:gfx942")
+    crashed["stub"]["pids"] = 7  # the stub fails at once: a number is no folder
+    problems = _run_tasks([stuck, crashed], _worker_env(os.environ, out / "c"), 2, out)
+    ended, crash = problems  # in the tasks' order
+    assert crash.startswith("the worker for hip:gfx942 exited with 1: TypeError: "), crash
+    assert crash.endswith(f"(log: {out / 'tasks' / 'hip_gfx942.log'})")
+    assert ended == ("the worker for cuda:90 was ended: its start (imports, tracing) before any variant took "
+                     f"over --variant-timeout 0.5 s (log: {out / 'tasks' / 'cuda_90.log'})")
+    _wait_gone(out, "worker")
+
+
+@pytest.mark.usefixtures("stub_worker")
+def test_a_signal_ends_every_worker_and_nothing_is_written(tmp_path: Path) -> None:
+    if threading.current_thread() is not threading.main_thread():
+        pytest.skip("signal handlers are installed from the main thread only")
+    out = tmp_path / "out"
+
+    def interrupt() -> None:
+        wait_for(lambda: (out / "pids" / "group").is_file(), "the stub to start", timeout=60)
+        os.kill(os.getpid(), signal.SIGINT)
+
+    sender = threading.Thread(target=interrupt)
+    sender.start()
+    with pytest.raises(CompileInterrupted, match="interrupted [(]SIGINT[)]: the compile workers were ended"):
+        _run_tasks([_stub_task(out, [-1], timeout_s=60)], _worker_env(os.environ, out / "c"), 1, out)
+    sender.join()
+    for name in ("worker", "group"):
+        _wait_gone(out, name)
