@@ -44,8 +44,9 @@ from harness.ops.registry import BUILTIN  # noqa: E402
 from harness.options import resolve_run_options  # noqa: E402
 from harness.results.schema import Measurement  # noqa: E402
 from harness.results.store import read_records  # noqa: E402
-from harness.run.execute import execute, prepare  # noqa: E402
+from harness.run.execute import execute  # noqa: E402
 from harness.run.plan import shard_ops  # noqa: E402
+from harness.sources import prepare  # noqa: E402
 
 TARGET_RATIO = 1.8
 FLAGGED = ("regression", "improvement")

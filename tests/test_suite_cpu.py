@@ -15,8 +15,8 @@ import pytest
 from harness.contract import RunFiles
 from harness.options import RunOptions
 from harness.results.store import read_json, read_records
-from harness.run.execute import execute, prepare_resume
-from harness.suite.runner import prepare_suite
+from harness.run.execute import execute
+from harness.sources import prepare, prepare_resume
 from tests.data.fake_flaggems_suite import write_fake_suite
 
 ROOT = Path(__file__).resolve().parents[1]
@@ -38,7 +38,7 @@ def test_the_v53_corpus_runs_through_the_batch_executor_and_resumes(tmp_path: Pa
                          op_timeout=120.0, prestart="on")
     env = env_for(suite.site)
     out = io.StringIO()
-    code = execute(prepare_suite(options, str(suite.benchmark), env), env, out)
+    code = execute(prepare(options, env), env, out)
     assert code == 1, out.getvalue()  # broken_add fails its check
     status = {o["op"]: o["status"] for o in read_json(run_dir / "run.json")["ops"]}
     assert status == {"add": "PASS", "bitwise_not": "PASS", "broken_add": "FAIL", "skipped_op": "SKIP",

@@ -377,7 +377,7 @@ def _refuse_pipeline_only_early(run_args: Sequence[str], container: str | None, 
     if allow_cpu:
         return
     from harness.backends import resolve_backend
-    from harness.cli import parse_run_args
+    from harness.runargs import parse_run_args
 
     name = container or parse_run_args(run_args).backend or "auto"
     backend = resolve_backend(name)

@@ -15,9 +15,8 @@ from importlib import resources
 from pathlib import Path
 from typing import Any
 
-import yaml
-
 from harness.errors import UsageError
+from harness.yamlfile import load_yaml
 
 __all__ = ["SHIPPED", "KnownSpread", "SizeClass", "SpreadTable", "load_spread", "parse_spread"]
 
@@ -148,8 +147,9 @@ def load_spread(path: Path | None = None) -> SpreadTable:
     except OSError as exc:
         raise UsageError(f"Cannot read the run-spread table {path} ({exc.strerror}). Give an existing "
                          "file with --spread, or leave it out to use the shipped table.") from None
+    data = load_yaml(text, f"Run-spread table {origin}", f"Fix it as described at the top of harness/compare/{SHIPPED}.")
     try:
-        return parse_spread(yaml.safe_load(text), origin)
-    except (yaml.YAMLError, ValueError) as exc:
+        return parse_spread(data, origin)
+    except ValueError as exc:
         raise UsageError(f"Run-spread table {origin} is not usable: {exc}. Fix it as described at the top "
                          f"of harness/compare/{SHIPPED}.") from None

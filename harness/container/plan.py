@@ -487,7 +487,7 @@ def plan_invocation(
     """Check the user's `harness run` arguments for the container and pin the run id.
 
     The arguments are read by `harness run`'s own parser (``parse``; default
-    :func:`harness.cli.parse_run_args`), so abbreviations and ``--opt=value`` forms are seen
+    :func:`harness.runargs.parse_run_args`), so abbreviations and ``--opt=value`` forms are seen
     as the run inside will see them, and a bad argument is refused before a container starts.
     ``--backend`` may be given only if it names this backend (aliases count, through
     ``resolve``: alias -> name). Output paths must stay inside reports/, the only writable
@@ -495,7 +495,7 @@ def plan_invocation(
     the host knows where the reports land.
     """
     if parse is None:
-        from harness.cli import parse_run_args
+        from harness.runargs import parse_run_args
 
         parse = parse_run_args
     kept = list(args)

@@ -6,10 +6,9 @@ from collections.abc import Collection, Mapping
 from pathlib import Path
 from typing import Any
 
-import yaml
-
 from harness.errors import ConfigError, UsageError
 from harness.ops.base import Shape
+from harness.yamlfile import read_yaml
 
 __all__ = ["LEVELS", "load_level", "load_shapes_file", "parse_shapes"]
 
@@ -55,26 +54,7 @@ def parse_shapes(data: Any, source: str, known_ops: Collection[str] | None) -> d
 
 
 def _read_yaml(path: Path, source: str) -> Any:
-    try:
-        text = path.read_text(encoding="utf-8")
-    except OSError as exc:
-        raise UsageError(f"{source}: cannot read it ({exc.strerror}). Check the path.") from exc
-    except UnicodeDecodeError as exc:
-        raise ConfigError(f"{source}: not valid YAML: not UTF-8 text (byte {exc.start}). Give a YAML "
-                          "file such as 'softmax: [[1024, 1024]]'.") from None
-    try:
-        return yaml.safe_load(text)
-    except RecursionError:
-        raise ConfigError(f"{source}: not valid YAML: nested too deeply. Fix the file.") from None
-    except yaml.YAMLError as exc:
-        where = ""
-        mark = getattr(exc, "problem_mark", None)
-        if mark is not None:
-            where = f" at line {mark.line + 1}, column {mark.column + 1}"
-        raise ConfigError(
-            f"{source}: not valid YAML{where}: {getattr(exc, 'problem', exc)}. "
-            "Fix the file; the format is 'op_id: [[dim, dim], ...]'."
-        ) from exc
+    return read_yaml(path, source, "Fix the file; the format is 'op_id: [[dim, dim], ...]'.")
 
 
 def load_level(level: str) -> dict[str, list[Shape]]:

@@ -36,11 +36,10 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
-import yaml
-
 from harness.errors import ConfigError, UsageError
 from harness.ops.base import DEFAULT_TOLERANCES, DTYPES, OpSpec, Shape, Tolerance
 from harness.providers.bindings import GemsCall
+from harness.yamlfile import read_yaml
 
 __all__ = [
     "MAKERS",
@@ -362,14 +361,7 @@ def build_ops(decls: Sequence[DeclaredOp]) -> Declared:
 def load_declared(path: str | Path) -> Declared:
     """Read a FlagGems ops YAML file into OpSpecs and their declared shapes."""
     source = str(path)
-    try:
-        text = Path(path).read_text()
-    except OSError as exc:
-        raise UsageError(f"FlagGems ops file {source}: cannot read it ({exc.strerror}). Check the path.") from exc
-    try:
-        data = yaml.safe_load(text)
-    except yaml.YAMLError as exc:
-        raise ConfigError(f"FlagGems ops file {source}: not valid YAML: {exc}") from exc
+    data = read_yaml(Path(path), f"FlagGems ops file {source}")
     return build_ops(parse_declarations(data, source))
 
 

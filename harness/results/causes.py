@@ -23,10 +23,7 @@ import re
 from collections import Counter
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
-from typing import TYPE_CHECKING, Any
-
-if TYPE_CHECKING:
-    from harness.results.schema import Measurement
+from typing import Any, Protocol
 
 __all__ = [
     "BUDGET_NOTE",
@@ -110,7 +107,30 @@ def _raised(text: str, who: str) -> Cause:
     return Cause(who, said)
 
 
-def case_cause(record: Measurement) -> Cause | None:
+class _Checked(Protocol):
+    @property
+    def shape_mismatch(self) -> str: ...
+
+
+class CaseFacts(Protocol):
+    """What a cause is read from: these fields of a record (harness.results.schema.Measurement,
+    which carries a Cause: this module sits below the schema)."""
+
+    @property
+    def status(self) -> str: ...
+    @property
+    def message(self) -> str: ...
+    @property
+    def notes(self) -> tuple[str, ...]: ...
+    @property
+    def correctness(self) -> _Checked | None: ...
+    @property
+    def shape(self) -> tuple[int, ...]: ...
+    @property
+    def cause(self) -> Cause | None: ...
+
+
+def case_cause(record: CaseFacts) -> Cause | None:
     """The cause of one record that did not pass; None for a passing one (pure)."""
     if record.status == "pass":
         return None
@@ -170,7 +190,7 @@ def _most_common(causes: Sequence[Cause]) -> tuple[Cause, int]:
     return next(c for c in causes if c.kind == kind), counts[kind]
 
 
-def op_cause(status: str, notes: Sequence[str], records: Sequence[Measurement]) -> Cause | None:
+def op_cause(status: str, notes: Sequence[str], records: Sequence[CaseFacts]) -> Cause | None:
     """The cause of an op that did not pass, from its status (ops_status.csv), its row's notes
     and its records; None for a passing op (pure)."""
     said = "; ".join(n for n in notes if n)

@@ -7,7 +7,7 @@ started early but held before pytest, having only imported modules (no device op
 the previous op's group is gone. Records are written by the op processes as cases complete;
 the batch decides what ran, how it ended (harness.run.decide) and what a resume still has to do.
 
-What differs between sources of ops is an :class:`OpRunner`: the harness's own cases
+What differs between sources of ops is an :class:`~harness.run.context.OpRunner`: the harness's own cases
 (:class:`CaseRunner`) and a library's benchmark suite (harness.suite.runner.SuiteRunner) plug
 into the same attempt loop, retries, timeouts, pre-start, markers and progress.
 """
@@ -16,19 +16,19 @@ from __future__ import annotations
 
 import os
 import signal
-import subprocess
 import threading
 import time
 from collections.abc import Callable, Collection, Mapping, Sequence
-from dataclasses import dataclass, field, replace
+from dataclasses import dataclass, replace
 from pathlib import Path
-from typing import Any, Protocol
+from typing import Any
 
 from harness.contract import CAPTURE_OFF, PYTEST_OFF, ChildSpec, RunFiles
 from harness.options import MAX_PRESTART_DEPTH, PRESTART_DEPTH
 from harness.results.schema import Measurement
 from harness.results.store import atomic_write_text, read_records
 from harness.run.caches import cache_env, run_cache_dir
+from harness.run.context import BatchContext, BatchEvents, HeldProcess, OpRunner, TuneStep
 from harness.run.decide import (
     INTERRUPTED,
     PENDING,
@@ -59,93 +59,16 @@ from harness.run.spawn import (
     start,
     wait_exit,
 )
-from harness.run.sweep import DeviceLocks, SweepStep
 
 __all__ = [
-    "BatchContext",
-    "BatchEvents",
     "BatchResult",
     "CaseRunner",
-    "OpRunner",
     "device_shares",
     "run_batch",
     "run_op",
 ]
 
 CASES_FILE = Path(__file__).resolve().parent.parent / "child" / "test_cases.py"
-
-
-class BatchEvents(Protocol):
-    """What a progress display hears; called from the device threads."""
-
-    def attempt_started(self, device: str, op: str, attempt: int) -> None: ...
-
-    def op_finished(self, outcome: OpOutcome) -> None: ...
-
-    def note(self, text: str) -> None: ...
-
-
-class OpRunner(Protocol):
-    """A source of ops: the process an attempt of an op starts, and what it leaves behind."""
-
-    def launch(self, ctx: BatchContext, op_plan: OpPlan, attempt: int, skip: Collection[str],
-               capture_off: str = "") -> Launch:
-        """Write what the op's process reads and say how to start it (for the cases not in ``skip``;
-        ``capture_off``: why the process must capture no graph, put in its spec as CAPTURE_OFF)."""
-        ...
-
-    def collect(self, ctx: BatchContext, op_plan: OpPlan, end: AttemptExit | None) -> tuple[str, ...]:
-        """After the process is gone (``end`` None: a stop cut it short): turn what it left into
-        records where it did not append them itself; notes for the op's row."""
-        ...
-
-    def run_info(self, identity: Mapping[str, Any]) -> dict[str, Any]:
-        """Facts this source adds to run.json."""
-        ...
-
-
-@dataclass(frozen=True)
-class _Held:
-    """A pre-started op process: imports done, waiting for ``go`` on its stdin."""
-
-    child: subprocess.Popen[bytes]
-    exit_path: Path
-    skip: frozenset[str]
-
-
-@dataclass(frozen=True)
-class BatchContext:
-    """What every device thread shares."""
-
-    plan: RunPlan
-    run_dir: Path
-    parent_env: Mapping[str, str]
-    stop: StopToken
-    events: BatchEvents
-    runner: OpRunner
-    prestart: bool = False
-    prestart_depth: int = PRESTART_DEPTH  # how many of a device's next ops are held at once
-    cache_dir: Path | None = None  # the run's own compiler caches (harness.run.caches), if isolated
-    sweep: SweepStep | None = None  # --sweep-devices: tune autotuned ops before measuring them
-    locks: DeviceLocks = field(default_factory=DeviceLocks)
-    held: dict[str, _Held] = field(default_factory=dict)  # op -> its pre-started process
-    held_lock: threading.Lock = field(default_factory=threading.Lock)
-
-    @property
-    def files(self) -> RunFiles:
-        return RunFiles(self.run_dir)
-
-    @property
-    def records_path(self) -> Path:
-        return self.files.records
-
-    def is_held(self, op: str) -> bool:
-        with self.held_lock:
-            return op in self.held
-
-    def take_held(self, op: str) -> _Held | None:
-        with self.held_lock:
-            return self.held.pop(op, None)
 
 
 class CaseRunner:
@@ -218,12 +141,12 @@ def compile_seconds(records: Sequence[Measurement]) -> float | None:
 
 
 def _spawn(ctx: BatchContext, op_plan: OpPlan, attempt: int, skip: Collection[str], hold: bool,
-           capture_off: str = "") -> _Held:
+           capture_off: str = "") -> HeldProcess:
     launch = ctx.runner.launch(ctx, op_plan, attempt, skip, capture_off)
     env = child_env(ctx.plan.backend, op_plan.device, ctx.parent_env, cache_env(ctx.cache_dir))
     env.update(op_marks(ctx.run_dir, op_plan.op))  # inherited by all it starts (harness.run.leftovers)
     child = start(launch, env, ctx.files.log(op_plan.op), hold, warm_profiler=hold and ctx.plan.warm_profiler)
-    return _Held(child, launch.exit_path, frozenset(skip))
+    return HeldProcess(child, launch.exit_path, frozenset(skip))
 
 
 def prestart_op(ctx: BatchContext, op_plan: OpPlan) -> None:
@@ -471,7 +394,7 @@ def run_batch(
     prestart: bool = False,
     prestart_depth: int = PRESTART_DEPTH,
     run_one: OpFunction = run_op,
-    sweep: SweepStep | None = None,
+    sweep: TuneStep | None = None,
 ) -> BatchResult:
     """Run every op of the plan that has not ended yet, one thread per device.
 

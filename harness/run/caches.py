@@ -15,7 +15,7 @@ from pathlib import Path
 
 from harness.options import RunOptions
 
-__all__ = ["CACHE_DIR", "cache_env", "remove_run_cache", "run_cache_dir"]
+__all__ = ["CACHE_DIR", "cache_env", "remove_run_cache", "run_cache_dir", "tune_cache_env"]
 
 CACHE_DIR = "triton-cache"
 
@@ -30,6 +30,15 @@ def cache_env(cache_dir: Path | None) -> dict[str, str]:
     if cache_dir is None:
         return {}
     return {"TRITON_CACHE_DIR": str(cache_dir / "triton"), "FLAGGEMS_CACHE_DIR": str(cache_dir / "flaggems")}
+
+
+def tune_cache_env(cache_dir: Path | None, index: int) -> dict[str, str]:
+    """:func:`cache_env` for the ``index``-th tuning process of a sweep: FlagGems' LibTuner database
+    is one per process, so parallel processes never wait on each other's locks."""
+    if cache_dir is None:
+        return {}
+    (cache_dir / "flaggems").mkdir(parents=True, exist_ok=True)
+    return {**cache_env(cache_dir), "FLAGGEMS_DB_URL": f"sqlite:///{cache_dir / 'flaggems' / f'sweep-{index}.db'}"}
 
 
 def remove_run_cache(options: RunOptions, run_dir: Path) -> bool:

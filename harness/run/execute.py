@@ -2,7 +2,7 @@
 output from the records.
 
 ``prepare`` and ``prepare_resume`` give a :class:`Prepared` run: the plan, its directory and the
-:class:`~harness.run.batch.OpRunner` of its source (the harness's own cases, or a library's
+:class:`~harness.run.context.OpRunner` of its source (the harness's own cases, or a library's
 benchmark suite); ``execute`` runs any of them the same way.
 """
 
@@ -23,29 +23,20 @@ from harness.backends.base import Backend
 from harness.backends.state import append_state, summarize_states
 from harness.contract import EXIT_FAILED, EXIT_INTERRUPTED, EXIT_OK, RunFiles
 from harness.errors import UsageError
-from harness.ops.base import Shape
-from harness.ops.registry import catalog
-from harness.ops.shapes import load_level, load_shapes_file
 from harness.options import RunOptions
-from harness.providers import check_provider
-from harness.providers.declarative import declared_shapes
-from harness.results.render import Unreached, render_csv, render_junit, render_markdown
 from harness.results.runinfo import RUN_SCHEMA_VERSION, fingerprint
-from harness.results.schema import shape_str
-from harness.results.store import RecordsFile, atomic_write_text, read_json, read_records_file
-from harness.run.batch import CaseRunner, OpRunner, run_batch
+from harness.results.store import atomic_write_text, read_json, read_records_file
+from harness.run.batch import CaseRunner, run_batch
 from harness.run.caches import remove_run_cache
-from harness.run.decide import INTERRUPTED, PENDING, OpOutcome, render_status
+from harness.run.context import OpRunner
+from harness.run.decide import OpOutcome
+from harness.run.outputs import render_outputs, stored_ops, unreached_cases, write_html_report
 from harness.run.plan import (
     OpPlan,
     RunPlan,
-    assign_device,
     make_run_id,
     plan_digest,
-    plan_for,
-    plan_run,
     plan_shard,
-    resolve_level,
 )
 from harness.run.plugins import check_extra_plugins
 from harness.run.progress import make_progress
@@ -60,12 +51,12 @@ from harness.run.rundir import (
     write_marker,
     write_run_info,
 )
-from harness.run.select import select_run_ops
+from harness.run.source import Chosen, Source
 from harness.run.spawn import StopToken, stop_on_signals
 from harness.run.sweep import SweepStep, resolve_sweep_devices
 
-__all__ = ["OUTPUT_FILES", "Prepared", "execute", "finalize", "prepare", "prepare_resume", "render_outputs",
-           "shard_part", "stored_outcomes", "unreached_cases"]
+__all__ = ["Prepared", "checked_replay", "execute", "finalize", "prepare", "prepare_resume", "shard_part",
+           "sweep_step"]
 
 
 def _now() -> str:
@@ -83,35 +74,31 @@ class Prepared:
     shard: Mapping[str, Any] | None = None  # run.json's "shard" entry (--shard K/N), else None
 
 
-def prepare(options: RunOptions, env: Mapping[str, str]) -> Prepared:
-    """Validate everything the user gave and plan the run; nothing is written yet."""
+def prepare(options: RunOptions, env: Mapping[str, str], source: Source, all_ops: bool = False) -> Prepared:
+    """Validate everything the user gave and plan the run of ``source``'s ops; nothing is written
+    yet (``all_ops``: ``--all``)."""
     backend = resolve_backend(options.backend)
-    options = _checked_replay(options, backend.name)
-    check_provider(options.provider)
-    plan_for(backend, options)  # validates the timer for this backend, the toggles
+    options = checked_replay(options, backend.name)
     check_extra_plugins(options.extra_plugins)
-    ops = catalog(options.ops_modules)
-    selection = select_run_ops(ops, options.ops, options.ops_file, options.dismiss)
-    level = resolve_level(options.level, backend)
-    # Shapes declared next to declarative ops apply where the level names none for them.
-    level_shapes = {**declared_shapes(options.ops_modules), **load_level(level)}
-    user_shapes = load_shapes_file(options.shapes_file, ops.keys()) if options.shapes_file else None
+    chosen = source.choose(options, backend, env, all_ops)
     run_id = options.run_id or make_run_id(backend.name)
-    run_dir, source = run_dir_for(options, run_id)
-    check_out_dir(run_dir, source)
+    run_dir, origin = run_dir_for(options, run_id)
+    check_out_dir(run_dir, origin)
     require_devices(backend)
-    devices = enumerate_devices(backend, options.devices or None, env)
-    options = replace(options, ops_modules=_absolute_modules(options.ops_modules))  # for the op processes
-    plan = plan_run(options, backend, selection.to_run, level, level_shapes, user_shapes, devices, run_id)
-    runnable = {o.op: o for o in plan.ops}
-    planned = tuple(
-        runnable.get(op.id) or _dismissed_plan(op.id, options, level_shapes, user_shapes, plan.devices)
-        for op in selection.ops
-    )
-    sweep = sweep_step(options, backend, devices, env)
-    whole = Prepared(plan=replace(plan, ops=planned), run_dir=run_dir.absolute(),
-                     dismissed=dict(selection.dismissed), sweep=sweep)
-    return shard_part(whole) if options.shard is not None else whole
+    devices = tuple(enumerate_devices(backend, options.devices or None, env))
+    assert chosen.plan_ops is not None, f"{source.name}: a new run's choice plans its ops"
+    plan = RunPlan(run_id=run_id, backend=backend, level=chosen.level, plugins=chosen.plugins, devices=devices,
+                   ops=chosen.plan_ops(devices), options=chosen.options)
+    whole = Prepared(plan=plan, run_dir=run_dir.absolute(), dismissed=dict(chosen.dismissed), runner=chosen.runner,
+                     sweep=_with_launcher(sweep_step(options, backend, devices, env), chosen))
+    return shard_part(whole, chosen.digest_facts) if options.shard is not None else whole
+
+
+def _with_launcher(sweep: SweepStep | None, chosen: Chosen) -> SweepStep | None:
+    """The run's sweep, its processes started as the source starts them."""
+    if sweep is None or chosen.shard_launcher is None:
+        return sweep
+    return replace(sweep, launcher=chosen.shard_launcher)
 
 
 def sweep_step(options: RunOptions, backend: Backend, devices: Sequence[str],
@@ -141,15 +128,9 @@ def shard_part(whole: Prepared, digest_extra: Mapping[str, Any] | None = None) -
     return replace(whole, plan=replace(plan, ops=ops), dismissed=mine, shard=shard.to_dict())
 
 
-def _absolute_modules(refs: Sequence[str]) -> tuple[str, ...]:
-    """--ops-module files as absolute paths: the op processes (and a resume from another working
-    directory) import them wherever they run; dotted module names stay as given."""
-    return tuple(str(Path(r).absolute()) if r.endswith((".py", ".yaml", ".yml")) and Path(r).is_file() else r
-                 for r in refs)
-
-
-def _checked_replay(options: RunOptions, backend: str) -> RunOptions:
-    """Refuse an unusable --replay-from before anything runs; children get its absolute path."""
+def checked_replay(options: RunOptions, backend: str) -> RunOptions:
+    """Refuse an unusable --replay-from before anything runs (another backend's configs, a directory
+    without recorded configs); the op processes get its absolute path."""
     if not options.replay_from:
         return options
     source = Path(options.replay_from).resolve()
@@ -157,43 +138,27 @@ def _checked_replay(options: RunOptions, backend: str) -> RunOptions:
     return replace(options, replay_from=str(source))
 
 
-def _dismissed_plan(
-    op: str,
-    options: RunOptions,
-    level_shapes: Mapping[str, Sequence[Shape]],
-    user_shapes: Mapping[str, Sequence[Shape]] | None,
-    devices: Sequence[str],
-) -> OpPlan:
-    """A dismissed op stays in the plan so its cases show as skipped; it may have no shapes."""
-    shapes = (user_shapes or {}).get(op) or level_shapes.get(op) or ()
-    return OpPlan(op=op, device=assign_device(op, devices), dtypes=tuple(options.dtypes),
-                  shapes=tuple(tuple(s) for s in shapes), provider=options.provider)
-
-
-def prepare_resume(run_dir: Path, env: Mapping[str, str]) -> Prepared:
-    """Rebuild the plan stored in an earlier run directory; a run.json that cannot give it (damaged,
-    edited) is refused by name."""
+def prepare_resume(run_dir: Path, env: Mapping[str, str], sources: Sequence[Source]) -> Prepared:
+    """Rebuild the plan stored in an earlier run directory, with the source that made it; a
+    run.json that cannot give it (damaged, edited) is refused by name."""
     path = RunFiles(run_dir).run_info
     info = read_run_info(path)
     options = RunOptions.from_stored(info.get("options"), f"{run_dir}/run.json")
-    if "suite" in info:
-        from harness.suite.runner import prepare_suite_resume
-
-        return _stored(path, lambda: prepare_suite_resume(run_dir.absolute(), info, options, env))
-    backend = resolve_backend(str(info.get("backend")))
-    options = _checked_replay(options, backend.name)
 
     def build() -> Prepared:
+        source = next(s for s in sources if s.made(info))
+        backend = resolve_backend(str(info.get("backend")))
+        stored = checked_replay(options, backend.name)
+        chosen = source.reopen(info, stored, backend)
+        devices = tuple(str(d) for d in info["devices"])
+        plan = RunPlan(run_id=str(info["run_id"]), backend=backend, level=str(info["level"]), plugins=chosen.plugins,
+                       devices=devices, ops=stored_ops(info), options=stored)
         dismissed = info.get("dismissed", {})
-        plan = RunPlan(
-            run_id=str(info["run_id"]), backend=backend, level=str(info["level"]),
-            plugins=plan_for(backend, options), devices=tuple(str(d) for d in info["devices"]),
-            ops=stored_ops(info), options=options,
-        )
         if not isinstance(dismissed, dict):
             raise TypeError("dismissed is not a table")
         return Prepared(plan=plan, run_dir=run_dir.absolute(), resumed=True, dismissed=dict(dismissed),
-                        sweep=sweep_step(options, backend, plan.devices, env), shard=info.get("shard"))
+                        runner=chosen.runner, sweep=_with_launcher(sweep_step(stored, backend, devices, env), chosen),
+                        shard=info.get("shard"))
 
     return _stored(path, build)
 
@@ -207,38 +172,6 @@ def _stored(path: Path, build: Any) -> Prepared:
         raise UsageError(f"{path}: the run's plan cannot be read ({what}); the file is damaged. Restore "
                          "it, or start a new run.") from None
     return prepared
-
-
-def _stored_dtypes(o: Mapping[str, Any]) -> tuple[str, ...] | None:
-    value = o.get("supported_dtypes")
-    return None if value is None else tuple(str(d) for d in value)
-
-
-def _stored_open(o: Mapping[str, Any]) -> int | None:
-    value = o.get("open_cases")
-    return None if value is None else int(value)
-
-
-def stored_ops(info: Mapping[str, Any]) -> tuple[OpPlan, ...]:
-    """The op plans a run.json holds (KeyError, TypeError or ValueError when it is damaged)."""
-    return tuple(
-        OpPlan(op=str(o["op"]), device=str(o["device"]), dtypes=tuple(str(d) for d in o["dtypes"]),
-               shapes=tuple(tuple(int(x) for x in s) for s in o["shapes"]), provider=str(o["provider"]),
-               autotuned=o.get("autotuned"), supported_dtypes=_stored_dtypes(o), open_cases=_stored_open(o))
-        for o in info["plan"]
-    )
-
-
-def stored_outcomes(info: Mapping[str, Any], run_dir: Path) -> list[OpOutcome]:
-    """The op rows run.json keeps (what its outputs were rendered from); a run.json without them
-    (the harness died before its end) gives the completion markers'."""
-    rows = info.get("ops")
-    if isinstance(rows, list):
-        try:
-            return [OpOutcome.from_json(row) for row in rows]
-        except ValueError as exc:
-            raise UsageError(f"{run_dir}/run.json: {exc}; the file is damaged.") from None
-    return list(read_markers(run_dir).values())
 
 
 def _run_info(
@@ -289,69 +222,6 @@ def _identity(run_dir: Path) -> tuple[dict[str, Any], dict[str, Any]]:
     return dict(first), per_device
 
 
-def _unreached_message(outcome: OpOutcome | None, first: bool) -> tuple[str, str]:
-    """(JUnit status, message) for a planned case that has no record (and its op supports its dtype)."""
-    if outcome is None or outcome.status in (PENDING, INTERRUPTED):
-        return "error", "not run: the run was interrupted first; finish it with `harness run --resume RUN_DIR`"
-    why = "; ".join(outcome.notes) or outcome.status
-    tries = f" after {outcome.attempts} attempts" if outcome.attempts > 1 else ""
-    if outcome.status == "SKIP":
-        return "skip", f"op skipped: {why}"
-    if outcome.status in ("CRASH", "TIMEOUT"):
-        where = "during this case" if first else "before reaching this case"
-        return "error", f"op {outcome.status} {where}{tries}: {why}"
-    return "error", f"not run: op {outcome.status}{tries}: {why}"
-
-
-def unreached_cases(ops: Sequence[OpPlan], records: list[Any], outcomes: Mapping[str, OpOutcome]) -> list[Unreached]:
-    """Every planned case without a record, with why: cases are never silently missing."""
-    seen = {r.case_id for r in records}
-    ops_recorded = {r.op for r in records}
-    missing: list[Unreached] = []
-    for op_plan in ops:
-        outcome = outcomes.get(op_plan.op)
-        if op_plan.is_open:  # its cases are known only from its records: unreached when it has none
-            if op_plan.op not in ops_recorded:
-                status, message = _unreached_message(outcome, first=True)
-                missing.append(Unreached(op=op_plan.op, case_id=op_plan.op, status=status, message=message))
-            continue
-        cases = [c for c in op_plan.cases() if c.case_id not in seen]
-        if not op_plan.cases() and op_plan.op not in seen:  # a dismissed op may have no shapes
-            status, message = _unreached_message(outcome, first=True)
-            missing.append(Unreached(op=op_plan.op, case_id=op_plan.op, status=status, message=message))
-        supported = op_plan.supported_dtypes
-        reached = 0
-        for case in cases:
-            where = dict(provider=case.provider, dtype=case.dtype, shape=shape_str(case.shape))
-            if supported is not None and case.dtype not in supported and not (outcome and outcome.status == "SKIP"):
-                # the op would have skipped it: not run is no error (the op's own wording)
-                message = f"op {op_plan.op!r} does not support dtype {case.dtype} (supports {', '.join(supported)})"
-                missing.append(Unreached(op=op_plan.op, case_id=case.case_id, status="skip", message=message, **where))
-                continue
-            status, message = _unreached_message(outcome, first=reached == 0)
-            reached += 1
-            missing.append(Unreached(op=op_plan.op, case_id=case.case_id, status=status, message=message, **where))
-    return missing
-
-
-OUTPUT_FILES = {"csv": "summary.csv", "junit": "junit.xml", "md": "report.md", "status": "ops_status.csv"}
-
-
-def render_outputs(ops: Sequence[OpPlan], info: Mapping[str, Any], found: RecordsFile,
-                   outcomes: Sequence[OpOutcome]) -> dict[str, str]:
-    """Every rendered output of a run (file name -> text), from its plan, run.json facts, records
-    and op rows: what finalize writes and `harness report` prints, from one function."""
-    records = list(found.records)
-    unreached = unreached_cases(ops, records, {o.op: o for o in outcomes})
-    notes = {o.op: f"{o.status} {'; '.join(o.notes)}".strip() for o in outcomes}
-    return {
-        OUTPUT_FILES["csv"]: render_csv(records),
-        OUTPUT_FILES["junit"]: render_junit(records, unreached, op_notes=notes),
-        OUTPUT_FILES["md"]: render_markdown(records, info, unreached, [p.describe() for p in found.problems]),
-        OUTPUT_FILES["status"]: render_status(outcomes),
-    }
-
-
 def finalize(prepared: Prepared, outcomes: list[OpOutcome], status: str, started: str) -> dict[str, Any]:
     """Render every output from the records; each file replaced atomically."""
     plan, run_dir = prepared.plan, prepared.run_dir
@@ -368,8 +238,6 @@ def finalize(prepared: Prepared, outcomes: list[OpOutcome], status: str, started
         atomic_write_text(run_dir / name, text)
     write_meta(run_dir, _autotune_meta(plan, identity))
     if status != "running":
-        from harness.run.report import write_html_report
-
         records = list(found.records)
         problem = write_html_report(run_dir, info, records, unreached_cases(plan.ops, records,
                                                                             {o.op: o for o in outcomes}))
@@ -413,7 +281,7 @@ def _start_line(prepared: Prepared, already: Mapping[str, OpOutcome], to_run: Se
         f"harness run {plan.run_id}: backend {plan.backend.name}, devices {','.join(plan.devices)}, "
         f"level {plan.level}, timer {plan.timer}, {len(plan.ops)} op(s), "
         f"{sum(o.expected_cases for o in to_run)} case(s) to run"
-        + (" (about: FlagGems' benchmarks choose their own inputs)" if any(o.is_open for o in to_run) else "")
+        + (" (about: a suite's benchmarks choose their own inputs)" if any(o.is_open for o in to_run) else "")
         + (f", {len(dismissed)} dismissed" if dismissed else "")
         + (f", resuming ({len(already) - len(dismissed)} op(s) already complete)" if prepared.resumed else "")
         + (f", autotune configs replayed from {plan.options.replay_from}" if plan.options.replay_from else "")

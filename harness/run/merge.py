@@ -64,7 +64,7 @@ class ShardRun:
 
 def _stored_digest(info: Mapping[str, Any], source: str) -> str:
     """The plan digest of an unsharded run, computed as `--shard` computes it."""
-    from harness.run.execute import stored_ops
+    from harness.run.outputs import stored_ops
 
     options = RunOptions.from_stored(info.get("options", {}), source)
     return plan_digest(stored_ops(info), options, str(info.get("level")), str(info.get("timer")))
@@ -284,7 +284,7 @@ def _check_out(out: Path) -> None:
 def merge_runs(dirs: Sequence[Path], out: Path, run_id: str | None = None,
                stdout: TextIO | None = None, allow_mismatch: bool = False) -> dict[str, Any]:
     """Merge the parts in ``dirs`` into ``out``; returns the merged run.json."""
-    from harness.run.execute import stored_ops, unreached_cases
+    from harness.run.outputs import stored_ops, unreached_cases
 
     shards = check_shards([read_shard(Path(d)) for d in dirs], allow_mismatch)
     _check_out(out)
@@ -309,7 +309,7 @@ def merge_runs(dirs: Sequence[Path], out: Path, run_id: str | None = None,
     )
     atomic_write_text(out / "report.md", render_markdown(records, info, unreached))
     atomic_write_text(out / "ops_status.csv", render_status(outcomes))
-    from harness.run.report import write_html_report
+    from harness.run.outputs import write_html_report
 
     problem = write_html_report(out, info, records, unreached)
     if problem:

@@ -25,6 +25,7 @@ __all__ = [
     "make_run_id",
     "plan_digest",
     "plan_for",
+    "plan_ops",
     "plan_run",
     "plan_shard",
     "resolve_level",
@@ -148,7 +149,7 @@ def shard_ops(ops: Sequence[OpPlan], devices: Sequence[str]) -> tuple[OpPlan, ..
     return tuple(replace(o, device=chosen[o.op]) for o in ops)
 
 
-def plan_run(
+def plan_ops(
     options: RunOptions,
     backend: Backend,
     ops: Sequence[OpInfo],
@@ -156,11 +157,10 @@ def plan_run(
     level_shapes: Mapping[str, Sequence[Shape]],
     user_shapes: Mapping[str, Sequence[Shape]] | None,
     devices: Sequence[str],
-    run_id: str,
-) -> RunPlan:
+) -> tuple[OpPlan, ...]:
+    """Each op's plan: its shapes (the shapes file's, else the level's), checked, on its device."""
     if not devices:
         raise UsageError(f"No {backend.name} device to run on. Run `harness doctor` to see what is detected.")
-    plugins = plan_for(backend, options)
     plans: list[OpPlan] = []
     for op in ops:
         shapes = list((user_shapes or {}).get(op.id) or level_shapes.get(op.id) or ())
@@ -185,15 +185,23 @@ def plan_run(
                 supported_dtypes=tuple(op.dtypes),
             )
         )
-    return RunPlan(
-        run_id=run_id,
-        backend=backend,
-        level=level,
-        plugins=plugins,
-        devices=tuple(devices),
-        ops=shard_ops(plans, devices),
-        options=options,
-    )
+    return shard_ops(plans, devices)
+
+
+def plan_run(
+    options: RunOptions,
+    backend: Backend,
+    ops: Sequence[OpInfo],
+    level: str,
+    level_shapes: Mapping[str, Sequence[Shape]],
+    user_shapes: Mapping[str, Sequence[Shape]] | None,
+    devices: Sequence[str],
+    run_id: str,
+) -> RunPlan:
+    """The run's plan: :func:`plan_ops` with the plugins planned for the backend."""
+    ops_planned = plan_ops(options, backend, ops, level, level_shapes, user_shapes, devices)
+    return RunPlan(run_id=run_id, backend=backend, level=level, plugins=plan_for(backend, options),
+                   devices=tuple(devices), ops=ops_planned, options=options)
 
 
 # -- shards: parts of one run for several machines (--shard K/N, joined by `harness merge`) ------

@@ -1,7 +1,7 @@
 """Progress of a batch: a live display (rich) on a terminal, plain lines elsewhere (CI logs).
 
 Both displays read one :class:`ProgressState`, which is pure (times are passed in), and
-hear the batch through :class:`harness.run.batch.BatchEvents`, called from device threads.
+hear the batch through :class:`harness.run.context.BatchEvents`, called from device threads.
 Inside an op, a ticker thread reads which case each running op is on (the op process writes
 harness.contract.CaseProgress at each case's start): the live display shows it, and the
 plain lines repeat it at least every :data:`HEARTBEAT_S` seconds while an op runs, so a

@@ -14,22 +14,22 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any, TextIO
 
-from harness.backends.base import Peaks
 from harness.contract import RunFiles
 from harness.errors import UsageError
 from harness.results.render import Unreached
 from harness.results.runinfo import read_run_info
 from harness.results.schema import Measurement
-from harness.results.store import RecordsFile, atomic_write_text, read_records_file
-from harness.run.execute import (
+from harness.results.store import RecordsFile, read_records_file
+from harness.run.outputs import (
     OUTPUT_FILES,
+    html_report,
     render_outputs,
     stored_ops,
     stored_outcomes,
     unreached_cases,
 )
 
-__all__ = ["FORMATS", "RunView", "load_run", "render_across", "render_report", "write_html_report"]
+__all__ = ["FORMATS", "RunView", "load_run", "render_across", "render_report"]
 
 FORMATS = ("md", "csv", "junit", "html")
 
@@ -60,37 +60,6 @@ def load_run(run_dir: Path) -> RunView:
     records = list(found.records)
     outcomes = {o.op: o for o in stored_outcomes(info, run_dir)}
     return RunView(info, records, unreached_cases(_ops(info, files), records, outcomes))
-
-
-def backend_peaks(backend: str) -> Peaks | None:
-    from harness.backends import get_backend
-
-    try:
-        return get_backend(backend).peaks
-    except UsageError:
-        return None
-
-
-def html_report(info: Mapping[str, Any], records: Sequence[Measurement], unreached: Sequence[Unreached]) -> str:
-    from harness.results.html import render_run_html  # altair: imported only when a page is made
-
-    return render_run_html(info, records, unreached, backend_peaks(str(info.get("backend"))))
-
-
-def write_html_report(run_dir: Path, info: Mapping[str, Any], records: Sequence[Measurement],
-                      unreached: Sequence[Unreached]) -> str | None:
-    """report.html of a run; None when written, else why not (a page that fails to render must not
-    cost the run its other outputs: the reason is said, and `harness report RUN --format html`
-    can make it again)."""
-    try:
-        atomic_write_text(run_dir / "report.html", html_report(info, records, unreached))
-    except ImportError as exc:
-        return f"report.html not written: {exc.name or exc} is not installed (pip install -e . installs it)"
-    except OSError:
-        raise  # the system refused the write (a full disk, a quota): the command fails, as for any output
-    except Exception as exc:  # noqa: BLE001 - see the docstring
-        return f"report.html not written: {type(exc).__name__}: {exc}"
-    return None
 
 
 def render_report(run_dir: Path, fmt: str = "md", warnings: TextIO | None = None) -> str:

@@ -14,10 +14,9 @@ from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
 
-import yaml
-
 from harness.errors import ConfigError, UsageError
 from harness.ops.base import OpInfo
+from harness.yamlfile import load_yaml
 
 __all__ = ["Selection", "read_dismiss_file", "read_ops_file", "resolve_refs", "select_run_ops", "source_label"]
 
@@ -106,10 +105,7 @@ def read_ops_file(path: str) -> list[_Ref]:
 
 def read_dismiss_file(path: str) -> dict[str, str]:
     """``op reference -> reason`` from a YAML mapping, for example ``mm: hangs on driver 535``."""
-    try:
-        data = yaml.safe_load(_read_text(path, "--dismiss"))
-    except yaml.YAMLError as exc:
-        raise ConfigError(f"--dismiss {path}: not valid YAML ({exc}). Write one 'op: reason' per line.") from exc
+    data = load_yaml(_read_text(path, "--dismiss"), f"--dismiss {path}", "Write one 'op: reason' per line.")
     if data is None:
         return {}
     if not isinstance(data, Mapping):

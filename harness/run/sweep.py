@@ -10,7 +10,7 @@ device. A shard that fails fails the op with its reason: nothing is tuned live i
 
 Shards use the op processes of the executor (harness.run.spawn: their own process groups,
 device pinning, the run's caches, --op-timeout, the stop token). A shard holds its device
-exclusively: :class:`DeviceLocks` makes a sweep wait until no op is being measured on any of
+exclusively: :class:`harness.run.context.DeviceLocks` makes a sweep wait until no op is being measured on any of
 its devices, and no op starts on them while it runs. What a shard process runs is a
 :data:`ShardLauncher`; :func:`case_shard_launch` runs the harness's own cases, and a library's
 suite passes its own (harness.suite.runner.SuiteRunner.shard_launch; docs/batch.md, "Sweep"). An
@@ -22,13 +22,10 @@ from __future__ import annotations
 
 import os
 import signal
-import threading
 import time
-from collections.abc import Callable, Iterator, Mapping, Sequence
-from contextlib import contextmanager
+from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import TYPE_CHECKING
 
 from harness.autotune.store import OpAutotune, read_op_autotune
 from harness.autotune.sweep import (
@@ -44,19 +41,16 @@ from harness.backends.base import Backend
 from harness.contract import PYTEST_OFF, ChildSpec
 from harness.errors import UsageError
 from harness.results.store import read_json, write_json
-from harness.run.caches import cache_env
+from harness.run.caches import tune_cache_env
+from harness.run.context import BatchContext
 from harness.run.decide import AttemptExit, classify_exit
 from harness.run.leftovers import op_marks
+from harness.run.plan import OpPlan
 from harness.run.spawn import Launch, child_env, end_group, read_exit, reap_group, start, wait_exit
-
-if TYPE_CHECKING:
-    from harness.run.batch import BatchContext
-    from harness.run.plan import OpPlan
 
 __all__ = [
     "SHARD_ENV",
     "TUNE_FILE",
-    "DeviceLocks",
     "ShardLauncher",
     "SweepStep",
     "case_shard_launch",
@@ -105,7 +99,7 @@ def shard_plugins(modules: Sequence[str]) -> list[str]:
     return args
 
 
-ShardLauncher = Callable[["BatchContext", "OpPlan", int, str, Sequence[str]], Launch]
+ShardLauncher = Callable[[BatchContext, OpPlan, int, str, Sequence[str]], Launch]
 
 
 def case_shard_launch(ctx: BatchContext, op_plan: OpPlan, index: int, device: str, cases: Sequence[str]) -> Launch:
@@ -132,45 +126,6 @@ def case_shard_launch(ctx: BatchContext, op_plan: OpPlan, index: int, device: st
                   header=f"sweep shard {index} of {op_plan.op} on device {device}: {len(cases)} case(s)")
 
 
-class DeviceLocks:
-    """One lock per device: held while an op is measured there, and by a sweep on every device
-    it uses. Sweeps take their locks one sweep at a time, in sorted order, after letting go of
-    their own op's lock, so two threads never wait on each other."""
-
-    def __init__(self) -> None:
-        self._locks: dict[str, threading.Lock] = {}
-        self._guard = threading.Lock()
-        self._sweep = threading.Lock()
-
-    def lock(self, device: str) -> threading.Lock:
-        with self._guard:
-            return self._locks.setdefault(device, threading.Lock())
-
-    @contextmanager
-    def measuring(self, device: str) -> Iterator[None]:
-        with self.lock(device):
-            yield
-
-    @contextmanager
-    def sweeping(self, own: str, devices: Sequence[str]) -> Iterator[None]:
-        """Inside :meth:`measuring` of ``own``: hold ``devices`` (and ``own``) exclusively."""
-        own_lock = self.lock(own)
-        own_lock.release()
-        held: list[str] = []
-        try:
-            with self._sweep:
-                for device in sorted(set(devices) | {own}):
-                    self.lock(device).acquire()
-                    held.append(device)
-            yield
-        finally:
-            for device in held:
-                if device != own:
-                    self.lock(device).release()
-            if own not in held:
-                own_lock.acquire()
-
-
 @dataclass(frozen=True)
 class _Shard:
     index: int
@@ -188,7 +143,7 @@ class SweepStep:
 
     def applies(self, op_plan: OpPlan) -> bool:
         """Swept: an op whose candidate may be autotuned (not marked ``autotuned=False``), and
-        every op of another provider (FlagGems' kernels have their own LibTuner)."""
+        every op of another provider (a library's kernels may have their own tuner)."""
         return op_plan.autotuned is not False or op_plan.provider != "builtin"
 
     def replay_file(self, run_dir: Path, op: str) -> Path:
@@ -221,12 +176,9 @@ class SweepStep:
         started = []
         for shard in shards:
             launch = self.launcher(ctx, op_plan, shard.index, shard.device, shard.cases)
-            env = child_env(plan.backend, shard.device, ctx.parent_env, cache_env(ctx.cache_dir))
+            env = child_env(plan.backend, shard.device, ctx.parent_env, tune_cache_env(ctx.cache_dir, shard.index))
             env[SHARD_ENV] = str(shard.index)
             env.update(op_marks(ctx.run_dir, op_plan.op))  # what a shard leaves behind is found (run.leftovers)
-            if ctx.cache_dir is not None:  # FlagGems' LibTuner database: one per shard, no lock waits
-                env["FLAGGEMS_DB_URL"] = f"sqlite:///{ctx.cache_dir / 'flaggems' / f'sweep-{shard.index}.db'}"
-                (ctx.cache_dir / "flaggems").mkdir(parents=True, exist_ok=True)
             env.update(self.extra_env)
             started.append((start(launch, env, files.shard_log(shard.index), hold=False), launch.exit_path,
                             time.monotonic()))

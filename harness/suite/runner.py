@@ -25,23 +25,20 @@ from dataclasses import dataclass, field, replace
 from pathlib import Path
 from typing import Any
 
-from harness.autotune.store import check_replay_source
 from harness.autotune.sweep import SweepFiles
-from harness.backends import enumerate_devices, require_devices, resolve_backend
 from harness.backends.base import Backend, capture_denied
 from harness.contract import CAPTURE_OFF, PYTEST_OFF, ChildSpec, op_file_stem
 from harness.errors import EnvironmentProblem, UsageError
 from harness.options import RunOptions
 from harness.results.store import read_records
-from harness.run.batch import BatchContext
+from harness.run.context import BatchContext
 from harness.run.decide import AttemptExit
-from harness.run.execute import Prepared, shard_part, stored_ops, sweep_step
-from harness.run.plan import OpPlan, RunPlan, make_run_id, shard_ops
-from harness.run.plugins import OPTIONAL_PLUGINS, PluginPlan, check_extra_plugins, plan_plugins
-from harness.run.rundir import check_out_dir
+from harness.run.outputs import stored_ops
+from harness.run.plan import OpPlan, shard_ops
+from harness.run.plugins import OPTIONAL_PLUGINS, PluginPlan, plan_plugins
 from harness.run.select import read_dismiss_file, read_ops_file
+from harness.run.source import Chosen
 from harness.run.spawn import Launch
-from harness.run.sweep import SweepStep
 from harness.suite.inventory import Inventory, read_inventory
 from harness.suite.layout import SuiteTree, locate_suite, major_minor
 from harness.suite.select import SuiteOp, all_ops, op_catalog, resolve_nodes, resolve_ops
@@ -55,8 +52,8 @@ from harness.suite.shapefile import (
     write_shape_file,
 )
 
-__all__ = ["SUITE_FEATURES", "SUITE_PROVIDER", "SuiteOpPlan", "SuiteRunner", "installed_version", "prepare_suite",
-           "prepare_suite_resume", "suite_command", "suite_digest_facts", "suite_features", "suite_plugins",
+__all__ = ["SUITE", "SUITE_FEATURES", "SUITE_PROVIDER", "SuiteOpPlan", "SuiteRunner", "SuiteSource",
+           "installed_version", "suite_command", "suite_digest_facts", "suite_features", "suite_plugins",
            "unchecked_reason"]
 
 SUITE_PROVIDER = "flaggems-suite"  # rows measured through FlagGems' own benchmark code
@@ -201,16 +198,6 @@ def suite_plugins(backend: Backend, options: RunOptions) -> PluginPlan:
     )
 
 
-def _checked_replay(options: RunOptions, backend: str) -> RunOptions:
-    """Refuse an unusable --replay-from before anything runs (another backend's configs, a
-    directory without recorded configs); the op processes get its absolute path."""
-    if not options.replay_from:
-        return options
-    source = Path(options.replay_from).resolve()
-    check_replay_source(source, backend)
-    return replace(options, replay_from=str(source))
-
-
 def _selected(inventory: Inventory, options: RunOptions, all_ops_flag: bool) -> list[SuiteOp]:
     if all_ops_flag and (options.ops or options.ops_file or options.nodes):
         raise UsageError("--all runs every benchmark of the suite; it cannot be combined with --ops, --ops-file "
@@ -237,39 +224,6 @@ def _dismissed(inventory: Inventory, path: str | None, selected: Collection[str]
     return {k: v for k, v in reasons.items() if k in selected}
 
 
-def prepare_suite(options: RunOptions, suite_path: str, env: Mapping[str, str], all_ops_flag: bool = False) -> Prepared:
-    """Validate and plan a suite run; nothing is written yet."""
-    backend = resolve_backend(options.backend)
-    options = _checked_replay(options, backend.name)
-    check_extra_plugins(options.extra_plugins)
-    tree = locate_suite(Path(suite_path))
-    inventory = read_inventory(tree)
-    level = _level(options.level)
-    plugins = suite_plugins(backend, options)
-    timer = plugins.timer
-    ops = _selected(inventory, options, all_ops_flag)
-    plans = plan_suite_ops(tree, inventory, ops, backend, options)
-    dismissed = _dismissed(inventory, options.dismiss, plans)
-    installed = installed_version(tree.package, env)
-    _check_versions(tree, installed, options.allow_version_mismatch)
-    run_id = options.run_id or make_run_id(backend.name)
-    run_dir = Path(options.out) if options.out else Path(options.reports_dir) / run_id
-    check_out_dir(run_dir)
-    require_devices(backend)
-    devices = enumerate_devices(backend, options.devices or None, env)
-    opts = replace(options, provider=SUITE_PROVIDER, timer=timer, level=level)
-    op_plans = [OpPlan(op=p.op.id, device=devices[0], dtypes=tuple(opts.dtypes), shapes=(), provider=SUITE_PROVIDER,
-                       open_cases=p.expected_rows) for p in plans.values()]
-    plan = RunPlan(run_id=run_id, backend=backend, level=level, plugins=plugins, devices=tuple(devices),
-                   ops=shard_ops(op_plans, devices), options=opts)
-    runner = SuiteRunner(tree, plans, installed=installed, features=suite_features(backend, options))
-    whole = Prepared(plan=plan, run_dir=run_dir.absolute(), runner=runner, dismissed=dismissed,
-                     sweep=_suite_sweep(sweep_step(options, backend, devices, env), runner))
-    # --shard K/N: the harness's own split (harness.run.plan.assign_shards), each op weighed as over
-    # --devices (its start plus its expected rows); the digest adds what the op plans cannot say.
-    return shard_part(whole, suite_digest_facts(tree, plans)) if opts.shard is not None else whole
-
-
 def suite_digest_facts(tree: SuiteTree, plans: Mapping[str, SuiteOpPlan]) -> dict[str, Any]:
     """What decides a suite run's measurements beyond its op plans (which hold no shapes), for the
     plan digest that `harness merge` compares: the tree (layout, package, ref; not its path, which
@@ -283,29 +237,56 @@ def suite_digest_facts(tree: SuiteTree, plans: Mapping[str, SuiteOpPlan]) -> dic
     }
 
 
-def _suite_sweep(sweep: SweepStep | None, runner: SuiteRunner) -> SweepStep | None:
-    """The run's sweep, its shards started as FlagGems' pytest (:meth:`SuiteRunner.shard_launch`)."""
-    return None if sweep is None else replace(sweep, launcher=runner.shard_launch)
+@dataclass(frozen=True)
+class SuiteSource:
+    """A library's benchmark suite as a source of ops (``--suite PATH``; harness.run.source.Source)."""
+
+    name: str = "suite"
+
+    def claims(self, options: RunOptions) -> bool:
+        return bool(options.suite)
+
+    def made(self, info: Mapping[str, Any]) -> bool:
+        return "suite" in info
+
+    def choose(self, options: RunOptions, backend: Backend, env: Mapping[str, str], all_ops: bool) -> Chosen:
+        assert options.suite is not None
+        tree = locate_suite(Path(options.suite))
+        inventory = read_inventory(tree)
+        level = _level(options.level)
+        plugins = suite_plugins(backend, options)
+        ops = _selected(inventory, options, all_ops)
+        plans = plan_suite_ops(tree, inventory, ops, backend, options)
+        dismissed = _dismissed(inventory, options.dismiss, plans)
+        installed = installed_version(tree.package, env)
+        _check_versions(tree, installed, options.allow_version_mismatch)
+        opts = replace(options, provider=SUITE_PROVIDER, timer=plugins.timer, level=level)
+        runner = SuiteRunner(tree, plans, installed=installed, features=suite_features(backend, options))
+
+        def planned(devices: Sequence[str]) -> tuple[OpPlan, ...]:
+            return shard_ops([OpPlan(op=p.op.id, device=devices[0], dtypes=tuple(opts.dtypes), shapes=(),
+                                     provider=SUITE_PROVIDER, open_cases=p.expected_rows) for p in plans.values()],
+                             devices)
+
+        # --shard K/N: the harness's own split (harness.run.plan.assign_shards), each op weighed as over
+        # --devices (its start plus its expected rows); the digest adds what the op plans cannot say.
+        return Chosen(options=opts, level=level, plugins=plugins, runner=runner, plan_ops=planned,
+                      dismissed=dismissed, digest_facts=suite_digest_facts(tree, plans),
+                      shard_launcher=runner.shard_launch)
+
+    def reopen(self, info: Mapping[str, Any], options: RunOptions, backend: Backend) -> Chosen:
+        tree = locate_suite(Path(info["suite"]["path"]))
+        inventory = read_inventory(tree)
+        catalog = op_catalog(inventory)
+        ops = [catalog.get(o.op) or resolve_nodes(inventory, [o.op])[0] for o in stored_ops(info)]
+        plans = plan_suite_ops(tree, inventory, ops, backend, options)
+        runner = SuiteRunner(tree, plans, installed=info["suite"].get("installed"),
+                             features=suite_features(backend, options))
+        return Chosen(options=options, level=str(info["level"]), plugins=suite_plugins(backend, options),
+                      runner=runner, shard_launcher=runner.shard_launch)
 
 
-def prepare_suite_resume(run_dir: Path, info: Mapping[str, Any], options: RunOptions,
-                         env: Mapping[str, str] | None = None) -> Prepared:
-    """The suite run stored in ``run_dir`` (its run.json already read into ``info``)."""
-    backend = resolve_backend(info["backend"])
-    options = _checked_replay(options, backend.name)
-    tree = locate_suite(Path(info["suite"]["path"]))
-    inventory = read_inventory(tree)
-    stored = stored_ops(info)
-    catalog = op_catalog(inventory)
-    ops = [catalog.get(o.op) or resolve_nodes(inventory, [o.op])[0] for o in stored]
-    plans = plan_suite_ops(tree, inventory, ops, backend, options)
-    plan = RunPlan(run_id=info["run_id"], backend=backend, level=info["level"], plugins=suite_plugins(backend, options),
-                   devices=tuple(info["devices"]), ops=stored, options=options)
-    runner = SuiteRunner(tree, plans, installed=info["suite"].get("installed"),
-                         features=suite_features(backend, options))
-    sweep = _suite_sweep(sweep_step(options, backend, plan.devices, env or {}), runner)
-    return Prepared(plan=plan, run_dir=run_dir, resumed=True, dismissed=dict(info.get("dismissed", {})),
-                    runner=runner, sweep=sweep, shard=info.get("shard"))
+SUITE = SuiteSource()
 
 
 # ---------------------------------------------------------------------------------------------

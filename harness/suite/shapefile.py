@@ -31,6 +31,7 @@ from harness.errors import ConfigError, UsageError
 from harness.results.store import atomic_write_text
 from harness.suite.inventory import BenchBuild, Inventory
 from harness.suite.select import SuiteOp, op_catalog
+from harness.yamlfile import read_yaml
 
 __all__ = [
     "ShapePlan",
@@ -47,10 +48,7 @@ SuiteShape = tuple[int, ...]
 
 def read_suite_shapes(path: Path) -> dict[str, Any]:
     """FlagGems' core_shapes.yaml as a mapping (anchors and merge keys resolved)."""
-    try:
-        data = yaml.safe_load(path.read_text())
-    except (OSError, yaml.YAMLError) as exc:
-        raise ConfigError(f"{path}: cannot read FlagGems' shape file ({exc}).") from exc
+    data = read_yaml(path, f"FlagGems' shape file {path}")
     if data is None:
         return {}
     if not isinstance(data, Mapping):
@@ -69,12 +67,7 @@ def _shape(value: Any) -> SuiteShape | None:
 def read_shapes_override(path: str) -> dict[str, list[SuiteShape]]:
     """``KEY -> shapes`` from a --shapes-file; every malformed entry is a ConfigError naming it."""
     source = f"--shapes-file {path}"
-    try:
-        data = yaml.safe_load(Path(path).read_text())
-    except OSError as exc:
-        raise UsageError(f"{source}: cannot read it ({exc.strerror}). Check the path.") from exc
-    except yaml.YAMLError as exc:
-        raise ConfigError(f"{source}: not valid YAML ({exc}).") from exc
+    data = read_yaml(Path(path), source)
     if not isinstance(data, Mapping) or not data:
         raise ConfigError(f"{source}: must map benchmark names (op, op_name or Benchmark class) to shapes, "
                           "e.g. 'softmax: [[4096, 4096]]' or 'BlasBenchmark: {shapes: [[1, 4096, 4096, 4096]]}'.")

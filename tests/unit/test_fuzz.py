@@ -180,6 +180,6 @@ def test_run_json_never_tracebacks_in_report_or_resume(info: Any) -> None:
             with contextlib.redirect_stdout(out), contextlib.redirect_stderr(err):
                 code = main(args, {"PATH": os.environ.get("PATH", "")})
             assert code in (0, 2) and "Traceback" not in err.getvalue()
-        from harness.run.execute import prepare_resume
+        from harness.sources import prepare_resume
 
         _ok_or_harness_error(lambda: prepare_resume(run, {}))  # planned, never executed here

@@ -16,9 +16,10 @@ from harness.options import RunOptions
 from harness.results.schema import Measurement
 from harness.results.store import append_record
 from harness.run import batch
-from harness.run.batch import BatchContext, capture_off_reason, run_op
+from harness.run.batch import capture_off_reason, run_op
+from harness.run.context import BatchContext
 from harness.run.decide import AttemptExit, OpOutcome
-from harness.run.execute import stored_ops, unreached_cases
+from harness.run.outputs import stored_ops, unreached_cases
 from harness.run.plan import OpPlan, RunPlan, shard_ops
 from harness.run.plugins import plan_plugins
 from harness.run.spawn import Launch, StopToken

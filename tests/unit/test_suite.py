@@ -17,13 +17,13 @@ from harness.errors import EnvironmentProblem, UsageError
 from harness.options import DTYPES, SUITE_DTYPES, RunOptions, resolve_run_options
 from harness.run.plan import assign_shards
 from harness.run.plugins import PluginPlan
+from harness.sources import prepare
 from harness.suite.inventory import Inventory, read_inventory
 from harness.suite.layout import locate_suite, major_minor
 from harness.suite.listing import list_suite
 from harness.suite.runner import (
     installed_version,
     plan_suite_ops,
-    prepare_suite,
     suite_command,
     unchecked_reason,
 )
@@ -252,30 +252,29 @@ def test_a_version_mismatch_is_refused_unless_allowed(tmp_path: Path) -> None:
     env = {"PYTHONPATH": str(suite.site)}
     options = RunOptions(backend="cpu", suite=str(suite.benchmark), ops=("softmax",), out=str(tmp_path / "run"))
     with pytest.raises(UsageError, match="the tree is FlagGems 5.3 .* installed flag_gems is 5.0.2"):
-        prepare_suite(options, str(suite.benchmark), env)
-    prepared = prepare_suite(RunOptions(**{**options.to_dict(), "ops": ("softmax",), "allow_version_mismatch": True}),
-                             str(suite.benchmark), env)
+        prepare(options, env)
+    prepared = prepare(RunOptions(**{**options.to_dict(), "ops": ("softmax",), "allow_version_mismatch": True}), env)
     assert prepared.runner.run_info({})["suite"]["installed"] == "5.0.2"  # type: ignore[attr-defined]
     with pytest.raises(EnvironmentProblem, match="flag_gems, which is not installed here"):
-        prepare_suite(options, str(suite.benchmark), {"PYTHONPATH": str(tmp_path)})
+        prepare(options, {"PYTHONPATH": str(tmp_path)})
     assert not (tmp_path / "run").exists()
 
 
 def test_prepare_plans_open_ops_with_their_own_dtypes_and_refuses_bad_selections(v53: FakeSuite, tmp_path: Path) -> None:
     env = {"PYTHONPATH": str(v53.site)}
     options = RunOptions(backend="cpu", suite=str(v53.benchmark), dtypes=(), out=str(tmp_path / "run"))
-    prepared = prepare_suite(options, str(v53.benchmark), env, all_ops_flag=True)
+    prepared = prepare(options, env, all_ops=True)
     plan = prepared.plan
     assert len(plan.ops) == 14 and all(o.is_open and o.shapes == () and o.dtypes == () for o in plan.ops)
     assert plan.level == "core" and plan.timer == "cpu"
     by_op = {o.op: o for o in plan.ops}
     assert by_op["add"].open_cases == 8  # 4 declared dtypes x the 2 shapes of the Benchmark key
     with pytest.raises(UsageError, match="needs --ops"):
-        prepare_suite(options, str(v53.benchmark), env)
+        prepare(options, env)
     with pytest.raises(UsageError, match="cannot be combined"):
-        prepare_suite(RunOptions(**{**options.to_dict(), "ops": ("mm",)}), str(v53.benchmark), env, all_ops_flag=True)
+        prepare(RunOptions(**{**options.to_dict(), "ops": ("mm",)}), env, all_ops=True)
     with pytest.raises(UsageError, match="smoke is the harness's own tiny level"):
-        prepare_suite(RunOptions(**{**options.to_dict(), "ops": ("mm",), "level": "smoke"}), str(v53.benchmark), env)
+        prepare(RunOptions(**{**options.to_dict(), "ops": ("mm",), "level": "smoke"}), env)
     assert not (tmp_path / "run").exists()
 
 
@@ -330,7 +329,7 @@ def test_flaggems_pytest_gets_the_compat_plugins_planned_for_a_librarys_pytest(v
 
 def test_the_runner_says_when_pytest_found_nothing_or_a_function_timed_nothing(v53: FakeSuite, inv53: Inventory,
                                                                                tmp_path: Path) -> None:
-    from harness.run.batch import BatchContext
+    from harness.run.context import BatchContext
     from harness.run.decide import AttemptExit
     from harness.run.plan import OpPlan, RunPlan
     from harness.run.spawn import StopToken
@@ -372,7 +371,7 @@ def test_the_suite_plugin_does_the_autotune_ir_and_wall_plugins_work_as_toggled(
 
 
 def _ctx(runner: object, tmp_path: Path, options: RunOptions, sweep: object = None) -> object:
-    from harness.run.batch import BatchContext
+    from harness.run.context import BatchContext
     from harness.run.plan import OpPlan, RunPlan
     from harness.run.spawn import StopToken
     from harness.suite.runner import suite_plugins
@@ -432,11 +431,11 @@ def test_shard_k_of_n_deals_a_suite_selection_as_the_harness_deals_its_own_ops(v
     dismiss.write_text("mm: hangs on the fake vendor\n")
     options = RunOptions(backend="cpu", suite=str(v53.benchmark), dtypes=(), dismiss=str(dismiss),
                          out=str(tmp_path / "run"))
-    whole = prepare_suite(options, str(v53.benchmark), env, all_ops_flag=True)
+    whole = prepare(options, env, all_ops=True)
     assert whole.shard is None
     # The split is the built-in ops' (assign_shards), each op weighed by its expected rows.
     expected = assign_shards(whole.plan.ops, 3, weightless=whole.dismissed)
-    parts = [prepare_suite(replace(options, shard=(k, 3)), str(v53.benchmark), env, all_ops_flag=True)
+    parts = [prepare(replace(options, shard=(k, 3)), env, all_ops=True)
              for k in (1, 2, 3)]
     for k, part in enumerate(parts, start=1):
         assert part.shard is not None and part.shard["index"] == k and part.shard["count"] == 3
@@ -453,7 +452,7 @@ def test_shard_k_of_n_deals_a_suite_selection_as_the_harness_deals_its_own_ops(v
 
     def digest_of(suite: FakeSuite, **over: object) -> str:
         changed = RunOptions(**{**options.to_dict(), "suite": str(suite.benchmark), "shard": (1, 3), **over})
-        prepared = prepare_suite(changed, str(suite.benchmark), {"PYTHONPATH": str(suite.site)}, all_ops_flag=True)
+        prepared = prepare(changed, {"PYTHONPATH": str(suite.site)}, all_ops=True)
         return str((prepared.shard or {}).get("plan_digest"))
 
     # The same tree elsewhere (another machine's checkout) is the same plan; another tag, other
@@ -474,7 +473,7 @@ def test_a_suite_run_is_swept_with_the_suites_own_shard_processes(v53: FakeSuite
     env = {"PYTHONPATH": str(v53.site)}
     options = RunOptions(backend="cpu", suite=str(v53.benchmark), dtypes=(), ops=("mm",), sweep_devices="cpu,cpu",
                          out=str(tmp_path / "run"))
-    prepared = prepare_suite(options, str(v53.benchmark), env)
+    prepared = prepare(options, env)
     assert prepared.sweep is not None and prepared.sweep.devices == ("cpu", "cpu")
     assert prepared.sweep.launcher == prepared.runner.shard_launch  # type: ignore[attr-defined]
     assert prepared.sweep.applies(prepared.plan.ops[0])
@@ -484,8 +483,7 @@ def test_a_suite_run_is_swept_with_the_suites_own_shard_processes(v53: FakeSuite
         '{"format_version": 1, "backend": "cpu", "device_name": "", "device_arch": "", "triton_version": "3.7.1", '
         '"run_id": "r"}')
     with pytest.raises(UsageError, match="give one of them"):
-        prepare_suite(RunOptions(**{**options.to_dict(), "replay_from": str(source)}), str(v53.benchmark), env)
-    replaying = prepare_suite(RunOptions(**{**options.to_dict(), "replay_from": str(source), "sweep_devices": None}),
-                              str(v53.benchmark), env)
+        prepare(RunOptions(**{**options.to_dict(), "replay_from": str(source)}), env)
+    replaying = prepare(RunOptions(**{**options.to_dict(), "replay_from": str(source), "sweep_devices": None}), env)
     assert replaying.sweep is None and replaying.plan.options.replay_from == str(source.resolve())
     assert not (tmp_path / "run").exists()

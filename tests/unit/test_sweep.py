@@ -11,9 +11,9 @@ from harness.autotune.store import OpAutotune, TunedConfig
 from harness.autotune.sweep import SweepFiles, merge_shards, open_shares, split_cases
 from harness.backends import get_backend
 from harness.errors import UsageError
+from harness.run.context import DeviceLocks
 from harness.run.decide import AttemptExit
 from harness.run.sweep import (
-    DeviceLocks,
     _Shard,
     _shard_reason,
     resolve_sweep_devices,

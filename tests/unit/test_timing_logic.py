@@ -113,7 +113,8 @@ def test_the_cap_option_is_in_the_specs_of_measuring_and_sweep_processes(tmp_pat
     from harness.backends import get_backend
     from harness.contract import CAPTURE_OFF, ChildSpec
     from harness.options import RunOptions
-    from harness.run.batch import BatchContext, CaseRunner
+    from harness.run.batch import CaseRunner
+    from harness.run.context import BatchContext
     from harness.run.plan import OpPlan, RunPlan
     from harness.run.plugins import plan_plugins
     from harness.run.spawn import StopToken

@@ -242,3 +242,32 @@ def test_history_marks_its_own_database_and_reads_one_written_before_the_mark(
     conn = sqlite3.connect("h.sqlite")
     assert conn.execute("PRAGMA application_id").fetchone()[0] == APPLICATION_ID
     conn.close()
+
+
+# -- YAML: one line with file, line and column; a key given twice ------------------------------
+
+
+def test_flaggems_core_shapes_yaml_errors_are_one_line_with_line_and_column(tmp_path: Path) -> None:
+    from harness.errors import ConfigError
+    from harness.suite.shapefile import read_suite_shapes
+
+    path = tmp_path / "core_shapes.yaml"
+    path.write_text("BlasBenchmark:\n  shapes: [[1, 2]\nSoftmax:\n  shapes: []\n")
+    with pytest.raises(ConfigError) as caught:
+        read_suite_shapes(path)
+    assert caught.value.message.startswith(f"FlagGems' shape file {path}: not valid YAML at line 3, column 1: ")
+    assert "\n" not in caught.value.message
+    path.write_text("Softmax:\n  shapes: [[4]]\nSoftmax:\n  shapes: [[8]]\n")
+    with pytest.raises(ConfigError, match="at line 3, column 1: the key 'Softmax' is given twice"):
+        read_suite_shapes(path)
+
+
+def test_a_key_a_merge_brings_in_may_be_set_again_but_not_a_key_given_twice() -> None:
+    from harness.errors import ConfigError
+    from harness.yamlfile import load_yaml
+
+    text = "base: &b {shapes: [[1]], warmup: 3}\nmine:\n  <<: *b\n  shapes: [[2]]\n"
+    assert load_yaml(text, "f.yaml")["mine"] == {"shapes": [[2]], "warmup": 3}
+    with pytest.raises(ConfigError, match=r"^f\.yaml: not valid YAML at line 4, column 3: the key 'shapes' is "
+                                          r"given twice \(first at line 3\); give it once\. Fix it\.$"):
+        load_yaml("mine:\n  <<: {a: 1}\n  shapes: [[2]]\n  shapes: [[3]]\n", "f.yaml", "Fix it.")

@@ -22,7 +22,8 @@ from pathlib import Path
 from typing import Any
 
 import pytest
-import yaml
+
+from harness.yamlfile import read_yaml
 
 __all__ = ["GuardRules", "decorator_guards", "load_rules", "stale_reasons"]
 
@@ -42,7 +43,7 @@ class GuardRules:
 
 
 def load_rules(path: Path = RULES_FILE) -> GuardRules:
-    data = yaml.safe_load(path.read_text())
+    data = read_yaml(path, str(path))
     if not isinstance(data, dict) or data.get("version") != 1:
         raise ValueError(f"{path}: not a version 1 rules file")
     keep = {str(k["file"]): str(k.get("why", "")) for k in data.get("keep") or []}
