@@ -21,6 +21,7 @@ __all__ = [
     "GateFailed",
     "ContextPoisoned",
     "exit_status",
+    "printable",
 ]
 
 
@@ -66,8 +67,17 @@ class ContextPoisoned(Exception):
     process stops with ``harness.contract.POISONED_EXIT`` so the rest of the run goes on."""
 
 
+def printable(text: str) -> str:
+    """``text`` with each character that is not printable written as its Python escape (``\\n``,
+    ``\\x1b``, ``\\u202e``, ``\\udcff``): input echoed in a message (an op name, a path) cannot end
+    the line, move the cursor, colour or clear the terminal, or reorder the text it stands in."""
+    return "".join(ch if ch.isprintable() or ch == " " else ch.encode("unicode_escape", "backslashreplace")
+                   .decode("ascii") for ch in text)
+
+
 def exit_status(action: Callable[[], int], stderr: TextIO | None = None) -> int:
     """Run a command's body: its exit code, or a HarnessError's message on stderr and its code.
+    Messages go through :func:`printable`: whatever user input they echo stays one line of text.
 
     An OSError that reaches here (a disk that filled up, a file system that refused a write the
     checks could not foresee) is the machine's: one line naming the file and the cause, exit 3.
@@ -75,10 +85,10 @@ def exit_status(action: Callable[[], int], stderr: TextIO | None = None) -> int:
     try:
         return action()
     except HarnessError as exc:
-        print(f"harness: error: {exc.message}", file=stderr or sys.stderr)
+        print(f"harness: error: {printable(exc.message)}", file=stderr or sys.stderr)
         return exc.exit_code
     except OSError as exc:
         where = f"{exc.filename}: " if exc.filename else ""
-        print(f"harness: error: {where}{exc.strerror or exc} (the system refused; free space or fix the "
-              "permissions, then run again)", file=stderr or sys.stderr)
+        print(f"harness: error: {printable(where + str(exc.strerror or exc))} (the system refused; free space "
+              "or fix the permissions, then run again)", file=stderr or sys.stderr)
         return EnvironmentProblem.exit_code

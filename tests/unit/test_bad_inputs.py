@@ -98,6 +98,9 @@ ROWS: list[Row] = [
     bad("run --backend npu --ops softmax", 3, "needs its devices"),
     bad("run --backend moore --ops softmax", 3, "needs its devices"),
     bad("run --ops softmaxx", 2, "Unknown op(s): softmaxx"),
+    bad("run --ops 'soft\nmax'", 2, "Unknown op(s): soft\\nmax."),  # echoed escaped: one line
+    bad("run --ops '\x1b[2J\x1b[31mred'", 2, "Unknown op(s): \\x1b[2J\\x1b[31mred."),
+    bad("run --ops-file ops.txt", 2, "Unknown op(s): a\\u202eb (ops.txt line 1)", files={"ops.txt": "a\u202eb\n"}),
     bad("run --ops ''", 2, "--ops: names nothing"),
     bad("run --ops ,", 2, "--ops: names nothing"),
     bad("run --ops other:softmax", 2, "comes from 'builtin'"),
