@@ -7,10 +7,20 @@ renders one: records.jsonl, summary.csv, junit.xml, report.md, report.html, ops_
 completion markers, the autotune records, and run.json (written last, so a half-merged directory is never
 taken for a run). `compare`, `history` and `report` read it like any other run.
 
+Reruns: the same part may be given more than once when it was run again (the same
+`harness run --shard K/N` arguments, another run directory). Each op is then taken from the
+latest run of its part that ended it (a completion marker, or its row in run.json); "latest" is
+the run that started last by run.json's ``started_at`` (then ``finished_at``). An op no run of
+its part ended is taken from the latest run, as not run. run.json's ``merged_from`` lists every
+run given and its ``superseded`` says which op each rerun replaced. Two runs of one part that
+started at the same second cannot be ordered and are refused.
+
 Refused, before anything is written, naming the runs concerned: runs of different fingerprints
 (another backend, device model, timer, level, cache or provider), parts of different splits or
-of different plans, a part given twice, a missing part, a part still running, parts of different
-commits. An unsharded run counts as part 1/1 of itself.
+of different plans, one run given twice, a missing part, a part still running, parts of
+different commits, reruns that cannot be ordered, and a case present in two parts (a part's
+records.jsonl holding a case of an op that is not its own). An unsharded run counts as part 1/1
+of itself.
 """
 
 from __future__ import annotations
@@ -35,7 +45,7 @@ from harness.results.runinfo import (
 )
 from harness.results.schema import Measurement
 from harness.results.store import atomic_write_text, read_records, write_json
-from harness.run.decide import INTERRUPTED, PENDING, OpOutcome, render_status
+from harness.run.decide import INTERRUPTED, PENDING, OpOutcome, render_status, with_causes
 from harness.run.plan import make_run_id, plan_digest
 from harness.run.rundir import read_markers, write_marker
 
@@ -146,12 +156,8 @@ def check_shards(shards: Sequence[ShardRun], allow_mismatch: bool = False) -> li
             "torch, Triton, driver, flag_gems and harness, or pass --allow-mismatch to merge them anyway "
             "(run.json then lists the differences under software_mismatch)."
         )
-    by_index: dict[int, ShardRun] = {}
-    for s in shards:
-        if s.index in by_index:
-            raise UsageError(f"Part {s.label} is given twice: {by_index[s.index].path} and {s.path}. "
-                             "Give each part once.")
-        by_index[s.index] = s
+    runs = check_runs(shards)
+    by_index = {k: group[-1] for k, group in runs.items()}
     missing = [k for k in range(1, first.count + 1) if k not in by_index]
     if missing:
         given = ", ".join(by_index[k].where() for k in sorted(by_index))
@@ -175,6 +181,80 @@ def check_shards(shards: Sequence[ShardRun], allow_mismatch: bool = False) -> li
     return ordered
 
 
+def _started(run: ShardRun) -> tuple[str, str]:
+    return (str(run.info.get("started_at") or ""), str(run.info.get("finished_at") or ""))
+
+
+def check_runs(shards: Sequence[ShardRun]) -> dict[int, tuple[ShardRun, ...]]:
+    """Each part's runs, earliest first: one run per part, or a part and its reruns (pure).
+    Refused: one run given twice (the same directory or the same run id), and two runs of one
+    part that cannot be ordered by run.json's start and end times."""
+    seen: dict[str, ShardRun] = {}
+    groups: dict[int, list[ShardRun]] = {}
+    for s in shards:
+        keys = [f"path {s.path}"] + ([f"run id {s.info['run_id']}"] if s.info.get("run_id") else [])
+        for key in keys:
+            if key in seen:
+                raise UsageError(f"Part {s.label} is given twice: {seen[key].path} and {s.path} are one run "
+                                 f"({key}). Give each run once.")
+        seen.update(dict.fromkeys(keys, s))
+        groups.setdefault(s.index, []).append(s)
+    ordered: dict[int, tuple[ShardRun, ...]] = {}
+    for index, group in sorted(groups.items()):
+        group.sort(key=_started)
+        for earlier, later in zip(group, group[1:], strict=False):
+            if _started(earlier) == _started(later):
+                raise UsageError(f"Part {later.label} was run twice ({earlier.path} and {later.path}) and both "
+                                 f"runs started at {_started(later)[0] or 'an unrecorded time'}: which one is the "
+                                 "rerun cannot be told. Give only the one to keep.")
+        ordered[index] = tuple(group)
+    return ordered
+
+
+def _done(outcome: OpOutcome | None) -> bool:
+    return outcome is not None and outcome.done
+
+
+def choose_sources(runs: Mapping[int, Sequence[ShardRun]],
+                   outcomes: Mapping[Path, Mapping[str, OpOutcome]]) -> tuple[dict[str, ShardRun], list[str]]:
+    """Which run each op is taken from, and one line per op a later run superseded (pure).
+    ``runs``: each part's runs, earliest first (:func:`check_runs`); ``outcomes``: each run's op
+    rows by op. An op comes from the latest run of its part that ended it; when none did, from
+    the latest run."""
+    source: dict[str, ShardRun] = {}
+    superseded: list[str] = []
+    for group in runs.values():
+        latest = group[-1]
+        for op in latest.ops:
+            ended = [r for r in group if _done(outcomes.get(r.path, {}).get(op))]
+            chosen = ended[-1] if ended else latest
+            source[op] = chosen
+            for earlier in ended[:-1]:
+                was = outcomes[earlier.path][op].status
+                now = outcomes[chosen.path][op].status
+                superseded.append(f"{op}: {was} in {earlier.path} superseded by {now} in {chosen.path} "
+                                  f"(started {_started(chosen)[0] or '?'})")
+    return source, superseded
+
+
+def check_cases(records: Mapping[Path, Sequence[Measurement]], runs: Sequence[ShardRun]) -> None:
+    """Refuse a case present in two parts: a run's records of an op that is not in its part, or
+    one case recorded by runs of two different parts (pure)."""
+    parts_of: dict[tuple[str, str], str] = {}
+    for run in runs:
+        mine = set(run.ops)
+        for r in records.get(run.path, ()):
+            if r.op not in mine:
+                raise UsageError(f"Case {r.case_id} is present in two parts: {run.path} (part {run.label}) "
+                                 f"holds a record of it, but op {r.op} is not in that part. Its records.jsonl "
+                                 "was changed or mixed with another part's; run that part again.")
+            key = (r.case_id, r.direction)
+            where = parts_of.setdefault(key, run.label)
+            if where != run.label:
+                raise UsageError(f"Case {r.case_id} is present in two parts ({where} and {run.label}, "
+                                 f"{run.path}). Run those parts again.")
+
+
 def _device(shard: ShardRun, device: str) -> str:
     """A device named with its part: devices of different machines share numbers."""
     return f"{shard.label}:{device}"
@@ -191,28 +271,34 @@ def _row_outcome(row: Mapping[str, Any]) -> OpOutcome | None:
         return None
 
 
-def _outcomes(shard: ShardRun) -> list[OpOutcome]:
-    """The part's op rows in plan order: its completion markers (exact), else the row run.json
-    keeps (dismissed ops have no marker), else PENDING."""
+def _outcomes(shard: ShardRun) -> dict[str, OpOutcome]:
+    """The part's op rows by op, in plan order: its completion markers (exact), else the row
+    run.json keeps (dismissed ops have no marker), else PENDING."""
     markers = read_markers(shard.path)
     rows = {o.op: o for o in map(_row_outcome, shard.info.get("ops") or []) if o is not None}
-    found: list[OpOutcome] = []
+    found: dict[str, OpOutcome] = {}
     for entry in shard.info.get("plan", []):
         op = str(entry.get("op"))
         outcome = markers.get(op) or rows.get(op) or OpOutcome(op, str(entry.get("device", "")), PENDING)
-        found.append(replace(outcome, device=_device(shard, outcome.device)))
+        found[op] = replace(outcome, device=_device(shard, outcome.device))
     return found
 
 
-def _status(shards: Sequence[ShardRun]) -> str:
+def _status(shards: Sequence[ShardRun], outcomes: Sequence[OpOutcome] = ()) -> str:
+    """The merged run's status: interrupted while an op of the plan was not ended, else from the
+    ops' and the parts' statuses."""
     statuses = {str(s.info.get("status")) for s in shards}
-    if "interrupted" in statuses:
+    if any(not o.done for o in outcomes) or (not outcomes and "interrupted" in statuses):
         return "interrupted"
-    return "complete" if statuses == {"complete"} else "complete-with-failures"
+    if any(o.failed for o in outcomes) or "complete-with-failures" in statuses:
+        return "complete-with-failures"
+    return "complete" if outcomes or statuses == {"complete"} else "complete-with-failures"
 
 
-def merged_info(shards: Sequence[ShardRun], run_id: str, outcomes: Sequence[OpOutcome]) -> dict[str, Any]:
-    """run.json of the merged run: part 1's identity and options, every part's plan and ops, and
+def merged_info(shards: Sequence[ShardRun], run_id: str, outcomes: Sequence[OpOutcome],
+                reruns: Sequence[ShardRun] = (), superseded: Sequence[str] = ()) -> dict[str, Any]:
+    """run.json of the merged run: part 1's identity and options, every part's plan and ops, the
+    runs merged (parts, then earlier runs of a part that a rerun superseded, ``reruns``), and
     where parts were merged despite different software, the differences (pure)."""
     first = shards[0]
     info = {k: v for k, v in first.info.items() if k != "shard"}
@@ -231,7 +317,7 @@ def merged_info(shards: Sequence[ShardRun], run_id: str, outcomes: Sequence[OpOu
     plan.sort(key=lambda entry: order.get(str(entry.get("op")), len(order)))
     info.update(
         run_id=run_id,
-        status=_status(shards),
+        status=_status(shards, outcomes),
         devices=[_device(s, str(d)) for s in shards for d in s.info.get("devices", [])],
         plan=plan,
         ops=[o.row() for o in outcomes],
@@ -244,20 +330,19 @@ def merged_info(shards: Sequence[ShardRun], run_id: str, outcomes: Sequence[OpOu
             {"shard": s.label, "run_id": s.info.get("run_id"), "path": str(s.path),
              "devices": s.info.get("devices"), "device_name": (s.info.get("identity") or {}).get("device_name"),
              "container": s.info.get("container"), "status": s.info.get("status"),
-             "started_at": s.info.get("started_at"), "finished_at": s.info.get("finished_at")}
-            for s in shards
+             "started_at": s.info.get("started_at"), "finished_at": s.info.get("finished_at"),
+             **({"rerun_of": s.label} if s in reruns else {})}
+            for s in [*shards, *reruns]
         ],
         plan_digest=first.digest,
     )
+    if superseded:
+        info["superseded"] = list(superseded)
     mismatch = software_differences(shards)
     if mismatch:
         info["software_mismatch"] = mismatch
     info["fingerprint"] = fingerprint(info)
     return info
-
-
-def _records(shards: Sequence[ShardRun], run_id: str) -> list[Measurement]:
-    return [replace(r, run_id=run_id) for s in shards for r in read_records(RunFiles(s.path).records)]
 
 
 def _copy_autotune(shards: Sequence[ShardRun], out: Path, run_id: str) -> None:
@@ -286,14 +371,24 @@ def merge_runs(dirs: Sequence[Path], out: Path, run_id: str | None = None,
     """Merge the parts in ``dirs`` into ``out``; returns the merged run.json."""
     from harness.run.outputs import stored_ops, unreached_cases
 
-    shards = check_shards([read_shard(Path(d)) for d in dirs], allow_mismatch)
+    given = [read_shard(Path(d)) for d in dirs]
+    shards = check_shards(given, allow_mismatch)
     _check_out(out)
+    groups = check_runs(given)
+    every = [r for group in groups.values() for r in group]
+    outcomes_of = {r.path: _outcomes(r) for r in every}
+    source, superseded = choose_sources(groups, outcomes_of)
+    found = {r.path: read_records(RunFiles(r.path).records) for r in every}
+    check_cases(found, every)
     run_id = run_id or make_run_id(str(shards[0].info.get("backend", "run")))
     # In the whole run's op order, as an unsharded run lists them.
     order = {op: i for i, op in enumerate(shards[0].all_ops)}
-    records = sorted(_records(shards, run_id), key=lambda r: order.get(r.op, len(order)))
-    outcomes = sorted((o for s in shards for o in _outcomes(s)), key=lambda o: order.get(o.op, len(order)))
-    info = merged_info(shards, run_id, outcomes)
+    records = sorted((replace(r, run_id=run_id) for run in every for r in found[run.path] if source.get(r.op) is run),
+                     key=lambda r: order.get(r.op, len(order)))
+    outcomes = with_causes(sorted((outcomes_of[s.path][op] for op, s in source.items()),
+                                  key=lambda o: order.get(o.op, len(order))), records)
+    reruns = [r for r in every if r not in shards]
+    info = merged_info(shards, run_id, outcomes, reruns, superseded)
     out.mkdir(parents=True, exist_ok=True)
     lines = "".join(json.dumps(r.to_dict(), sort_keys=True, allow_nan=False) + "\n" for r in records)
     atomic_write_text(RunFiles(out).records, lines)
@@ -314,7 +409,7 @@ def merge_runs(dirs: Sequence[Path], out: Path, run_id: str | None = None,
     problem = write_html_report(out, info, records, unreached)
     if problem:
         info["report_html"] = problem
-    _copy_autotune(shards, out, run_id)
+    _copy_autotune(every, out, run_id)  # a later run of a part overwrites an earlier one's
     write_json(RunFiles(out).run_info, info)
     if stdout is not None:
         counts: dict[str, int] = {}
@@ -325,6 +420,8 @@ def merge_runs(dirs: Sequence[Path], out: Path, run_id: str | None = None,
               + ", ".join(f"{k} {v}" for k, v in sorted(counts.items())), file=stdout)
         if problem:
             print(problem, file=stdout)
+        for line in superseded:
+            print(f"rerun: {line}", file=stdout)
         for line in info.get("software_mismatch", ()):
             print(f"warning: different software merged (--allow-mismatch): {line}", file=stdout)
     return info
