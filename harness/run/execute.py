@@ -29,7 +29,7 @@ from harness.results.store import atomic_write_text, read_json, read_records_fil
 from harness.run.batch import CaseRunner, run_batch
 from harness.run.caches import remove_run_cache
 from harness.run.context import OpRunner
-from harness.run.decide import OpOutcome
+from harness.run.decide import OpOutcome, with_causes
 from harness.run.outputs import render_outputs, stored_ops, unreached_cases, write_html_report
 from harness.run.plan import (
     OpPlan,
@@ -226,6 +226,7 @@ def finalize(prepared: Prepared, outcomes: list[OpOutcome], status: str, started
     """Render every output from the records; each file replaced atomically."""
     plan, run_dir = prepared.plan, prepared.run_dir
     found = read_records_file(RunFiles(run_dir).records)
+    outcomes = with_causes(outcomes, found.records)  # a cause for every op that did not pass
     identity, per_device = _identity(run_dir)
     info = _run_info(prepared, status, started, identity)
     info["identity_per_device"] = per_device
