@@ -119,6 +119,7 @@ class RunOptions:
     shard: tuple[int, int] | None = None  # (K, N): run only the K-th of N parts of the ops (--shard K/N)
     nodes: tuple[str, ...] = ()  # --suite: FlagGems pytest nodes (FILE::FUNC[PARAMS]) to run, one op each
     allow_version_mismatch: bool = False  # --suite: run a tree whose major.minor differs from flag_gems'
+    budget: float | None = None  # seconds after the ops start when no further op starts (--budget)
 
     def prestart_for(self, accelerator: bool) -> bool:
         """Whether to pre-start op processes: ``auto`` only on accelerators, where the held process's
@@ -442,6 +443,7 @@ _PARSERS: dict[str, Callable[[Any], Any]] = {
     "shard": _shard,
     "nodes": _nodes,
     "allow_version_mismatch": _bool("allow-version-mismatch"),
+    "budget": _positive_float("budget (s)"),
 }
 
 

@@ -73,6 +73,9 @@ def add_run_parser(sub: argparse._SubParsersAction[argparse.ArgumentParser]) -> 
                    "(default 1000; docs/timing.md)")
     p.add_argument("--devices", nargs="+", metavar="ID", help="device ids to shard ops over (default: the backend's visible devices)")
     p.add_argument("--op-timeout", type=float, help="seconds before a hung op's process group is killed (default 1800)")
+    p.add_argument("--budget", metavar="SECONDS",
+                   help="no op starts this long after the ops began; the ops left end as not run (cause: "
+                        "environment, budget) and `harness run --resume` runs them (default: no budget)")
     p.add_argument("--reports-dir", help="where run directories are created (default: reports)")
     p.add_argument("--out", help="exact run directory (default: REPORTS_DIR/RUN_ID)")
     p.add_argument("--run-id", help="run id (default: UTC time, backend and a random token)")
@@ -164,5 +167,6 @@ def cli_values(ns: argparse.Namespace) -> dict[str, Any]:
     keys = ("backend", "ops", "dtypes", "level", "shapes_file", "ops_modules", "provider", "timer",
             "cache", "seed", "warmup_ms", "rep_ms", "cap_ms", "devices", "op_timeout", "reports_dir", "out", "run_id",
             "ops_file", "dismiss", "progress", "suite", "replay_from", "prestart", "prestart_depth", "plugins", "extra_plugins",
-            "ir", "triton_cache", "keep_triton_cache", "sweep_devices", "shard", "nodes", "allow_version_mismatch")
+            "ir", "triton_cache", "keep_triton_cache", "sweep_devices", "shard", "nodes", "allow_version_mismatch",
+            "budget")
     return {k: getattr(ns, k, None) for k in keys}

@@ -25,6 +25,7 @@ from typing import Any
 
 from harness.contract import CAPTURE_OFF, PYTEST_OFF, ChildSpec, RunFiles
 from harness.options import MAX_PRESTART_DEPTH, PRESTART_DEPTH
+from harness.results.causes import BUDGET_NOTE
 from harness.results.schema import Measurement
 from harness.results.store import atomic_write_text, read_records
 from harness.run.caches import cache_env, run_cache_dir
@@ -312,11 +313,20 @@ def run_op(ctx: BatchContext, op_plan: OpPlan, on_attempt: Callable[[int], None]
 class _Board:
     """Every op's current row; ops_status.csv is rewritten atomically on each change."""
 
-    def __init__(self, path: Path, outcomes: Mapping[str, OpOutcome]) -> None:
+    def __init__(self, path: Path, outcomes: Mapping[str, OpOutcome], deadline: float | None = None) -> None:
         self.path = path
         self.outcomes = dict(outcomes)
         self.lock = threading.Lock()
+        self.deadline = deadline  # time.monotonic() after which no op starts (--budget), or None
         self.flush()
+
+    def out_of_budget(self, ops: Sequence[OpPlan]) -> bool:
+        """Past the run's --budget: ``ops`` (not started) end as not run, saying why; a resume runs them."""
+        if self.deadline is None or time.monotonic() < self.deadline:
+            return False
+        for o in ops:
+            self.set(OpOutcome(o.op, o.device, PENDING, notes=(BUDGET_NOTE,)))
+        return True
 
     def set(self, outcome: OpOutcome) -> None:
         with self.lock:
@@ -331,7 +341,7 @@ class _Board:
 @dataclass(frozen=True)
 class BatchResult:
     outcomes: tuple[OpOutcome, ...]  # in plan order
-    interrupted: str = ""  # why the run stopped before every op ended (a signal name), else ""
+    interrupted: str = ""  # why the run stopped before every op ended (a signal name, --budget), else ""
 
 
 OpFunction = Callable[[BatchContext, OpPlan, Callable[[int], None]], OpOutcome]
@@ -341,7 +351,7 @@ def _device_worker(ctx: BatchContext, share: Sequence[OpPlan], board: _Board, ru
     todo = [o for o in share if not board.outcomes[o.op].done]
     try:
         for i, op_plan in enumerate(todo):
-            if ctx.stop.requested:
+            if ctx.stop.requested or board.out_of_budget(todo[i:]):
                 return
             upcoming = tuple(todo[i + 1:i + 1 + ctx.prestart_depth])
 
@@ -413,7 +423,8 @@ def run_batch(
         events.note(f"records.jsonl: dropped a torn last line ({dropped} bytes) left by a killed process")
     initial = {o.op: OpOutcome(o.op, o.device) for o in plan.ops}
     initial.update({k: v for k, v in (already_done or {}).items() if k in initial})
-    board = _Board(run_dir / "ops_status.csv", initial)
+    budget = getattr(plan.options, "budget", None)
+    board = _Board(run_dir / "ops_status.csv", initial, None if budget is None else time.monotonic() + budget)
     cache_dir = run_cache_dir(plan.options, run_dir)
     if cache_dir is not None:
         cache_dir.mkdir(parents=True, exist_ok=True)
@@ -437,7 +448,7 @@ def run_batch(
             events.note(f"records.jsonl: dropped a torn last line ({dropped} bytes) left by a stopped process")
     if not stop.requested:  # every op must have ended; one that did not was lost to a harness fault
         for o in plan.ops:
-            if not board.outcomes[o.op].done:
+            if not board.outcomes[o.op].done and BUDGET_NOTE not in board.outcomes[o.op].notes:
                 board.outcomes[o.op] = replace(board.outcomes[o.op], status="ERROR",
                                                notes=("never ended: its device worker stopped early",))
     stray = end_marked(find_marked(run_dir), run_dir)  # anything of this run still alive
@@ -446,4 +457,7 @@ def run_batch(
     board.flush()
     outcomes = tuple(board.outcomes[o.op] for o in plan.ops)
     interrupted = (stop.reason or "stopped") if stop.requested and not all(o.done for o in outcomes) else ""
+    unstarted = [o.op for o in outcomes if BUDGET_NOTE in o.notes]
+    if unstarted and not interrupted:
+        interrupted = f"--budget {budget:g}s ran out with {len(unstarted)} op(s) not started"
     return BatchResult(outcomes=outcomes, interrupted=interrupted)
