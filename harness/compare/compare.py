@@ -15,15 +15,24 @@ named at the top of the report.
 
 from __future__ import annotations
 
+import math
 import zlib
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 from pathlib import Path
+from statistics import NormalDist
 from typing import Any
 
 from harness.compare.configs import config_change, read_configs
 from harness.compare.spread import SpreadTable, load_spread
-from harness.compare.stats import Criteria, RowStats, adjust_pvalues, decide, row_stats
+from harness.compare.stats import (
+    Criteria,
+    RowStats,
+    adjust_pvalues,
+    decide,
+    resolvable_change,
+    row_stats,
+)
 from harness.errors import UsageError
 from harness.results.runinfo import (
     ALIKE_FIELDS,
@@ -135,6 +144,7 @@ class Comparison:
     # Lines that head the report: each refusal overridden (--allow-mismatch, --allow-cpu).
     warnings: tuple[str, ...] = ()
     spread_origin: str = ""  # the run-spread table used
+    resolution: str = ""  # what size of change one run a side resolves with an assumed spread, else ""
 
     def count(self, verdict: str) -> int:
         return sum(1 for r in self.rows if r.verdict == verdict)
@@ -364,7 +374,7 @@ def compare_records(
         if why is not None or b is None or h is None or b.candidate is None or h.candidate is None:
             skipped[i] = why or (NOT_COMPARED, "no candidate samples on one side")
             continue
-        known = spread.lookup(b.backend, b.device_name, b.timer, b.op, _level(b.candidate))
+        known = spread.lookup(b.backend, b.device_name, b.timer, b.op, _level(b.candidate), case_id=pair.case_id)
         measured[i] = row_stats(
             b.candidate.runs(), h.candidate.runs(), known.sigma, criteria,
             seed=zlib.crc32(pair.case_id.encode()), spread_source=known.source,
@@ -453,4 +463,26 @@ def compare_runs(
     rows = compare_records(base.records, head.records, criteria, allow_timer_mismatch=allow_mismatch,
                            spread=spread, head_run=head, base_run=base)
     return Comparison(base=base, head=head, criteria=criteria, mismatches=tuple(mismatches), rows=tuple(rows),
-                      warnings=tuple(warnings), spread_origin=spread.origin)
+                      warnings=tuple(warnings), spread_origin=spread.origin,
+                      resolution=resolution_line(rows, spread, criteria))
+
+
+def resolution_line(rows: Sequence[RowComparison], spread: SpreadTable, criteria: Criteria) -> str:
+    """One line on what one run a side can resolve where the run-to-run spread was assumed (the
+    table's default, not measured for the case or the device); "" when no such row was compared."""
+    assumed = [r.stats for r in rows if r.stats is not None and r.stats.runs_base == r.stats.runs_head == 1
+               and r.stats.spread_source == spread.default.source]
+    if not assumed:
+        return ""
+    compared = sum(1 for r in rows if r.stats is not None)
+    sigmas = sorted({s.run_spread for s in assumed})
+    flagged = [resolvable_change(sigma, criteria, compared) for sigma in sigmas]
+    z = float(NormalDist().inv_cdf(0.5 + criteria.confidence / 2.0))
+    blurred = any(math.expm1(z * sigma * math.sqrt(2.0)) > criteria.threshold for sigma in sigmas)
+    size = (f"about {flagged[0]:.0%}" if len(flagged) == 1 else f"about {flagged[0]:.0%} to {flagged[-1]:.0%}")
+    spreads = ", ".join(f"{s:.1%}" for s in sigmas)
+    return (f"One run a side resolves a change of {size} or more here ({len(assumed)} of {compared} row(s) judged on "
+            f"an assumed run-to-run spread of {spreads} per run, {spread.default.source}"
+            + ("; an unchanged row may read noisy" if blurred else "")
+            + "): give the spread measured from a history (`harness gate A B --history DB`), or compare several "
+            "runs a side (`harness gate-run --repeats N`) or a series of nights (`harness history check`).")

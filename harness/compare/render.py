@@ -157,6 +157,8 @@ def render_compare_markdown(c: Comparison, title: str = "Performance comparison"
         f"not settle is not a regression on its own; intervals are {crit.confidence:.0%} bootstrap "
         "intervals of head/base widened by the run-to-run spread",
     ]
+    if c.resolution:
+        lines.append(f"- {c.resolution}")
     lines = [lines[0], "", *(f"- **warning**: {w}" for w in c.warnings), *lines[2:]] if c.warnings else lines
     for m in c.mismatches:
         lines.append(f"- **warning**: unlike runs compared (--allow-mismatch): {m.key} "

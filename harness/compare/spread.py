@@ -18,10 +18,14 @@ from typing import Any
 from harness.errors import UsageError
 from harness.yamlfile import load_yaml
 
-__all__ = ["SHIPPED", "KnownSpread", "SizeClass", "SpreadTable", "load_spread", "parse_spread"]
+__all__ = ["MIN_MEASURED_SIGMA", "SHIPPED", "KnownSpread", "SizeClass", "SpreadTable", "history_series",
+           "load_spread", "measured_spread", "parse_spread"]
 
 FORMAT_VERSION = 1
 SHIPPED = "run_spread.yaml"
+# The least spread a case's history is taken to show: a timer's own resolution and rounding keep
+# two runs from agreeing closer than this, however quiet a short history looked.
+MIN_MEASURED_SIGMA = 0.001
 
 
 @dataclass(frozen=True)
@@ -60,9 +64,25 @@ class SpreadTable:
     default: _Entry
     devices: tuple[_Entry, ...] = ()
     origin: str = SHIPPED
+    # Each case's own spread, measured from a history of runs (case id -> spread): it comes
+    # before the device's size classes (:func:`measured_spread`, a table's ``cases``).
+    cases: Mapping[str, KnownSpread] = field(default_factory=dict)
 
-    def lookup(self, backend: str, device_name: str, timer: str, op: str, median_ms: float) -> KnownSpread:
-        """The known spread of a row of ``op`` whose kernel takes ``median_ms`` on this device."""
+    @property
+    def measured(self) -> bool:
+        """Whether the table holds measured spreads (per case, or of some device)."""
+        return bool(self.cases or self.devices)
+
+    def with_cases(self, cases: Mapping[str, KnownSpread], origin: str) -> SpreadTable:
+        """This table with the spreads of ``cases`` taken before its own (a later one wins)."""
+        return SpreadTable(self.default, self.devices, f"{self.origin}; {origin}", {**self.cases, **cases})
+
+    def lookup(self, backend: str, device_name: str, timer: str, op: str, median_ms: float,
+               case_id: str = "") -> KnownSpread:
+        """The known spread of a row of ``op`` whose kernel takes ``median_ms`` on this device: the
+        case's own measured spread where the table has one."""
+        if case_id in self.cases:
+            return self.cases[case_id]
         us = median_ms * 1000.0
         for entry in self.devices:
             if entry.device_name != device_name or (entry.backend and entry.backend != backend):
@@ -118,6 +138,52 @@ def _entry(data: Any, where: str, device: bool) -> _Entry:
     )
 
 
+def _cases(data: Any) -> dict[str, KnownSpread]:
+    """A table's ``cases``: ``{source: TEXT, sigma_pct: {CASE_ID: PCT, ...}}``."""
+    if data is None:
+        return {}
+    if not isinstance(data, dict) or set(data) - {"source", "sigma_pct"}:
+        raise ValueError("cases: expected {source: TEXT, sigma_pct: {case id: percent}}")
+    source = data.get("source")
+    if not isinstance(source, str) or not source.strip():
+        raise ValueError("cases: say where the numbers come from in 'source' (the history, its runs)")
+    values = data.get("sigma_pct")
+    if not isinstance(values, dict):
+        raise ValueError("cases.sigma_pct: expected a mapping of case id -> percent")
+    found: dict[str, KnownSpread] = {}
+    for case, pct in values.items():
+        if not isinstance(pct, (int, float)) or isinstance(pct, bool) or not 0 < pct < 100:
+            raise ValueError(f"cases.sigma_pct[{case!r}]: a percentage above 0, got {pct!r}")
+        found[str(case)] = KnownSpread(float(pct) / 100.0, source)
+    return found
+
+
+def measured_spread(series: Mapping[str, Sequence[float]], source: str, min_runs: int = 4) -> dict[str, KnownSpread]:
+    """Each case's run-to-run spread from its medians over a history of runs (oldest first;
+    harness.compare.stats.history_spread), at least :data:`MIN_MEASURED_SIGMA`; cases with fewer
+    than ``min_runs`` runs are left out (the table's classes answer for them)."""
+    from harness.compare.stats import history_spread
+
+    found: dict[str, KnownSpread] = {}
+    for case, medians in series.items():
+        sigma = history_spread(medians, min_runs)
+        if sigma is not None:
+            runs = sum(1 for m in medians if m)
+            found[case] = KnownSpread(max(sigma, MIN_MEASURED_SIGMA), f"{source}, {runs} runs")
+    return found
+
+
+def history_series(rows: Sequence[Mapping[str, Any]]) -> dict[str, list[float]]:
+    """Each case's medians in time order from a history's export (rows ordered by case, then
+    time; a row that did not pass has no median and is left out)."""
+    series: dict[str, list[float]] = {}
+    for row in rows:
+        median = row.get("median_ms")
+        if isinstance(median, (int, float)) and median > 0:
+            series.setdefault(str(row["case_id"]), []).append(float(median))
+    return series
+
+
 def parse_spread(data: Any, origin: str) -> SpreadTable:
     """A spread table from parsed YAML; ValueError naming the bad part."""
     if not isinstance(data, dict):
@@ -132,6 +198,7 @@ def parse_spread(data: Any, origin: str) -> SpreadTable:
         default=_entry(data.get("default"), "default", device=False),
         devices=tuple(_entry(d, f"devices[{i}]", device=True) for i, d in enumerate(devices)),
         origin=origin,
+        cases=_cases(data.get("cases")),
     )
 
 

@@ -38,9 +38,11 @@ __all__ = [
     "bootstrap_ratio_ci",
     "bootstrap_rng",
     "decide",
+    "history_spread",
     "holm",
     "mann_whitney_p",
     "observed_run_spread",
+    "resolvable_change",
     "row_stats",
 ]
 
@@ -197,6 +199,36 @@ def observed_run_spread(*sides: Sequence[float]) -> tuple[float, int] | None:
     if dof == 0:
         return None
     return math.sqrt(squares / dof), dof
+
+
+# MAD of a normal sample / its standard deviation: 1 / Phi^-1(3/4).
+_MAD_SCALE = 1.482602218505602
+
+
+def history_spread(medians: Sequence[float], min_runs: int = 4) -> float | None:
+    """Sigma of one run's log median, from a case's medians over a series of runs of the same code
+    and machine (a history, oldest first); None with fewer than ``min_runs`` usable medians.
+
+    Taken from the successive changes of the log median, robustly: the median absolute
+    deviation of the differences, scaled to a standard deviation and divided by sqrt(2) (each
+    difference holds two runs' wander). A step (an upgrade, a real regression) moves one
+    difference only, so it does not inflate the spread as a plain standard deviation would."""
+    m = np.asarray([x for x in medians if x is not None and x > 0 and math.isfinite(x)], dtype=np.float64)
+    if m.size < max(min_runs, 3):
+        return None
+    diffs = np.diff(np.log(m))
+    mad = float(np.median(np.abs(diffs - np.median(diffs))))
+    return _MAD_SCALE * mad / math.sqrt(2.0)
+
+
+def resolvable_change(sigma: float, criteria: Criteria, rows: int = 1, runs_base: int = 1,
+                      runs_head: int = 1) -> float:
+    """The smallest change (a fraction) that the run-to-run test can flag with this spread:
+    beyond the threshold, and beyond the two-sided critical value of ``alpha`` spread over
+    ``rows`` (the Bonferroni bound of Holm's first step) times the spread of the log change."""
+    scale = sigma * math.sqrt(1.0 / runs_base + 1.0 / runs_head)
+    z = float(sps.norm.isf(criteria.alpha / (2.0 * max(rows, 1))))
+    return max(criteria.threshold, math.expm1(z * scale))
 
 
 def row_stats(
