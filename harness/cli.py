@@ -281,6 +281,9 @@ def _dispatch(parser: argparse.ArgumentParser, ns: argparse.Namespace, environ: 
                 run_id = check_run_id(ns.run_id)
             except UsageError as exc:
                 raise UsageError(f"--run-id: {exc.message}") from None
+        from harness.results.store import check_can_write_dir
+
+        check_can_write_dir(Path(ns.out), f"--out {ns.out}")  # before any part is read
         merge_runs([Path(r) for r in ns.runs], Path(ns.out), run_id, sys.stdout, allow_mismatch=ns.allow_mismatch)
         return 0
     if ns.command == "container":

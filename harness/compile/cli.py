@@ -23,7 +23,14 @@ from harness.compile.gate import Thresholds, judge, render_findings, summary_tab
 from harness.compile.targets import DEFAULT_TARGETS, Target, parse_targets
 from harness.contract import EXIT_FAILED, EXIT_INTERRUPTED, EXIT_OK, PARENT_PID_ENV, op_file_stem
 from harness.errors import HarnessError, UsageError
-from harness.results.store import atomic_write_text, check_can_write_dir, read_json, write_json
+from harness.results.store import (
+    OUTPUT_ROOM,
+    atomic_write_text,
+    check_can_write_dir,
+    check_path_fits,
+    read_json,
+    write_json,
+)
 
 if TYPE_CHECKING:
     from harness.run.spawn import StopToken
@@ -239,6 +246,7 @@ def run(ns: argparse.Namespace, env: Mapping[str, str]) -> int:
     dtypes = _dtypes(ns.dtypes) if ns.dtypes else ("float16", "bfloat16", "float32")
     stamp = _dt.datetime.now(_dt.UTC).strftime("%Y%m%dT%H%M%SZ")
     out = Path(ns.out or f"reports/compile-{stamp}").absolute()
+    check_path_fits(out, f"--out {ns.out or out}", room=OUTPUT_ROOM)  # before looking inside it
     if (out / RESULT).exists():
         raise UsageError(f"--out {out} already holds a compile ({RESULT}); give a new folder.")
     check_can_write_dir(out, f"--out {ns.out or out}")  # before any worker starts

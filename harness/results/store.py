@@ -40,6 +40,7 @@ __all__ = [
     "atomic_write_text",
     "check_can_write_dir",
     "check_can_write_file",
+    "check_path_fits",
     "csv_text",
     "file_mode",
     "read_json",
@@ -104,11 +105,55 @@ def atomic_write_text(path: Path, text: str) -> None:
         raise
 
 
+# Bytes kept under PATH_MAX for what an output folder holds (logs/<op>.log, autotune/<op>/<file>,
+# the temporaries of atomic replacement): a folder whose own path just fits would fail inside.
+OUTPUT_ROOM = 128
+# atomic_write_text's temporary beside a file: "." + name + "." + 8 random characters.
+_TEMP_EXTRA = 10
+
+
+def _limits(path: Path) -> tuple[int, int]:
+    """(NAME_MAX, PATH_MAX) of the file system that would hold ``path`` (255 and 4096 where the
+    system does not say)."""
+    probe = Path(os.path.abspath(path))
+    while not os.path.isdir(probe) and probe != probe.parent:
+        probe = probe.parent
+    found = []
+    for name, default in (("PC_NAME_MAX", 255), ("PC_PATH_MAX", 4096)):
+        try:
+            found.append(os.pathconf(probe, name))
+        except (OSError, ValueError):
+            found.append(default)
+    return found[0], found[1]
+
+
+def check_path_fits(path: Path, source: str, room: int = 0, temp: int = 0) -> None:
+    """Refuse (UsageError naming ``source``) a path the file system cannot hold: a name longer
+    than NAME_MAX (``temp`` bytes more for the last one: a temporary written beside it), or the
+    whole path, with ``room`` bytes for what is written inside it, reaching PATH_MAX."""
+    full = os.fsencode(os.path.abspath(path))
+    name_max, path_max = _limits(path)
+    parts = full.split(b"/")
+    for index, part in enumerate(parts):
+        extra = temp if index == len(parts) - 1 else 0
+        if len(part) + extra > name_max:
+            raise UsageError(f"{source}: cannot create it ({os.strerror(errno.ENAMETOOLONG)}: a name of "
+                             f"{len(part)} bytes{' and its temporary' if extra else ''}, where this file system "
+                             f"takes {name_max}). Choose a shorter name.")
+    if len(full) + room >= path_max:
+        raise UsageError(f"{source}: cannot create it ({os.strerror(errno.ENAMETOOLONG)}: the path is "
+                         f"{len(full)} bytes{f' and what is written in it needs {room} more' if room else ''}, "
+                         f"where this system takes paths under {path_max}). Choose a shorter path.")
+
+
 def check_can_write_dir(path: Path, source: str) -> None:
     """Refuse (UsageError naming ``source``, the option that gave ``path``) a directory that cannot
-    be created or written, before anything is computed or written. The nearest existing directory
-    is tried for real (a directory made there and removed again): permissions alone do not say
-    that /proc, a read-only mount or a path through a file refuse one."""
+    be created or written, before anything is computed or written: a path too long for the file
+    system (:func:`check_path_fits`, with room for the files written in it), or one whose nearest
+    existing directory refuses a new entry. That directory is tried for real (a directory made
+    there and removed again): permissions alone do not say that /proc, a read-only mount or a path
+    through a file refuse one."""
+    check_path_fits(path, source, room=OUTPUT_ROOM)
     probe = path
     while not os.path.lexists(probe) and probe != probe.parent:
         probe = probe.parent
@@ -124,6 +169,7 @@ def check_can_write_dir(path: Path, source: str) -> None:
 
 def check_can_write_file(path: Path, source: str) -> None:
     """As :func:`check_can_write_dir`, for a file to be written (its directory must take it)."""
+    check_path_fits(path, source, temp=_TEMP_EXTRA)
     if path.is_dir():
         raise UsageError(f"{source}: {path} is a directory; give a file name.")
     check_can_write_dir(path.parent, source)

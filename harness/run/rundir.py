@@ -20,7 +20,13 @@ from harness.errors import UsageError
 from harness.options import RunOptions
 from harness.results.runinfo import read_run_info
 from harness.results.schema import Measurement, record_from_dict
-from harness.results.store import check_can_write_dir, read_json, write_json
+from harness.results.store import (
+    OUTPUT_ROOM,
+    check_can_write_dir,
+    check_path_fits,
+    read_json,
+    write_json,
+)
 from harness.run.decide import OP_STATUSES, OpOutcome
 from harness.run.leftovers import describe, find_marked
 
@@ -76,6 +82,7 @@ def check_out_dir(path: Path, source: str = "", check_lock: bool = True) -> None
     option that chose it (``--out DIR``, ``--reports-dir DIR``) for the message; where ``path``
     would be created is tried for real (harness.results.store.check_can_write_dir)."""
     source = source or f"run directory {path}"
+    check_path_fits(path, source, room=OUTPUT_ROOM)  # before any look inside it: too long a name raises
     if (path / "run.json").exists():
         raise UsageError(_held_run(path, source, check_lock))
     check_can_write_dir(path, source)

@@ -188,7 +188,7 @@ ROWS: list[Row] = [
     bad(f"compare run run2 --out {'x' * 300}", 2, "File name too long", files={**RUN, **RUN2}),
     bad(f"gate run run2 --out {'x' * 300}", 2, "File name too long", files={**RUN, **RUN2}),
     bad(f"ab --out {'x' * 300} -- --ops add", 2, "File name too long"),
-    bad(f"history check run --db h.sqlite --out {'x' * 300}", 2, "File name too long", files=RUN),
+    bad(f"history check run --db h.sqlite --out {'x' * 300}", 2, "File name too long", files={**RUN, "h.sqlite": ""}),
     bad(f"history site --db h.sqlite --out {'x' * 300}", 2, "File name too long", files={"h.sqlite": ""}),
     bad(f"history export --db h.sqlite --out {'x' * 250}.csv", 2, "a name of 254 bytes and its temporary",
         files={"h.sqlite": ""}),
