@@ -129,6 +129,10 @@ def load_user_ops(ref: str) -> list[OpSpec]:
     except (Exception, SystemExit):
         raise UsageError(f"--ops-module {ref!r}: HARNESS_OPS / harness_ops() gave {type(found).__name__}, "
                          "not a list of harness.ops.base.OpSpec (docs/ops.md).") from None
+    if not ops:
+        raise UsageError(f"--ops-module {ref!r}: HARNESS_OPS / harness_ops() gave no op, so the module adds "
+                         "nothing (a list left empty, or a filter that kept none?). Give at least one "
+                         "harness.ops.base.OpSpec, or leave the module out (docs/ops.md).")
     for item in ops:
         if not isinstance(item, OpSpec):
             raise UsageError(
