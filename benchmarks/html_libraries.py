@@ -163,9 +163,9 @@ def measure_harness(out: Path | None) -> dict[str, Any]:
     import gzip
 
     t0 = time.perf_counter()
+    from harness.compare.page import render_compare_html
     from harness.results.html import (
         render_across_html,
-        render_compare_html,
         render_history_site,
         render_run_html,
     )

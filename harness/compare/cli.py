@@ -106,9 +106,6 @@ def _add_compare(sub: argparse._SubParsersAction[argparse.ArgumentParser], name:
     p.add_argument("--allow-mismatch", action="store_true",
                    help="compare runs of different backend, device model, timer, level or cache, or "
                         "of different torch, Triton, driver, flag_gems or harness versions, anyway")
-    p.add_argument("--history", metavar="DB",
-                   help="a history database (`harness history add`): each case's run-to-run spread is "
-                        "measured from its runs of base's fingerprint (4 or more), instead of assumed")
 
 
 def _add_gate_run(sub: argparse._SubParsersAction[argparse.ArgumentParser]) -> None:
@@ -336,31 +333,12 @@ def _checked_out(ns: argparse.Namespace) -> Path | None:
     return Path(ns.out)
 
 
-def _history_spread(ns: argparse.Namespace, spread: SpreadTable) -> SpreadTable:
-    """``spread`` with each case's spread measured from ``--history DB`` (the runs of base's
-    fingerprint), when given."""
-    if not getattr(ns, "history", None):
-        return spread
-    from harness.compare.history import HistoryStore
-    from harness.compare.spread import history_series, measured_spread
-    from harness.results.runinfo import fingerprint, read_run_info
-
-    db = Path(ns.history)
-    if not db.is_file():
-        raise UsageError(f"--history {db}: no such history database. Give the file `harness history add` "
-                         "wrote, or leave --history out.")
-    info = read_run_info(Path(ns.base) / "run.json")
-    print_of = str(info.get("fingerprint") or fingerprint(info))
-    cases = measured_spread(history_series(HistoryStore(db).export(print_of)), f"measured in {db}")
-    return spread.with_cases(cases, f"{len(cases)} case(s)' spread measured in {db}")
-
-
 def _cmd_compare(ns: argparse.Namespace, stdout: TextIO) -> int:
     from harness.compare.compare import compare_runs
 
     _checked_out(ns)
     comparison = compare_runs(Path(ns.base), Path(ns.head), _criteria(ns), ns.allow_mismatch,
-                              allow_cpu=ns.allow_cpu, spread=_history_spread(ns, _spread(ns)))
+                              allow_cpu=ns.allow_cpu, spread=_spread(ns))
     _write_comparison(comparison, Path(ns.out) if ns.out else None, stdout)
     if ns.command == "gate":
         return _gate_outcome(comparison, f"gate {ns.base} -> {ns.head}")
@@ -371,7 +349,6 @@ def _cmd_gate_run(ns: argparse.Namespace, env: Mapping[str, str], stdout: TextIO
     from harness.compare.ab import check_run_args
     from harness.compare.compare import compare_runs
     from harness.compare.gate import run_gate
-    from harness.compare.untrusted import commands_stopped, log_safe_errors
 
     run_args = _run_args(ns)
     check_run_args(run_args, "harness gate-run")
@@ -382,21 +359,14 @@ def _cmd_gate_run(ns: argparse.Namespace, env: Mapping[str, str], stdout: TextIO
         from harness.container.gate import container_side_runner
 
         side_runner = container_side_runner(ns.container, ns.devices, out, env, read_project_config())
-    # In a container a side's code may be a pull request's: each side gets a folder of its own,
-    # checked before it is read, and what the comparison prints of its records is shown with
-    # workflow commands stopped; an error quoting them is made log-safe (docs/ci-security.md).
-    untrusted = side_runner is not None
-    with log_safe_errors():
-        sides = run_gate({"base": ns.base_ref, "head": ns.head_ref}, out, run_args, ns.repeats, env,
-                         repo=Path(ns.repo), side_runner=side_runner, replay=not ns.no_replay,
-                         precheck=lambda: _refuse_pipeline_only_early(run_args, ns.container, ns.allow_cpu,
-                                                                      "harness gate-run"),
-                         untrusted_sides=untrusted)
-        with commands_stopped(stdout, env if untrusted else {}):
-            # The two versions of the tree may carry two harness versions: that is what is compared.
-            comparison = compare_runs(sides["base"], sides["head"], _criteria(ns), allow_mismatch=False,
-                                      allow_cpu=ns.allow_cpu, spread=spread, deliberate=("harness",))
-            _write_comparison(comparison, out.resolve(), stdout)
+    sides = run_gate({"base": ns.base_ref, "head": ns.head_ref}, out, run_args, ns.repeats, env,
+                     repo=Path(ns.repo), side_runner=side_runner, replay=not ns.no_replay,
+                     precheck=lambda: _refuse_pipeline_only_early(run_args, ns.container, ns.allow_cpu,
+                                                                  "harness gate-run"))
+    # The two versions of the tree may carry two harness versions: that is what is compared.
+    comparison = compare_runs(sides["base"], sides["head"], _criteria(ns), allow_mismatch=False,
+                              allow_cpu=ns.allow_cpu, spread=spread, deliberate=("harness",))
+    _write_comparison(comparison, out.resolve(), stdout)
     return _gate_outcome(comparison, f"gate {ns.base_ref} -> {ns.head_ref}")
 
 
@@ -533,7 +503,6 @@ def _history_site(store: HistoryStore, db: Path, ns: argparse.Namespace, stdout:
     out = Path(ns.out)
     if out.exists() and not out.is_dir():
         raise UsageError(f"--out {out} is a file; give a folder for the site.")
-    _checked_out(ns)  # before any page is rendered
     pages = render_history_site(store.export(), commit_url=ns.commit_url, title=ns.title)
     for name, text in pages.items():
         atomic_write_text(out / name, text)

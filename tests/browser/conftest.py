@@ -55,9 +55,9 @@ def browser() -> Iterator[Any]:
 def pages(tmp_path_factory: pytest.TempPathFactory) -> dict[str, Path]:
     """Every kind of page, built from the test data: name -> file."""
     pytest.importorskip("altair")
+    from harness.compare.page import render_compare_html
     from harness.results.html import (
         render_across_html,
-        render_compare_html,
         render_history_site,
         render_run_html,
     )

@@ -18,10 +18,9 @@ pytest.importorskip("altair", reason="the HTML reports need altair (pip install 
 pytest.importorskip("vl_convert", reason="the HTML reports need vl-convert-python (pip install -e .)")
 
 from harness.compare.compare import Comparison  # noqa: E402
+from harness.compare.page import compare_rows, render_compare_html  # noqa: E402
 from harness.results.html import (  # noqa: E402
-    compare_rows,
     render_across_html,
-    render_compare_html,
     render_history_site,
     render_run_html,
 )

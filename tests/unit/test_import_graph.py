@@ -114,3 +114,23 @@ def test_the_finder_sees_a_cycle_through_a_deferred_import(tmp_path: Path) -> No
 def test_no_import_cycle_among_harness_modules() -> None:
     found = cycles(import_graph(module_names(PACKAGE)))
     assert found == [], "import cycles among harness modules: " + "; ".join(" <-> ".join(c) for c in found)
+
+
+# (importer package, imported package): arrows that must not exist. Records and their pages sit
+# below the commands that read runs; the parent and the op process share only harness.contract.
+FORBIDDEN = (
+    ("harness.results", "harness.compare"),
+    ("harness.run", "harness.child"),
+    ("harness.child", "harness.run"),
+)
+
+
+def _within(module: str, package: str) -> bool:
+    return module == package or module.startswith(package + ".")
+
+
+def test_lower_layers_do_not_import_higher_ones() -> None:
+    graph = import_graph(module_names(PACKAGE))
+    wrong = sorted(f"{m} -> {d}" for m, deps in graph.items() for d in deps
+                   for low, high in FORBIDDEN if _within(m, low) and _within(d, high))
+    assert wrong == []

@@ -6,7 +6,7 @@ Input is plain data: one dict per case per run, with the columns of the history 
 (harness/compare/history.py EXPORT_COLUMNS: case_id, fingerprint, backend, device_name,
 run_id, started_at, git_commit, status, median_ms, p10_ms, p90_ms, n, torch_median_ms),
 optionally ``op`` and a precomputed ``check``/``reason``. Points without a check are judged
-here with the same rules (:func:`harness.compare.history.assess_case`).
+here with the same rules (:func:`harness.results.trend.assess_case`).
 """
 
 from __future__ import annotations
@@ -14,9 +14,9 @@ from __future__ import annotations
 from collections.abc import Mapping, Sequence
 from typing import Any
 
-from harness.compare.history import HistoryRules, assess_case
 from harness.results.html.charts import overview_chart, trend_chart
 from harness.results.html.page import Cell, Column, Table, fmt_num, render_page
+from harness.results.trend import HistoryRules, assess_case
 
 __all__ = ["judged_points", "op_page_path", "render_history_site"]
 

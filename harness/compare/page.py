@@ -1,4 +1,6 @@
 """compare.html for compare, gate, gate-run and ab: a forest plot and every row, worst first.
+Built from harness.results.html's page parts; it lives here, above both, because it reads a
+Comparison (harness.results never imports harness.compare).
 
 The page reads a Comparison only through :func:`compare_rows`, which maps it to plain row
 dicts; the template and the chart read those dicts. When the comparison's statistics
