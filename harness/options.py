@@ -120,6 +120,7 @@ class RunOptions:
     nodes: tuple[str, ...] = ()  # --suite: FlagGems pytest nodes (FILE::FUNC[PARAMS]) to run, one op each
     allow_version_mismatch: bool = False  # --suite: run a tree whose major.minor differs from flag_gems'
     budget: float | None = None  # seconds after the ops start when no further op starts (--budget)
+    shard_weights: str | None = None  # an earlier run's ops_status.csv: --shard parts balanced by its op times
 
     def prestart_for(self, accelerator: bool) -> bool:
         """Whether to pre-start op processes: ``auto`` only on accelerators, where the held process's
@@ -444,6 +445,7 @@ _PARSERS: dict[str, Callable[[Any], Any]] = {
     "nodes": _nodes,
     "allow_version_mismatch": _bool("allow-version-mismatch"),
     "budget": _positive_float("budget (s)"),
+    "shard_weights": _str,
 }
 
 
@@ -605,7 +607,7 @@ def check_dtypes_for_mode(options: RunOptions, source: str | None = "--dtypes") 
 
 # Run options that name files: forwarded into a container relative to the checkout (mounted there
 # as the working directory), so they name the same files inside.
-_PATH_OPTIONS = ("shapes_file", "ops_modules", "ops_file", "dismiss", "replay_from", "suite")
+_PATH_OPTIONS = ("shapes_file", "ops_modules", "ops_file", "dismiss", "replay_from", "suite", "shard_weights")
 
 
 def _is_path(item: str) -> bool:

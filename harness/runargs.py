@@ -73,6 +73,9 @@ def add_run_parser(sub: argparse._SubParsersAction[argparse.ArgumentParser]) -> 
                    "(default 1000; docs/timing.md)")
     p.add_argument("--devices", nargs="+", metavar="ID", help="device ids to shard ops over (default: the backend's visible devices)")
     p.add_argument("--op-timeout", type=float, help="seconds before a hung op's process group is killed (default 1800)")
+    p.add_argument("--shard-weights", metavar="OPS_STATUS_CSV",
+                   help="with --shard: balance the parts by the op times (elapsed_s) of an earlier run's "
+                        "ops_status.csv, such as last night's; every part must be given the same file")
     p.add_argument("--budget", metavar="SECONDS",
                    help="no op starts this long after the ops began; the ops left end as not run (cause: "
                         "environment, budget) and `harness run --resume` runs them (default: no budget)")
@@ -168,5 +171,5 @@ def cli_values(ns: argparse.Namespace) -> dict[str, Any]:
             "cache", "seed", "warmup_ms", "rep_ms", "cap_ms", "devices", "op_timeout", "reports_dir", "out", "run_id",
             "ops_file", "dismiss", "progress", "suite", "replay_from", "prestart", "prestart_depth", "plugins", "extra_plugins",
             "ir", "triton_cache", "keep_triton_cache", "sweep_devices", "shard", "nodes", "allow_version_mismatch",
-            "budget")
+            "budget", "shard_weights")
     return {k: getattr(ns, k, None) for k in keys}

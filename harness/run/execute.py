@@ -78,6 +78,8 @@ def prepare(options: RunOptions, env: Mapping[str, str], source: Source, all_ops
     """Validate everything the user gave and plan the run of ``source``'s ops; nothing is written
     yet (``all_ops``: ``--all``)."""
     backend = resolve_backend(options.backend)
+    if options.shard_weights and options.shard is None:
+        raise UsageError(f"--shard-weights {options.shard_weights} balances the parts of --shard K/N: give --shard too.")
     options = checked_replay(options, backend.name)
     check_extra_plugins(options.extra_plugins)
     chosen = source.choose(options, backend, env, all_ops)
@@ -123,9 +125,34 @@ def shard_part(whole: Prepared, digest_extra: Mapping[str, Any] | None = None) -
     assert plan.options.shard is not None
     index, count = plan.options.shard
     digest = plan_digest(plan.ops, plan.options, plan.level, plan.timer, digest_extra)
-    ops, shard = plan_shard(plan.ops, index, count, plan.devices, digest, weightless=dismissed)
+    seconds = read_op_seconds(Path(plan.options.shard_weights)) if plan.options.shard_weights else None
+    ops, shard = plan_shard(plan.ops, index, count, plan.devices, digest, weightless=dismissed, seconds=seconds)
     mine = {o.op: dismissed[o.op] for o in ops if o.op in dismissed}
     return replace(whole, plan=replace(plan, ops=ops), dismissed=mine, shard=shard.to_dict())
+
+
+def read_op_seconds(path: Path) -> dict[str, float]:
+    """op -> elapsed_s of an earlier run's ops_status.csv (--shard-weights); UsageError in one line
+    when the file cannot be read or has no such columns."""
+    import csv
+
+    try:
+        with path.open(newline="", encoding="utf-8") as fh:
+            reader = csv.DictReader(fh)
+            rows = list(reader)
+            columns = set(reader.fieldnames or ())
+    except (OSError, UnicodeDecodeError, csv.Error) as exc:
+        raise UsageError(f"--shard-weights {path}: cannot read it ({getattr(exc, 'strerror', None) or exc}).") from None
+    if not {"op", "elapsed_s"} <= columns:
+        raise UsageError(f"--shard-weights {path}: not an ops_status.csv (it needs the columns op and elapsed_s).")
+    seconds: dict[str, float] = {}
+    for row in rows:
+        try:
+            seconds[str(row["op"])] = max(float(row["elapsed_s"]), 0.0)
+        except (TypeError, ValueError):
+            raise UsageError(f"--shard-weights {path}: op {row.get('op')!r} has elapsed_s {row.get('elapsed_s')!r}, "
+                             "not a number.") from None
+    return seconds
 
 
 def checked_replay(options: RunOptions, backend: str) -> RunOptions:

@@ -264,6 +264,26 @@ class ShardPlan:
                 "all_ops": list(self.all_ops), "plan_digest": self.digest}
 
 
+def weigh_by_seconds(ops: Sequence[OpPlan], seconds: Mapping[str, float]) -> tuple[OpPlan, ...]:
+    """The ops with their weights set to their measured wall time (``seconds``: op -> seconds, an
+    earlier run's ops_status.csv), so that shard_ops balances time. An op without a measured time
+    gets its planned weight converted to seconds at the rate the measured ops show (their seconds
+    over their planned weights); with no op measured, the ops are returned as they are (pure)."""
+    def planned(o: OpPlan) -> float:
+        return OP_START_COST + o.expected_cases * max(o.case_cost, 0.0)
+
+    measured = [o for o in ops if seconds.get(o.op, 0.0) > 0]
+    if not measured:
+        return tuple(ops)
+    rate = sum(seconds[o.op] for o in measured) / sum(planned(o) for o in measured)
+    weighed = []
+    for o in ops:
+        total = seconds[o.op] if seconds.get(o.op, 0.0) > 0 else planned(o) * rate
+        # weight = OP_START_COST + cases * case_cost: choose case_cost so the weight is the time
+        weighed.append(replace(o, case_cost=max(total - OP_START_COST, 0.0) / max(o.expected_cases, 1)))
+    return tuple(weighed)
+
+
 def plan_shard(
     ops: Sequence[OpPlan],
     index: int,
@@ -271,11 +291,14 @@ def plan_shard(
     devices: Sequence[str],
     digest: str,
     weightless: Collection[str] = (),
+    seconds: Mapping[str, float] | None = None,
 ) -> tuple[tuple[OpPlan, ...], ShardPlan]:
-    """The ops of part ``index`` of ``count``, spread again over this machine's ``devices``."""
+    """The ops of part ``index`` of ``count``, spread again over this machine's ``devices``;
+    parts balanced by ``seconds`` (an earlier run's time per op, :func:`weigh_by_seconds`) when
+    given, else by the planned cost."""
     if not 1 <= index <= count:
         raise UsageError(f"shard {index}/{count}: K must be between 1 and N.")
-    parts = assign_shards(ops, count, weightless)
+    parts = assign_shards(weigh_by_seconds(ops, seconds) if seconds else ops, count, weightless)
     mine = [o for o in ops if parts[o.op] == index]
     placed = shard_ops(mine, devices) if mine else ()
     shard = ShardPlan(index=index, count=count, ops=tuple(o.op for o in mine),
