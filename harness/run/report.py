@@ -50,10 +50,19 @@ def _ops(info: Mapping[str, Any], files: RunFiles) -> Any:
         raise UsageError(f"{files.run_info}: the run's plan cannot be read ({exc}); the file is damaged.") from None
 
 
+def _require_records(run_dir: Path, files: RunFiles) -> None:
+    """Refuse a folder without records.jsonl: every report is rendered from the records, and
+    without them each planned case would read as not run."""
+    if not files.records.is_file():
+        raise UsageError(f"{run_dir} has no {files.records.name}: the reports are rendered from a run's records, "
+                         "and this folder keeps none (a committed results folder holds summary.csv only).")
+
+
 def load_run(run_dir: Path) -> RunView:
     """A run for a page joining runs: a records.jsonl with corrupt lines is refused (the page would
     not show them), naming each one."""
     files = RunFiles(run_dir)
+    _require_records(run_dir, files)
     info = read_run_info(files.run_info)
     found: RecordsFile = read_records_file(files.records)
     found.check()
@@ -69,6 +78,7 @@ def render_report(run_dir: Path, fmt: str = "md", warnings: TextIO | None = None
     if fmt not in FORMATS:
         raise UsageError(f"Unknown report format {fmt!r}. Formats: {', '.join(FORMATS)}.")
     files = RunFiles(run_dir)
+    _require_records(run_dir, files)
     info = read_run_info(files.run_info)
     found = read_records_file(files.records)
     ops = _ops(info, files)
