@@ -299,3 +299,154 @@ def comparison(hostile: bool = True) -> Any:
         base=RunData(path=Path("reports/base-run"), info=base_info, records=tuple(base)),
         head=RunData(path=Path("reports/head-run"), info=head_info, records=tuple(head)),
         criteria=criteria, mismatches=(), rows=tuple(rows))
+
+
+# ---------------------------------------------------------------------------------------------
+# Corpus scale: the committed FlagGems corpus run on the H200, and a generated run of 5,000+ cases
+
+
+CORPUS_DIR = ROOT / "benchmarks" / "results" / "flaggems-corpus-h200-2026-12-03c"
+
+
+def corpus_run() -> tuple[dict[str, Any], list[Measurement]]:
+    """The 206-op FlagGems corpus run on the H200 (benchmarks/results/flaggems-corpus-h200-2026-12-03c),
+    rebuilt from its summary.csv (1,428 cases) and ops_status.csv: the folder keeps no
+    records.jsonl (its runs-call*.tgz hold only the two ops re-run that session). Each timed
+    side gets nine samples around its committed median, negative medians included."""
+    ops = list(csv.DictReader(open(CORPUS_DIR / "ops_status.csv", newline="")))
+    info: dict[str, Any] = {
+        "run_id": "flaggems-corpus-h200-2026-12-03c", "backend": "cuda", "status": "complete-with-failures",
+        "level": "corpus", "timer": "graph", "harness_version": "0.1.0",
+        "git_commit": "07e8216000000000000000000000000000000000", "git_dirty": False,
+        "started_at": "2026-12-03T18:00:00+00:00",
+        "identity": {"device_name": "NVIDIA H200", "device_arch": "sm_90", "driver": "580.159.04",
+                     "torch": "2.11.0", "triton": "3.6.0"},
+        "options": {"cache": "cold", "suite": "flaggems"},
+        "ops": [{"op": o["op"], "status": o["status"], "attempts": int(o["attempts"]),
+                 "elapsed_s": float(o["elapsed_s"]), "rows": int(o["rows"]), "notes": o["notes"]} for o in ops],
+    }
+    records: list[Measurement] = []
+    with open(CORPUS_DIR / "summary.csv", newline="") as fh:
+        for row in csv.DictReader(fh):
+            base_ms, cand_ms = _num(row["baseline_median_ms"]), _num(row["candidate_median_ms"])
+            passed = row["status"] == "pass"
+            notes = tuple(n for n in row["notes"].split("; ") if n)
+            if row["fallback"]:
+                notes = (f"fallback {row['fallback']}", *notes)
+            records.append(Measurement(
+                run_id=info["run_id"], op=row["op"], provider=row["provider"], dtype=row["dtype"],
+                shape=tuple(int(d) for d in row["shape"].split("x")) if row["shape"] else (),
+                backend=row["backend"], device=row["device"], device_name=row["device_name"],
+                timer=row["timer"], cache=row["cache"], status=row["status"],
+                correctness=Correctness(passed=row["status"] != "fail", max_abs=_num(row["max_abs_err"]),
+                                        max_rel=_num(row["max_rel_err"]), atol=1e-2, rtol=1e-2),
+                baseline=Timing.of(_samples(base_ms)) if passed and base_ms is not None else None,
+                candidate=Timing.of(_samples(cand_ms)) if passed and cand_ms is not None else None,
+                speedup=_num(row["speedup"]) if passed else None,
+                gbps=_num(row["gbps"]) if passed else None, tflops=_num(row["tflops"]) if passed else None,
+                message=row["message"], notes=notes, started_at=info["started_at"],
+            ))
+    return info, records
+
+
+def generated_run(n_ops: int = 920, cases_per_op: int = 6, seed: int = 3,
+                  device_name: str = "NVIDIA H200") -> tuple[dict[str, Any], list[Measurement], list[Unreached]]:
+    """A made-up run at corpus scale: ``n_ops`` ops of ``cases_per_op`` cases (5,520 by
+    default) with every status, some ops slower than torch, a few impossible values, two TIMEOUT ops and one CRASH op whose cases were
+    never reached. Deterministic for a given seed."""
+    import random
+
+    rng = random.Random(seed)
+    records: list[Measurement] = []
+    unreached: list[Unreached] = []
+    op_rows: list[dict[str, Any]] = []
+    dtypes = ("bfloat16", "float16", "float32")
+    for k in range(n_ops):
+        op = f"gen_op_{k:04d}_" + ("reduce" if k % 3 == 0 else "pointwise")
+        speed = math.exp(rng.gauss(0.1, 0.5))
+        crash, timeout = k == 17, k in (5, 400)
+        failing = 0
+        for c in range(cases_per_op):
+            dtype = dtypes[c % 3]
+            shape = (2 ** (6 + c), 1024)
+            if crash:
+                unreached.append(Unreached(op=op, case_id=case_id(op, "gen", dtype, shape), status="error",
+                                           message="op CRASH: killed by SIGSEGV", provider="gen", dtype=dtype,
+                                           shape=shape_text(shape)))
+                continue
+            roll = rng.random()
+            base_ms = 0.01 * 2 ** c * (1 + rng.random())
+            kw: dict[str, Any] = dict(provider="gen", device_name=device_name, run_id="generated-run")
+            if roll < 0.06:
+                failing += 1
+                records.append(record(op, dtype, shape, status="fail", message=(
+                    f"{op}: mismatch, max abs error {rng.random():.3f}\nassert_close failed at index {c}"), **kw))
+            elif roll < 0.08:
+                failing += 1
+                records.append(record(op, dtype, shape, status="error", message=(
+                    "RuntimeError: CUDA error: an illegal memory access was encountered"), **kw))
+            elif roll < 0.1:
+                records.append(record(op, dtype, shape, status="skip", message="skipped: dtype not supported", **kw))
+            else:
+                cand_ms = base_ms / (speed * math.exp(rng.gauss(0, 0.15)))
+                r = record(op, dtype, shape, base_ms=base_ms, cand_ms=cand_ms, **kw)
+                if k % 97 == 0 and c == 0:  # an impossible value now and then, as the corpus has
+                    assert r.candidate is not None
+                    r = replace(r, gbps=(r.gbps or 0) * 200)
+                records.append(r)
+        status = "CRASH" if crash else ("TIMEOUT" if timeout else ("FAIL" if failing else "PASS"))
+        op_rows.append({"op": op, "status": status, "attempts": 1, "elapsed_s": 12.5, "rows": cases_per_op,
+                        "notes": "no exit within --op-timeout 600s" if timeout else (
+                            "killed by SIGSEGV" if crash else "")})
+    info = {
+        "run_id": "generated-run", "backend": "cuda", "status": "complete-with-failures", "level": "core",
+        "timer": "graph", "harness_version": "0.1.0", "git_commit": "f" * 40, "git_dirty": False,
+        "started_at": "2026-12-03T02:00:00+00:00",
+        "identity": {"device_name": device_name, "device_arch": "sm_90", "driver": "580.159.04",
+                     "torch": "2.11.0", "triton": "3.6.0"},
+        "options": {"cache": "cold"}, "ops": op_rows,
+    }
+    return info, records, unreached
+
+
+def shape_text(shape: Sequence[int]) -> str:
+    return "x".join(str(d) for d in shape)
+
+
+FIVE_BACKENDS = (("cuda", "NVIDIA H200"), ("cuda", "NVIDIA A100-SXM4-80GB"), ("musa", "MTT S4000"),
+                 ("rocm", "AMD Instinct MI300X"), ("ascend", "Ascend910B2"))
+
+
+def nightly_history(n_ops: int = 40, nights: int = 30, cases_per_op: int = 2,
+                    backends: Sequence[tuple[str, str]] = FIVE_BACKENDS[:2]) -> list[dict[str, Any]]:
+    """Points of ``nights`` nightly runs, one a day at 02:00 UTC, shaped like the history
+    export plus ``environment`` and ``library_commit``: every op's cases on every backend, with
+    a step slowdown of every seventh op's first case on the first backend from night 20 on
+    (a regression with a library commit range), a night 12 on which every eleventh op fails,
+    and torch 2.11 -> 2.12 on night 15 (a software-change marker, the same series)."""
+    points: list[dict[str, Any]] = []
+    for b, (backend, device) in enumerate(backends):
+        for night in range(nights):
+            day = f"2026-11-{1 + night:02d}" if night < 30 else f"2026-12-{night - 29:02d}"
+            commit = hashlib.sha1(f"harness {night}".encode()).hexdigest()
+            library = hashlib.sha1(f"library {night}".encode()).hexdigest()
+            env = {"torch": "2.11.0" if night < 15 else "2.12.0", "triton": "3.6.0"}
+            for k in range(n_ops):
+                op = f"op_{k:04d}"
+                for c in range(cases_per_op):
+                    cid = case_id(op, "builtin", "bfloat16", (1024 * (c + 1), 1024))
+                    base = 0.01 * (1 + k % 13) * (c + 1) * (1 + b)
+                    wobble = 1 + 0.01 * ((night * 7 + k + c) % 3 - 1)
+                    step = 1.35 if (b == 0 and c == 0 and k % 7 == 0 and night >= 20) else 1.0
+                    failed = night == 12 and k % 11 == 0
+                    median = base * wobble * step
+                    points.append({
+                        "case_id": cid, "op": op, "fingerprint": f"fp-{backend}-{b}-{env['torch']}",
+                        "backend": backend, "device_name": device, "run_id": f"nightly-{night:02d}-{b}",
+                        "started_at": f"{day}T02:{10 * b:02d}:00+00:00", "git_commit": commit,
+                        "library_commit": library, "environment": env,
+                        "status": "fail" if failed else "pass",
+                        "median_ms": None if failed else median, "p10_ms": None if failed else median * 0.98,
+                        "p90_ms": None if failed else median * 1.03, "n": 50, "torch_median_ms": base * 1.4,
+                    })
+    return points

@@ -1,26 +1,36 @@
-"""A static history site: an index and one page per op, each case's trend over runs per
-backend/device, the commit of each point, and the history rules' regression and suspect
-markers.
+"""A static history site built for a thousand ops: a landing page that puts regressions first,
+a regressions page, and one page per op, all sharing one copy of the assets (assets/).
 
 Input is plain data: one dict per case per run, with the columns of the history export
 (harness/compare/history.py EXPORT_COLUMNS: case_id, fingerprint, backend, device_name,
 run_id, started_at, git_commit, status, median_ms, p10_ms, p90_ms, n, torch_median_ms),
-optionally ``op`` and a precomputed ``check``/``reason``. Points without a check are judged
-here with the same rules (:func:`harness.results.trend.assess_case`).
+optionally ``op``, a precomputed ``check``/``reason``, ``environment`` (the run's software
+versions, a mapping or its JSON text) and ``library_commit`` (the library's commit the run
+measured). Points without a check are judged here with the history rules
+(:func:`harness.results.trend.assess_case`).
+
+A series is one case on one backend and device model. A change of software (the
+``environment``, else the fingerprint) is a marker on its series saying what changed; it
+does not start another series.
 """
 
 from __future__ import annotations
 
+import json
+from collections import Counter
 from collections.abc import Mapping, Sequence
 from typing import Any
 
-from harness.results.html.charts import overview_chart, trend_chart
-from harness.results.html.page import Cell, Column, Table, fmt_num, render_page
+from harness.results.html.charts import trend_chart
+from harness.results.html.page import Grid, GridColumn, render_page, site_assets
 from harness.results.trend import HistoryRules, assess_case
 
-__all__ = ["judged_points", "op_page_path", "render_history_site"]
+__all__ = ["bisect_command", "judged_points", "op_page_path", "regression_episodes", "render_history_site"]
 
 _FLAGS = ("regression", "suspect")
+ASSETS = "assets"
+LANDING_REGRESSIONS = 25  # regressions listed on the landing page; the regressions page has all
+BISECT = "harness bisect --repo {repo} --good {good} --bad {bad} -- --suite {suite} --ops {op}"
 
 
 def _op_of(point: Mapping[str, Any]) -> str:
@@ -33,52 +43,70 @@ def _float(value: Any) -> float | None:
     return float(value)
 
 
-def _series_labels(points: Sequence[Mapping[str, Any]]) -> dict[str, str]:
-    """fingerprint -> "backend · device" (with the fingerprint where two would read alike)."""
-    plain: dict[str, str] = {}
-    for p in points:
-        fp = str(p.get("fingerprint") or f"{p.get('backend')}/{p.get('device_name')}")
-        plain.setdefault(fp, f"{p.get('backend') or '?'} · {p.get('device_name') or '?'}")
-    counts: dict[str, int] = {}
-    for label in plain.values():
-        counts[label] = counts.get(label, 0) + 1
-    return {fp: (label if counts[label] == 1 else f"{label} · {fp}") for fp, label in plain.items()}
-
-
 def _commit_href(commit_url: str | None, commit: str) -> str | None:
     if not commit_url or not commit:
         return None
     return commit_url.replace("{commit}", commit)
 
 
+def _environment(value: Any) -> dict[str, str]:
+    if isinstance(value, str) and value:
+        try:
+            value = json.loads(value)
+        except ValueError:
+            return {"environment": value}
+    if isinstance(value, Mapping):
+        return {str(k): str(v) for k, v in value.items()}
+    return {}
+
+
+def _change(before: Mapping[str, Any], after: Mapping[str, Any]) -> str:
+    """What changed between two consecutive points of a series, in words ("" when nothing)."""
+    old, new = before["environment"], after["environment"]
+    if old or new:
+        moved = [f"{k} {old.get(k, '?')} → {new.get(k, '?')}" for k in sorted(set(old) | set(new))
+                 if old.get(k) != new.get(k)]
+        if moved:
+            return "; ".join(moved)
+    if before["fingerprint"] != after["fingerprint"]:
+        return f"run settings or software changed (fingerprint {before['fingerprint'][:8]} → {after['fingerprint'][:8]})"
+    return ""
+
+
 def judged_points(points: Sequence[Mapping[str, Any]], rules: HistoryRules | None = None,
-                   commit_url: str | None = None) -> list[dict[str, Any]]:
-    """Normalised points, oldest first within each series (points with the same start time
-    keep their given order, as HistoryStore.export gives them), each with its history check."""
+                  commit_url: str | None = None) -> list[dict[str, Any]]:
+    """Normalised points grouped by series (case, backend, device model), oldest first within
+    each (points with the same start time keep their given order), each with its history check
+    and, where the software changed since the point before, what changed."""
     rules = rules or HistoryRules()
-    labels = _series_labels(points)
-    series: dict[tuple[str, str], list[dict[str, Any]]] = {}
+    series: dict[tuple[str, str, str], list[dict[str, Any]]] = {}
     for p in points:
-        fp = str(p.get("fingerprint") or f"{p.get('backend')}/{p.get('device_name')}")
         case = str(p["case_id"])
+        backend, device = str(p.get("backend") or "?"), str(p.get("device_name") or "?")
         commit = str(p.get("git_commit") or "")
+        library = str(p.get("library_commit") or "")
         status = str(p.get("status") or "")
         median = _float(p.get("median_ms")) if status in ("pass", "") else None
         row = {
-            "case_id": case, "op": _op_of(p), "series": labels[fp], "fingerprint": fp,
+            "case_id": case, "op": _op_of(p), "series": f"{backend} · {device}",
+            "fingerprint": str(p.get("fingerprint") or f"{backend}/{device}"),
             "run_id": str(p.get("run_id") or ""), "t": str(p.get("started_at") or ""),
             "commit": commit, "commit_short": commit[:12], "url": _commit_href(commit_url, commit),
-            "status": status, "median_ms": median, "p10_ms": _float(p.get("p10_ms")) if median else None,
+            "library_commit": library, "environment": _environment(p.get("environment")),
+            "status": status or "pass", "median_ms": median,
+            "p10_ms": _float(p.get("p10_ms")) if median else None,
             "p90_ms": _float(p.get("p90_ms")) if median else None,
             "torch_median_ms": _float(p.get("torch_median_ms")),
             "check": p.get("check"), "reason": p.get("reason"),
-            "ratio": _float(p.get("ratio")), "baseline_ms": _float(p.get("baseline_ms")),
+            "ratio": _float(p.get("ratio")), "baseline_ms": _float(p.get("baseline_ms")), "change": "",
         }
-        series.setdefault((fp, case), []).append(row)
+        series.setdefault((case, backend, device), []).append(row)
     out: list[dict[str, Any]] = []
     for key in sorted(series):
         rows = sorted(series[key], key=lambda r: r["t"])
         for i, row in enumerate(rows):
+            if i:
+                row["change"] = _change(rows[i - 1], row)
             if row["check"] is None:
                 check = assess_case(row["case_id"], [r["median_ms"] for r in rows[:i]], row["median_ms"], rules)
                 row.update(check=check.status, reason=check.reason, ratio=check.ratio,
@@ -101,12 +129,75 @@ def op_page_path(op: str, taken: set[str] | None = None) -> str:
     return path
 
 
-def _latest(points: Sequence[Mapping[str, Any]]) -> list[Mapping[str, Any]]:
-    """The newest point of each (series, case)."""
-    last: dict[tuple[str, str], Mapping[str, Any]] = {}
-    for p in points:
-        last[(p["fingerprint"], p["case_id"])] = p  # points are oldest first per series
-    return list(last.values())
+def _by_series(points: Sequence[Mapping[str, Any]]) -> dict[tuple[str, str], list[Mapping[str, Any]]]:
+    out: dict[tuple[str, str], list[Mapping[str, Any]]] = {}
+    for p in points:  # judged_points gives each series contiguous and oldest first
+        out.setdefault((p["case_id"], p["series"]), []).append(p)
+    return out
+
+
+def _now(p: Mapping[str, Any]) -> str:
+    """A point's state in words: its check, or "failing" when the night did not pass."""
+    if p["status"] not in ("pass", ""):
+        return "failing"
+    return str(p["check"])
+
+
+def bisect_command(op: str, good: str, bad: str) -> str:
+    """The command that would bisect a range (issue 39's `harness bisect`; GIT_DIR and TREE are
+    the user's checkout of the library and its benchmark tree)."""
+    return BISECT.format(repo="GIT_DIR", good=good, bad=bad, suite="TREE", op=op)
+
+
+def regression_episodes(points: Sequence[Mapping[str, Any]]) -> list[dict[str, Any]]:
+    """Every stretch of a series that the rules flagged as a regression: its first bad night
+    (where the slowdown began: the first of the suspect nights leading to the flag), the last
+    good night before it, its size (the largest ratio to the baseline in the stretch), the
+    harness's and the library's commit ranges, the series' state now and the command that
+    would bisect the range. Largest first."""
+    out = []
+    for (case, series), rows in _by_series(points).items():
+        i = 0
+        while i < len(rows):
+            if rows[i]["check"] != "regression":
+                i += 1
+                continue
+            start = i
+            while start > 0 and rows[start - 1]["check"] == "suspect":
+                start -= 1
+            end = i
+            while end + 1 < len(rows) and rows[end + 1]["check"] in _FLAGS:
+                end += 1
+            good = next((rows[k] for k in range(start - 1, -1, -1) if rows[k]["median_ms"] is not None), None)
+            bad = rows[start]
+            size = max(float(r["ratio"]) for r in rows[start:end + 1] if r["ratio"] is not None)
+            lib_good, lib_bad = (good or {}).get("library_commit") or "", bad["library_commit"]
+            if lib_good and lib_bad:
+                bisect = bisect_command(bad["op"], lib_good, lib_bad) if lib_good != lib_bad else ""
+            elif good is not None and good["commit"] and bad["commit"] and good["commit"] != bad["commit"]:
+                bisect = bisect_command(bad["op"], good["commit"], bad["commit"])
+            else:
+                bisect = ""
+            out.append({
+                "case_id": case, "op": bad["op"], "series": series, "size": size,
+                "first_bad": bad["t"], "first_bad_run": bad["run_id"],
+                "last_good": good["t"] if good else "", "last_good_run": good["run_id"] if good else "",
+                "harness_range": _range(good["commit"] if good else "", bad["commit"]),
+                "library_range": _range(lib_good, lib_bad) if (lib_good or lib_bad) else "not recorded",
+                "now": _now(rows[-1]), "now_t": rows[-1]["t"], "change": bad["change"],
+                "bisect": bisect or ("no commit between the nights: the software or the machine changed"
+                                     if good is not None else "no good night before it"),
+            })
+            i = end + 1
+    return sorted(out, key=lambda e: (-e["size"], e["case_id"], e["series"]))
+
+
+def _range(good: str, bad: str) -> str:
+    if not good:
+        return f"… {bad[:12]}" if bad else ""
+    if good == bad:
+        return f"{bad[:12]} (same commit)"
+    return f"{good[:12]} .. {bad[:12]}"
 
 
 def _runs(points: Sequence[Mapping[str, Any]]) -> list[dict[str, Any]]:
@@ -114,100 +205,132 @@ def _runs(points: Sequence[Mapping[str, Any]]) -> list[dict[str, Any]]:
     for p in points:
         r = runs.setdefault((p["series"], p["run_id"]), {
             "run_id": p["run_id"], "series": p["series"], "t": p["t"], "commit": p["commit"],
-            "commit_short": p["commit_short"], "url": p["url"], "cases": 0, "regression": 0, "suspect": 0})
+            "commit_short": p["commit_short"], "url": p["url"], "cases": 0, "regression": 0, "suspect": 0,
+            "failing": 0})
         r["cases"] += 1
         if p["check"] in _FLAGS:
             r[p["check"]] += 1
+        if p["status"] not in ("pass", ""):
+            r["failing"] += 1
     return sorted(runs.values(), key=lambda r: (r["t"], r["series"], r["run_id"]), reverse=True)
 
 
-_LATEST_COLUMNS = (
-    Column("case_id", "case"), Column("series", "backend / device"), Column("check", "latest check"),
-    Column("median", "latest ms", numeric=True), Column("baseline", "baseline ms", numeric=True),
-    Column("change", "change", numeric=True), Column("runs", "runs", numeric=True),
-    Column("commit", "latest commit"), Column("reason", "why"),
+LATEST_COLUMNS = (
+    GridColumn("case_id", "case", kind="code", width=330),
+    GridColumn("series", "backend · device", width=170),
+    GridColumn("now", "now", kind="status", width=110),
+    GridColumn("median", "latest ms", kind="num", width=80),
+    GridColumn("baseline", "baseline ms", kind="num", width=86),
+    GridColumn("change_pct", "change %", kind="num", digits=3, width=72),
+    GridColumn("runs", "nights", kind="num", width=60),
+    GridColumn("commit", "latest commit", kind="code", href="url", width=110),
+    GridColumn("reason", "why"),
+)
+
+OP_COLUMNS = (
+    GridColumn("op", "op", href="href", width=300),
+    GridColumn("cases", "cases", kind="num", width=70),
+    GridColumn("series", "backends · devices", kind="num", width=130),
+    GridColumn("regression", "regressions now", kind="num", width=120),
+    GridColumn("suspect", "suspects now", kind="num", width=110),
+    GridColumn("failing", "failing now", kind="num", width=100),
+    GridColumn("worst", "worst change %", kind="num", digits=3, width=120,
+               title="the largest latest-against-baseline change of its cases"),
+    GridColumn("state", "state", kind="status"),
 )
 
 
-def _latest_table(table_id: str, latest: Sequence[Mapping[str, Any]], counts: Mapping[tuple[str, str], int],
-                  links: Mapping[str, str] | None = None) -> Table:
-    rows, attrs = [], []
-    for p in latest:
+def _latest_rows(rows_by_series: Mapping[tuple[str, str], Sequence[Mapping[str, Any]]]) -> list[dict[str, Any]]:
+    out = []
+    for rows in rows_by_series.values():
+        p = rows[-1]
         ratio = p["ratio"]
-        rows.append({
-            "case_id": Cell(p["case_id"], cls="mono", href=(links or {}).get(p["op"])),
-            "series": Cell(p["series"]),
-            "check": Cell(str(p["check"]), cls=f"status-{str(p['check']).replace(' ', '-')}"),
-            "median": Cell(fmt_num(p["median_ms"]), sort=repr(p["median_ms"]) if p["median_ms"] is not None else ""),
-            "baseline": Cell(fmt_num(p["baseline_ms"]), sort=repr(p["baseline_ms"]) if p["baseline_ms"] is not None else ""),
-            "change": Cell(f"{(ratio - 1) * 100:+.1f}%" if ratio is not None else "",
-                           sort=repr(ratio) if ratio is not None else ""),
-            "runs": Cell(str(counts[(p["fingerprint"], p["case_id"])]),
-                         sort=str(counts[(p["fingerprint"], p["case_id"])])),
-            "commit": Cell(p["commit_short"], cls="mono", href=p["url"]),
-            "reason": Cell(str(p["reason"] or "")),
-        })
-        attrs.append({"check": str(p["check"]), "series": str(p["series"]), "op": str(p["op"])})
-    checks = [c for c in ("regression", "suspect", "improvement", "ok", "no baseline", "not measured")
-              if any(p["check"] == c for p in latest)]
-    series = sorted({str(p["series"]) for p in latest})
-    return Table(table_id=table_id, columns=_LATEST_COLUMNS, rows=rows, row_attrs=attrs,
-                 filters=(("check", "latest check", checks), ("series", "backend / device", series)))
+        out.append({"case_id": p["case_id"], "series": p["series"], "now": _now(p), "op": p["op"],
+                    "median": p["median_ms"], "baseline": p["baseline_ms"],
+                    "change_pct": (ratio - 1) * 100 if ratio is not None else None,
+                    "runs": sum(r["median_ms"] is not None for r in rows),
+                    "commit": p["commit_short"], "url": p["url"], "reason": str(p["reason"] or "")})
+    return out
+
+
+def _worst_op_first(o: Mapping[str, Any]) -> tuple[int, float, str]:
+    worst = float(o["worst"]) if o["worst"] is not None else float("-inf")
+    return ("regression", "failing", "suspect", "ok").index(str(o["state"])), -worst, str(o["op"])
+
+
+_CHART_KEYS = ("case_id", "series", "t", "median_ms", "p10_ms", "p90_ms", "torch_median_ms", "run_id",
+               "commit_short", "url", "check", "reason", "status", "change")
 
 
 def render_history_site(points: Sequence[Mapping[str, Any]], *, rules: HistoryRules | None = None,
                         commit_url: str | None = None,
                         title: str = "Performance history") -> dict[str, str]:
-    """The site as {relative path: page text}: ``index.html`` and ``ops/<op>.html``.
+    """The site as {relative path: text}: ``index.html`` (regressions first, then every op,
+    then the nights), ``regressions.html``, ``ops/<op>.html`` and the shared ``assets/``.
 
     ``commit_url``: a link for each point's commit, with ``{commit}`` where the hash goes
     (``https://github.com/OWNER/REPO/commit/{commit}``); without it commits are plain text."""
     if commit_url is not None and not commit_url.startswith(("https://", "http://", "file://")):
         raise ValueError(f"commit_url must be an http(s) (or file) URL with {{commit}} in it, got {commit_url!r}")
+    rules = rules or HistoryRules()
     normal = judged_points(points, rules, commit_url)
-    ops = list(dict.fromkeys(p["op"] for p in sorted(normal, key=lambda p: p["op"])))
+    of_op: dict[str, list[dict[str, Any]]] = {}
+    for p in normal:
+        of_op.setdefault(p["op"], []).append(p)
+    ops = sorted(of_op)
     taken: set[str] = set()
     paths = {op: op_page_path(op, taken) for op in ops}
-    counts: dict[tuple[str, str], int] = {}
-    for p in normal:
-        if p["median_ms"] is not None:
-            counts[(p["fingerprint"], p["case_id"])] = counts.get((p["fingerprint"], p["case_id"]), 0) + 1
-    for p in normal:
-        counts.setdefault((p["fingerprint"], p["case_id"]), 0)
-    series = sorted({p["series"] for p in normal})
-    latest = _latest(normal)
-    site: dict[str, str] = {}
+    episodes = regression_episodes(normal)
+    for e in episodes:
+        e["href"] = paths[e["op"]]
+    site: dict[str, str] = dict(site_assets(ASSETS))
+    per_op: list[dict[str, Any]] = []
     for op in ops:
-        of_op = [p for p in normal if p["op"] == op]
-        chart_points = [{k: p[k] for k in ("case_id", "series", "t", "median_ms", "p10_ms", "p90_ms",
-                                           "torch_median_ms", "run_id", "commit_short", "url",
-                                           "check", "reason")} for p in of_op]
-        op_series = [s for s in series if any(p["series"] == s for p in of_op)]
+        series_rows = _by_series(of_op[op])
+        latest = _latest_rows(series_rows)
+        op_series = sorted({p["series"] for p in of_op[op]})
+        # Only what a point's tooltip or link shows: a thousand ops' pages stay small.
+        chart_points = [{k: p[k] for k in _CHART_KEYS if p[k] not in (None, "")
+                         and not (k == "reason" and p["check"] not in _FLAGS)} for p in of_op[op]]
         site[paths[op]] = render_page(
             "history_op.html",
             title=f"{op}: history",
+            assets=f"../{ASSETS}/",
             site_title=title,
             index="../index.html",
-            charts=[trend_chart("chart-trend", chart_points, op_series)],
-            table=_latest_table("latest-table", [p for p in latest if p["op"] == op], counts),
-            runs=_runs(of_op),
+            regressions_href="../regressions.html",
+            charts=[trend_chart("chart-trend", chart_points)],
+            episodes=[e for e in episodes if e["op"] == op],
+            table=Grid("latest-grid", "latest per case", LATEST_COLUMNS, latest,
+                       filters=(("now", "now"), ("series", "backend · device")), page_size=50),
         )
-    per_op = []
-    for op in ops:
-        last = [p for p in latest if p["op"] == op]
-        per_op.append({"op": op, "href": paths[op], "cases": len({p["case_id"] for p in last}),
-                       "series": len({p["series"] for p in last}),
-                       "regression": sum(p["check"] == "regression" for p in last),
-                       "suspect": sum(p["check"] == "suspect" for p in last)})
-    overview = [{"op": p["op"], "case_id": p["case_id"], "series": p["series"], "ratio": p["ratio"],
-                 "check": p["check"], "reason": p["reason"], "page": paths[p["op"]]} for p in latest]
+        changes = [r["change_pct"] for r in latest if r["change_pct"] is not None]
+        counts = Counter(r["now"] for r in latest)
+        per_op.append({"op": op, "href": paths[op], "cases": len({r["case_id"] for r in latest}),
+                       "series": len(op_series), "regression": counts["regression"],
+                       "suspect": counts["suspect"], "failing": counts["failing"],
+                       "worst": max(changes) if changes else None,
+                       "state": next((s for s in ("regression", "failing", "suspect") if counts[s]), "ok")})
+    current = [e for e in episodes if e["now"] in (*_FLAGS, "failing")]
+    landing = sorted(episodes, key=lambda e: (e["now"] not in (*_FLAGS, "failing"), -e["size"]))
+    per_op.sort(key=_worst_op_first)
+    runs = _runs(normal)
+    site["regressions.html"] = render_page(
+        "history_regressions.html", title=f"{title}: regressions", assets=f"{ASSETS}/",
+        index="index.html", site_title=title, episodes=episodes, rules=rules)
     site["index.html"] = render_page(
         "history_index.html",
         title=title,
-        per_op=per_op,
-        charts=[overview_chart("chart-overview", overview, series)],
-        table=_latest_table("flagged-table", [p for p in latest if p["check"] in _FLAGS], counts, paths),
-        runs=_runs(normal),
-        rules=rules or HistoryRules(),
+        assets=f"{ASSETS}/",
+        landing=landing[:LANDING_REGRESSIONS],
+        current=len(current),
+        episodes=len(episodes),
+        op_grid=Grid("op-grid", "ops", OP_COLUMNS, per_op, filters=(("state", "state"),), page_size=50),
+        op_count=len(ops),
+        series_count=len({p["series"] for p in normal}),
+        nights=len({r["run_id"] for r in runs}),
+        runs=runs[:60],
+        runs_total=len(runs),
+        rules=rules,
     )
     return dict(sorted(site.items()))

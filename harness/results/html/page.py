@@ -1,8 +1,10 @@
 """The page machinery shared by every report: templates, text cleaning, chart embedding.
 
-Every page is one self-contained file: the stylesheet, the table script and the Vega
-bundle (Vega, Vega-Lite and vega-embed, from vl-convert) are inlined, so a page opens from
-a CI artifact or a file:// URL with no network. Templates are rendered with autoescape on
+A single page (report.html, compare.html, across) is one self-contained file: the
+stylesheet, the table script and the Vega bundle (Vega, Vega-Lite and vega-embed, from
+vl-convert) are inlined, so it opens from a CI artifact or a file:// URL with no network. A
+site (the history site) shares one copy of those assets (:func:`site_assets`) that every
+page names by relative path, so the site grows by kilobytes per page. Templates are rendered with autoescape on
 and a ``finalize`` hook that cleans every printed value, so no record field (a message, an
 op id) can close a tag or smuggle in a control character.
 """
@@ -11,6 +13,7 @@ from __future__ import annotations
 
 import functools
 import json
+import math
 import re
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
@@ -24,12 +27,15 @@ __all__ = [
     "Cell",
     "Chart",
     "Column",
+    "Grid",
+    "GridColumn",
     "Table",
     "clean_text",
     "first_line",
     "fmt_num",
     "render_page",
     "script_json",
+    "site_assets",
     "vega_bundle",
 ]
 
@@ -116,6 +122,71 @@ class Chart:
     marks: int = 0  # how many data rows feed it (0: the chart says it has nothing to show)
 
 
+@dataclass(frozen=True)
+class GridColumn:
+    """A column of a :class:`Grid`: ``kind`` is text, num (right-aligned, sorted as a number,
+    shown to ``digits`` significant digits), status (upper case, coloured and iconed) or code;
+    ``href`` names the row field holding the cell's link; ``width`` is a px hint (0: shares
+    what is left)."""
+
+    key: str
+    label: str
+    kind: str = "text"
+    title: str = ""
+    width: int = 0
+    digits: int = 4
+    href: str = ""
+
+
+@dataclass(frozen=True)
+class Grid:
+    """A table of any length, drawn in the browser from JSON one page of rows at a time;
+    sorted on a header click or Enter, filtered by text and by a select per ``filters`` key."""
+
+    grid_id: str
+    label: str
+    columns: Sequence[GridColumn]
+    rows: Sequence[Mapping[str, Any]]
+    filters: Sequence[tuple[str, str]] = ()  # (column key, label)
+    page_size: int = 100
+    caption: str = ""
+    carried: Sequence[str] = ()  # row fields carried in the data but not shown (a case's id)
+
+    def data(self) -> dict[str, Any]:
+        keys = [c.key for c in self.columns]
+        extra = [c.href for c in self.columns if c.href and c.href not in keys]
+        extra += [k for k, _ in self.filters if k not in keys and k not in extra]
+        extra += [k for k in self.carried if k not in keys and k not in extra]
+        index = {k: i for i, k in enumerate(keys + extra)}
+        columns = []
+        for c in self.columns:
+            col: dict[str, Any] = {"key": c.key, "label": c.label, "kind": c.kind}
+            if c.title:
+                col["title"] = c.title
+            if c.width:
+                col["width"] = c.width
+            if c.kind == "num":
+                col["digits"] = c.digits
+            if c.href:
+                col["href"] = index[c.href]
+            columns.append(col)
+        filters = []
+        for key, label in self.filters:
+            seen = sorted({str(r.get(key)) for r in self.rows if r.get(key) not in (None, "")})
+            filters.append({"key": key, "label": label, "choices": seen, "index": index[key]})
+        return {"label": self.label, "columns": columns, "filters": filters, "page_size": self.page_size,
+                "keys": keys + extra,
+                "rows": [[_json_value(r.get(k)) for k in keys + extra] for r in self.rows]}
+
+
+def _json_value(value: Any) -> Any:
+    if isinstance(value, float):
+        return value if math.isfinite(value) else None
+    if value is None or isinstance(value, (int, str, bool)):
+        return value
+    return str(value)
+
+
 def _finalize(value: object) -> object:
     if isinstance(value, Markup):
         return value
@@ -183,17 +254,36 @@ def _static() -> tuple[Markup, Markup]:
     return Markup(css), Markup(js)  # noqa: S704 - the package's own files (tests check no "</script")
 
 
-def render_page(template: str, *, title: str, charts: Sequence[Chart] = (), **context: Any) -> str:
-    """Render one page from the package's templates, with everything it needs inlined.
+ASSET_FILES = ("report.css", "report.js", "vega.js")
 
-    The Vega bundle is inlined only when the page has a chart."""
+
+def site_assets(folder: str = "assets") -> dict[str, str]:
+    """The shared assets of a site: {path: text} for the stylesheet, the table script and the
+    Vega bundle, which :func:`render_page` pages name with ``assets=``."""
+    css, js = _static()
+    return {f"{folder}/report.css": str(css), f"{folder}/report.js": str(js), f"{folder}/vega.js": vega_bundle()}
+
+
+def render_page(template: str, *, title: str, charts: Sequence[Chart] = (), assets: str | None = None,
+                **context: Any) -> str:
+    """Render one page from the package's templates.
+
+    Without ``assets`` everything is inlined, the Vega bundle only when the page has a chart.
+    With ``assets`` (a relative folder such as ``../assets/``) the page names the shared files
+    of :func:`site_assets` there instead."""
     css, js = _static()
     need_vega = any(c.marks for c in charts)
+    if assets is not None:
+        return _environment().get_template(template).render(
+            title=title, charts=charts, css=Markup(""), script=Markup(""), vega=Markup(""),
+            assets=assets, need_vega=need_vega, **context)
     return _environment().get_template(template).render(
         title=title,
         charts=charts,
         css=css,
         script=js,
         vega=Markup(vega_bundle()) if need_vega else Markup(""),  # noqa: S704 - vl-convert's bundle
+        assets=None,
+        need_vega=need_vega,
         **context,
     )
