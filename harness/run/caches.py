@@ -11,11 +11,12 @@ run share it, so a retried attempt or the measurement after a sweep reuses what 
 from __future__ import annotations
 
 import shutil
+from collections.abc import Mapping
 from pathlib import Path
 
 from harness.options import RunOptions
 
-__all__ = ["CACHE_DIR", "cache_env", "remove_run_cache", "run_cache_dir", "tune_cache_env"]
+__all__ = ["CACHE_DIR", "cache_env", "named_caches", "remove_run_cache", "run_cache_dir", "tune_cache_env"]
 
 CACHE_DIR = "triton-cache"
 
@@ -48,3 +49,13 @@ def remove_run_cache(options: RunOptions, run_dir: Path) -> bool:
         return False
     shutil.rmtree(folder, ignore_errors=True)
     return True
+
+
+def named_caches(options: RunOptions, env: Mapping[str, str]) -> dict[str, str]:
+    """The caches a run with ``--triton-cache user`` compiles into, as run.json names them: the
+    folders ``TRITON_CACHE_DIR`` and ``FLAGGEMS_CACHE_DIR`` give (a cache kept between runs, such
+    as the corpus nightly's, keyed by the versions that compiled it); empty for a run's own cache."""
+    if options.triton_cache != "user":
+        return {}
+    return {name: env[var] for name, var in (("triton", "TRITON_CACHE_DIR"), ("flaggems", "FLAGGEMS_CACHE_DIR"))
+            if env.get(var)}

@@ -10,6 +10,7 @@ from __future__ import annotations
 
 import datetime as _dt
 import importlib.metadata
+import os
 import sys
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field, replace
@@ -27,7 +28,7 @@ from harness.options import RunOptions
 from harness.results.runinfo import RUN_SCHEMA_VERSION, fingerprint
 from harness.results.store import atomic_write_text, read_json, read_records_file
 from harness.run.batch import CaseRunner, run_batch
-from harness.run.caches import remove_run_cache
+from harness.run.caches import named_caches, remove_run_cache
 from harness.run.context import OpRunner
 from harness.run.decide import OpOutcome, with_causes
 from harness.run.outputs import render_outputs, stored_ops, unreached_cases, write_html_report
@@ -223,6 +224,7 @@ def _run_info(
         "python": sys.version.split()[0],
         "container": {"image": plan.options.image, "digest": plan.options.image_digest},
         "options": plan.options.to_dict(),
+        "caches": named_caches(plan.options, os.environ),
         "plan": [
             {"op": o.op, "device": o.device, "dtypes": list(o.dtypes),
              "shapes": [list(s) for s in o.shapes], "provider": o.provider, "autotuned": o.autotuned,
