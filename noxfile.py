@@ -79,21 +79,34 @@ def bench(session: nox.Session) -> None:
     _harness(session, "python", "-m", "harness", "run", *session.posargs)
 
 
+# pytest-xdist: two test processes (the CI machine has 2 cores), each taking the next test when it
+# is free; with -v each test still gets its line as it ends. `-- -n 0` runs them in one process.
+PYTEST_PROCESSES = ("-n", "2", "--dist", "worksteal")
+
+
+def _install_for_tests(session: nox.Session, extras: str) -> None:
+    """The CPU torch, Triton and the harness with ``extras``, in one pip call and not byte-compiled
+    (torch's thousands of modules: the tests import a few, which Python compiles when it does)."""
+    session.install("--no-compile", *CPU_TORCH, "-e", f".[{extras}]")
+
+
 @nox.session(python=PYTHON)
 def tests(session: nox.Session) -> None:
-    """Unit tests and the real CPU pipeline, one line per test; `nox -s tests -- -m integration`
-    for the slow ones (fault injection with real hangs) and the docker tests."""
-    session.install(*CPU_TORCH)
-    session.install("-e", ".[dev]")
-    session.run("python", "-m", "pytest", "-v", "--durations=15", *session.posargs)
+    """The fast tier of the tests over two processes, one line per test (pyproject's addopts).
+
+    `-- -m "slow and not integration"`: the real CPU pipeline end to end; `-- -m integration`:
+    fault injection with real hangs and the docker tests. .ci/run runs all three in one environment.
+    """
+    _install_for_tests(session, "dev")
+    session.run("python", "-m", "pytest", "-v", *PYTEST_PROCESSES, "--durations=15", *session.posargs)
 
 
 @nox.session(python=PYTHON, default=False)
 def browser(session: nox.Session) -> None:
     """The HTML pages in a real browser: Playwright driving Debian's chromium (`apt-get install
-    chromium`; Playwright's own browser download is never used). Fails when either is missing."""
-    session.install(*CPU_TORCH)
-    session.install("-e", ".[dev,browser]")
+    chromium`; Playwright's own browser download is never used). Fails when either is missing.
+    One test process: the pages and the browser are made once per process."""
+    _install_for_tests(session, "dev,browser")
     session.run("python", "-m", "pytest", "-v", "-m", "browser", "tests/browser", *session.posargs,
                 env={"HARNESS_REQUIRE_BROWSER": "1"})
 
