@@ -2,8 +2,8 @@
 
 Written by the parent of `harness run` (harness.run.execute); read by resume, `harness report`,
 compare, gate, history and merge. Every reader goes through :func:`read_run_info`, which
-refuses a file this harness cannot read (not JSON, not a run, a newer schema) with a message
-naming the file and what to do.
+refuses a file this harness cannot read (not JSON, not a run, a newer schema, a required field
+missing or of another type) with a message naming the file and what to do.
 
 Which runs are alike (may be compared, share a history) is decided here once:
 :data:`ALIKE_FIELDS` are the run.json facts that must agree, :func:`alike_values` reads them
@@ -26,6 +26,7 @@ __all__ = [
     "ALIKE_FIELDS",
     "ENVIRONMENT_FIELDS",
     "RUN_SCHEMA_VERSION",
+    "RUN_STATUSES",
     "alike_values",
     "environment_differences",
     "environment_values",
@@ -35,6 +36,11 @@ __all__ = [
 
 # 1: the first version. Readers accept 1..RUN_SCHEMA_VERSION.
 RUN_SCHEMA_VERSION = 1
+# A run's status in run.json: running until it ends, then interrupted (resumable) or complete.
+RUN_STATUSES = ("running", "interrupted", "complete", "complete-with-failures")
+# Fields every run.json has and every reader relies on: refused when missing or of another type,
+# so that no reader judges a run on a guessed status or backend.
+_REQUIRED: dict[str, type] = {"run_id": str, "status": str, "backend": str}
 
 # What must match for two runs to be compared: the label shown to users -> (where in run.json,
 # the key hashed into the fingerprint).
@@ -122,4 +128,14 @@ def read_run_info(path: Path) -> dict[str, Any]:
     if version > RUN_SCHEMA_VERSION:
         raise UsageError(f"{path} was written by a newer harness (run.json schema {version}; this one reads "
                          f"up to {RUN_SCHEMA_VERSION}). Upgrade the harness to read it.")
+    missing = [k for k in _REQUIRED if k not in info]
+    if missing:
+        raise UsageError(f"{path} lacks {', '.join(missing)}, which every run.json has: the file is damaged or "
+                         "was not written by `harness run`. Restore it, or run again.")
+    wrong = [f"{k} {info[k]!r}" for k, kind in _REQUIRED.items() if not isinstance(info[k], kind)]
+    if info["status"] not in RUN_STATUSES and not wrong:
+        wrong.append(f"status {info['status']!r} (one of {', '.join(RUN_STATUSES)})")
+    if wrong:
+        raise UsageError(f"{path}: {'; '.join(wrong)} is not what `harness run` writes: the file is damaged. "
+                         "Restore it, or run again.")
     return info

@@ -75,6 +75,8 @@ RUN = {"run/run.json": _run_json(), "run/records.jsonl": RECORD + "\n"}  # a com
 RUN2 = {"run2/run.json": _run_json(run_id="r2"), "run2/records.jsonl": RECORD + "\n"}
 CORRUPT = {"bad/run.json": _run_json(run_id="r3"), "bad/records.jsonl": RECORD + "\nnot json at all\n" + RECORD + "\n"}
 RUNNING = {"live/run.json": _run_json(run_id="r4", status="running")}
+NO_STATUS = {"nost/run.json": json.dumps({k: v for k, v in json.loads(_run_json(run_id="r6")).items() if k != "status"}),
+             "nost/records.jsonl": RECORD + "\n"}  # a run.json without a field every run.json has
 OPS = {"ops.py": "from harness.ops.base import OpSpec\nHARNESS_OPS = []\n"}
 
 
@@ -416,6 +418,12 @@ ROWS: list[Row] = [
     bad("gate run run2 --allow-cpu=1", 2, "ignored explicit argument", files={**RUN, **RUN2}),
     bad("compare run run2 --allow-cpu=yes", 2, "ignored explicit argument", files={**RUN, **RUN2}),
     bad("compare run run2 --spread missing.yaml", 2, "Cannot read the run-spread table", files={**RUN, **RUN2}),
+    bad("compare run nost", 2, "nost/run.json lacks status, which every run.json has", files={**RUN, **NO_STATUS}),
+    bad("gate run nost", 2, "nost/run.json lacks status", files={**RUN, **NO_STATUS}),
+    bad("report nost", 2, "nost/run.json lacks status", files=NO_STATUS),
+    bad("history add nost --db h.sqlite", 2, "nost/run.json lacks status", files=NO_STATUS, absent=("h.sqlite",)),
+    bad("merge run nost --out m", 2, "nost/run.json lacks status", files={**RUN, **NO_STATUS}, absent=("m",)),
+    bad("compare run bads", 2, "status 'PASS' (one of running", files={**RUN, "bads/run.json": _run_json(status="PASS")}),
     bad("compare run run2 --spread s.yaml", 2, "Run-spread table s.yaml: not valid YAML at line 2, column 1",
         files={**RUN, **RUN2, "s.yaml": "format_version: [\n"}),
     bad("compare run run2 --spread s.yaml", 2, "s.yaml: not valid YAML at line 2, column 1: the key 'format_version'",

@@ -21,7 +21,8 @@ from harness.results.runinfo import (
 
 
 def _info(**extra: object) -> dict[str, object]:
-    info: dict[str, object] = {"schema_version": RUN_SCHEMA_VERSION, "run_id": "r1", "backend": "cuda",
+    info: dict[str, object] = {"schema_version": RUN_SCHEMA_VERSION, "run_id": "r1", "status": "complete",
+                               "backend": "cuda",
                                "timer": "graph", "level": "core",
                                "identity": {"device_name": "NVIDIA H200", "device_arch": "sm_90"},
                                "options": {"cache": "cold", "provider": "builtin"}}
@@ -46,6 +47,22 @@ def test_a_newer_or_damaged_run_json_is_refused_with_what_to_do(tmp_path: Path) 
     assert read_run_info(path)["run_id"] == "r1"
 
 
+@pytest.mark.parametrize(("change", "says"), [
+    ({"status": None}, "lacks status, which every run.json has"),
+    ({"backend": None}, "lacks backend"),
+    ({"status": None, "backend": None}, "lacks status, backend"),
+    ({"status": 1}, "status 1 is not what `harness run` writes"),
+    ({"status": "PASS"}, "status 'PASS' (one of running, interrupted, complete, complete-with-failures)"),
+    ({"backend": ["cpu"]}, "backend ['cpu'] is not what"),
+])
+def test_a_run_json_missing_a_required_field_is_refused(tmp_path: Path, change: dict[str, object], says: str) -> None:
+    info = {k: v for k, v in {**_info(), **change}.items() if v is not None}
+    (tmp_path / "run.json").write_text(json.dumps(info))
+    with pytest.raises(UsageError) as caught:
+        read_run_info(tmp_path / "run.json")
+    assert says in caught.value.message
+
+
 def test_an_option_this_harness_does_not_know_is_named_not_a_type_error() -> None:
     stored = {**RunOptions().to_dict(), "warp_drive": True}
     with pytest.raises(UsageError, match="run.json was written with option.*warp_drive.*harness version that started it"):
@@ -56,7 +73,8 @@ def test_an_option_this_harness_does_not_know_is_named_not_a_type_error() -> Non
 def test_resume_of_a_run_with_an_unknown_option_exits_2(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
     run = tmp_path / "run"
     run.mkdir()
-    (run / "run.json").write_text(json.dumps(_info(options={**RunOptions().to_dict(), "removed_flag": 1}, plan=[])))
+    (run / "run.json").write_text(json.dumps(_info(options={**RunOptions().to_dict(), "removed_flag": 1}, plan=[],
+                                                   status="interrupted")))
     assert main(["run", "--resume", str(run)], env={}) == 2
     assert "removed_flag" in capsys.readouterr().err
 
