@@ -23,6 +23,7 @@ from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
 
+from harness.errors import ConfigError
 from harness.suite.layout import SuiteTree
 
 __all__ = ["BUILTIN_MARKS", "BenchBuild", "BenchFunction", "Inventory", "read_inventory"]
@@ -115,9 +116,20 @@ class Inventory:
     base_classes: frozenset[str] = field(default_factory=frozenset)  # those of its base module
     # functions with op marks that pytest does not collect (no ``test`` prefix): (nodeid, marks)
     uncollected: tuple[tuple[str, tuple[str, ...]], ...] = ()
+    # test files that could not be read (not UTF-8, not Python): (file, line, why); pytest would
+    # fail to collect them too, so their benchmarks cannot run, and every listing says so
+    unreadable: tuple[tuple[str, int, str], ...] = ()
 
     def files(self) -> tuple[str, ...]:
         return tuple(dict.fromkeys(f.file for f in self.functions))
+
+    def unreadable_note(self, limit: int = 3) -> str:
+        """One clause naming the files that could not be read ("" when every file was read)."""
+        if not self.unreadable:
+            return ""
+        shown = "; ".join(f"{name} line {line}: {why}" for name, line, why in self.unreadable[:limit])
+        more = f"; and {len(self.unreadable) - limit} more" if len(self.unreadable) > limit else ""
+        return f"{len(self.unreadable)} file(s) of the tree could not be read ({shown}{more})"
 
 
 # -- reading expressions ----------------------------------------------------------------------
@@ -501,6 +513,31 @@ class _FileReader:
 # -- the tree ----------------------------------------------------------------------------------
 
 
+class _Unreadable(Exception):
+    def __init__(self, line: int, why: str) -> None:
+        super().__init__(why)
+        self.line = line
+        self.why = why
+
+
+def _source(path: Path) -> str:
+    """A Python file's text, decoded as Python reads it (UTF-8); :class:`_Unreadable` names the
+    line of the first byte that is not (OSError as it is)."""
+    raw = path.read_bytes()
+    try:
+        return raw.decode("utf-8")
+    except UnicodeDecodeError as exc:
+        raise _Unreadable(raw.count(b"\n", 0, exc.start) + 1, f"not UTF-8 text (byte {exc.start + 1})") from None
+
+
+def _not_python(exc: SyntaxError | ValueError, text: str) -> _Unreadable:
+    """Why ``ast.parse`` refused ``text``: a SyntaxError's line, or a NUL byte's (a ValueError
+    on Python 3.11)."""
+    if isinstance(exc, SyntaxError):
+        return _Unreadable(exc.lineno or 1, f"does not parse ({exc.msg})")
+    return _Unreadable(text.count("\n", 0, max(0, text.find("\0"))) + 1, f"does not parse ({exc})")
+
+
 def _test_files(suite_dir: Path) -> list[Path]:
     """test_*.py at the top and one level down (test_FLA/), as FlagGems' own run collects them."""
     found = sorted(suite_dir.glob("test_*.py")) + sorted(suite_dir.glob("*/test_*.py"))
@@ -508,21 +545,42 @@ def _test_files(suite_dir: Path) -> list[Path]:
 
 
 def read_inventory(tree: SuiteTree, files: Iterable[Path] | None = None) -> Inventory:
-    """Every benchmark function of ``tree`` (or of ``files`` in it); files that do not parse are
-    left out (pytest would fail to collect them too, and says so when they run)."""
+    """Every benchmark function of ``tree`` (or of ``files`` in it). A test file that is not UTF-8
+    or does not parse is listed in ``unreadable`` with its line (pytest would fail to collect it
+    too); a base module that cannot be read is a ConfigError naming the file and the line: without
+    it no benchmark class is known."""
     dtypes = _Dtypes()
     dtypes.known.update(_module_dtypes(tree.suite_dir / _CONSTS_MODULE[tree.layout], dtypes))
-    base_tree = ast.parse(tree.base_module.read_text(encoding="utf-8", errors="replace"))
+    try:
+        text = _source(tree.base_module)
+        try:
+            base_tree = ast.parse(text)
+        except (SyntaxError, ValueError) as exc:
+            raise _not_python(exc, text) from None
+    except _Unreadable as exc:
+        raise ConfigError(f"--suite {tree.suite_dir}: {tree.base_module} line {exc.line}: {exc.why}; the "
+                          "benchmark base module must be read to know any benchmark. Fix the file, or give "
+                          "a FlagGems checkout that is whole.") from None
+    except OSError as exc:
+        raise ConfigError(f"--suite {tree.suite_dir}: {tree.base_module}: cannot read it "
+                          f"({exc.strerror}).") from None
     base = {n.name: _Class.of(n, "<base>") for n in base_tree.body if isinstance(n, ast.ClassDef)}
     base_dtypes = _module_dtypes(tree.base_module, dtypes)
     dtypes.known.update({k: v for k, v in base_dtypes.items() if k not in dtypes.known})
     scopes: dict[str, _Scope] = {}
+    unreadable: list[tuple[str, int, str]] = []
     for path in files if files is not None else _test_files(tree.suite_dir):
         name = path.relative_to(tree.suite_dir).as_posix()
         try:
-            scopes[name] = _Scope.parse(name, path.read_text(encoding="utf-8", errors="replace"))
-        except SyntaxError:
-            continue
+            text = _source(path)
+            try:
+                scopes[name] = _Scope.parse(name, text)
+            except (SyntaxError, ValueError) as exc:
+                raise _not_python(exc, text) from None
+        except _Unreadable as exc:
+            unreadable.append((name, exc.line, exc.why))
+        except OSError as exc:
+            unreadable.append((name, 1, f"cannot be read ({exc.strerror})"))
     reader = _Reader(base, scopes, dtypes)
     functions: list[BenchFunction] = []
     uncollected: list[tuple[str, tuple[str, ...]]] = []
@@ -535,4 +593,4 @@ def read_inventory(tree: SuiteTree, files: Iterable[Path] | None = None) -> Inve
         classes |= {c.name for c in scope.classes.values() if reader.is_benchmark(c)}
     return Inventory(tree=tree, functions=tuple(functions), class_names=frozenset(classes),
                      base_classes=frozenset(c.name for c in base.values() if reader.is_benchmark(c)),
-                     uncollected=tuple(uncollected))
+                     uncollected=tuple(uncollected), unreadable=tuple(unreadable))

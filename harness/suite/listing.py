@@ -51,12 +51,17 @@ def list_suite(path: Path, csv_format: bool = False) -> str:
         for function in op.functions:
             op_of.setdefault(function.nodeid, op.id)
     rows = suite_rows(inventory.functions, op_of)
-    if csv_format:
-        return csv_text(COLUMNS, rows)
+    if csv_format:  # a file that could not be read is a row of its own, saying why
+        unread = [{**dict.fromkeys(COLUMNS, ""), "file": name, "line": str(line), "skip_marks": f"not read: {why}"}
+                  for name, line, why in inventory.unreadable]
+        return csv_text(COLUMNS, rows + unread)
     shown = ("op", "file", "op_marks", "direction", "dtypes", "skip_marks")
     widths = {c: min(34, max([len(c)] + [len(r[c]) for r in rows])) for c in shown[:-1]}
     lines = [f"FlagGems {tree.ref or '(ref unknown)'}: {tree.layout} layout, package {tree.package}, "
-             f"{len(inventory.files())} files, {len(rows)} benchmark functions, {len(op_of and set(op_of.values()))} ops",
+             f"{len(inventory.files())} files, {len(rows)} benchmark functions, {len(op_of and set(op_of.values()))} ops"
+             + (f", {len(inventory.unreadable)} file(s) not read" if inventory.unreadable else ""),
+             *(f"not read: {name} line {line}: {why} (pytest cannot collect it either)"
+               for name, line, why in inventory.unreadable),
              "  ".join(c.ljust(widths.get(c, 0)) for c in shown)]
     for row in rows:
         cells = [(row[c][: widths[c] - 1] + "~") if c in widths and len(row[c]) > widths[c] else row[c] for c in shown]

@@ -261,7 +261,8 @@ class SuiteSource:
         installed = installed_version(tree.package, env)
         _check_versions(tree, installed, options.allow_version_mismatch)
         opts = replace(options, provider=SUITE_PROVIDER, timer=plugins.timer, level=level)
-        runner = SuiteRunner(tree, plans, installed=installed, features=suite_features(backend, options))
+        runner = SuiteRunner(tree, plans, installed=installed, features=suite_features(backend, options),
+                             unreadable=inventory.unreadable)
 
         def planned(devices: Sequence[str]) -> tuple[OpPlan, ...]:
             return shard_ops([OpPlan(op=p.op.id, device=devices[0], dtypes=tuple(opts.dtypes), shapes=(),
@@ -320,6 +321,7 @@ class SuiteRunner:
     plans: Mapping[str, SuiteOpPlan]
     installed: str | None = None
     features: Mapping[str, bool] = field(default_factory=dict)  # suite_features: autotune, ir, wall
+    unreadable: tuple[tuple[str, int, str], ...] = ()  # the tree's test files not read (Inventory.unreadable)
     _upstream: dict[str, Any] | None = field(default=None, repr=False)
 
     def _upstream_shapes(self) -> dict[str, Any]:
@@ -422,4 +424,5 @@ class SuiteRunner:
 
     def run_info(self, identity: Mapping[str, Any]) -> dict[str, Any]:
         return {"suite": {**self.tree.to_dict(), "provider": SUITE_PROVIDER, "installed": self.installed,
-                          "flag_gems": identity.get("flag_gems", {})}}
+                          "flag_gems": identity.get("flag_gems", {}),
+                          "unreadable": [f"{name} line {line}: {why}" for name, line, why in self.unreadable]}}

@@ -144,8 +144,9 @@ def resolve_ops(inventory: Inventory, names: Sequence[tuple[str, str]]) -> list[
             continue
         found.setdefault(op.id, op)
     if problems:
-        raise UsageError(f"--suite {inventory.tree.suite_dir}: " + "; ".join(problems) + ". "
-                         "`harness list suite --suite PATH` lists every benchmark.")
+        unread = f" Note: {inventory.unreadable_note()}." if inventory.unreadable else ""
+        raise UsageError(f"--suite {inventory.tree.suite_dir}: " + "; ".join(problems) + "." + unread
+                         + " `harness list suite --suite PATH` lists every benchmark.")
     return list(found.values())
 
 
@@ -171,5 +172,6 @@ def resolve_nodes(inventory: Inventory, nodes: Sequence[str]) -> list[SuiteOp]:
             continue
         ops.setdefault(text, SuiteOp(id=text, functions=(function,), nodes=(text,)))
     if problems:
-        raise UsageError(f"--suite {inventory.tree.suite_dir}: " + "; ".join(problems) + ".")
+        unread = f" Note: {inventory.unreadable_note()}." if inventory.unreadable else ""
+        raise UsageError(f"--suite {inventory.tree.suite_dir}: " + "; ".join(problems) + "." + unread)
     return list(ops.values())

@@ -271,3 +271,47 @@ def test_a_key_a_merge_brings_in_may_be_set_again_but_not_a_key_given_twice() ->
     with pytest.raises(ConfigError, match=r"^f\.yaml: not valid YAML at line 4, column 3: the key 'shapes' is "
                                           r"given twice \(first at line 3\); give it once\. Fix it\.$"):
         load_yaml("mine:\n  <<: {a: 1}\n  shapes: [[2]]\n  shapes: [[3]]\n", "f.yaml", "Fix it.")
+
+
+# -- a FlagGems tree with files that cannot be read ---------------------------------------------
+
+
+def _fake_tree(root: Path) -> Path:
+    from tests.data.fake_flaggems_suite import write_fake_suite
+
+    return write_fake_suite(root).benchmark
+
+
+@pytest.mark.parametrize("command", [["list", "suite"], ["run", "--backend", "cpu", "--ops", "abs"]])
+def test_a_suite_whose_base_module_does_not_parse_is_one_line_exit_2(
+        tmp_path: Path, monkeypatch: pytest.MonkeyPatch, command: list[str]) -> None:
+    bench = _fake_tree(tmp_path)
+    (bench / "base.py").write_text((bench / "base.py").read_text() + "\ndef broken(:\n")
+    line = (bench / "base.py").read_text().count("\n")
+    monkeypatch.chdir(tmp_path)
+    code, _, err = _call([*command, "--suite", str(bench)])
+    assert code == 2, err
+    assert f"{bench / 'base.py'} line {line}: does not parse (" in err
+    assert "Traceback" not in err and len(err.strip().splitlines()) == 1
+
+
+def test_benchmark_files_that_cannot_be_read_are_named_and_counted(
+        tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    bench = _fake_tree(tmp_path)
+    monkeypatch.chdir(tmp_path)
+    code, before, err = _call(["list", "suite", "--suite", str(bench)])
+    assert code == 0, err
+    (bench / "test_syntax_bad.py").write_text("import pytest\n\n\n@pytest.mark.abs\ndef test_abs(:\n    pass\n")
+    (bench / "test_latin1.py").write_bytes(b"import pytest\n# caf\xe9\n")
+    code, listed, err = _call(["list", "suite", "--suite", str(bench)])
+    assert code == 0, err
+    header = listed.splitlines()[0]
+    assert header.startswith(before.splitlines()[0]) and header.endswith(", 2 file(s) not read")
+    assert "not read: test_latin1.py line 2: not UTF-8 text (byte 20)" in listed
+    assert "not read: test_syntax_bad.py line 5: does not parse (" in listed
+    code, csv_text, err = _call(["list", "suite", "--suite", str(bench), "--csv"])
+    assert code == 0 and csv_text.count("not read: ") == 2, err
+    code, _, err = _call(["run", "--backend", "cpu", "--suite", str(bench), "--ops", "no_such_op"])
+    assert code == 2, err
+    assert "2 file(s) of the tree could not be read (test_latin1.py line 2: not UTF-8 text" in err
+    assert len(err.strip().splitlines()) == 1
