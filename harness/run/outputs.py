@@ -58,14 +58,17 @@ def _unreached_message(outcome: OpOutcome | None, first: bool) -> tuple[str, str
     """(JUnit status, message) for a planned case that has no record (and its op supports its dtype)."""
     if outcome is None or outcome.status in (PENDING, INTERRUPTED):
         return "error", "not run: the run was interrupted first; finish it with `harness run --resume RUN_DIR`"
-    why = "; ".join(outcome.notes) or outcome.status
+    if outcome.status == "PASS":  # an op passes only with every case recorded: this record was lost since
+        return "error", ("no record: the op passed, so this case's record was written, and records.jsonl no "
+                         "longer holds it (damaged or edited since; its lines that are not records are listed)")
+    why = "; ".join(outcome.notes)
     tries = f" after {outcome.attempts} attempts" if outcome.attempts > 1 else ""
     if outcome.status == "SKIP":
-        return "skip", f"op skipped: {why}"
+        return "skip", "op skipped" + (f": {why}" if why else "")
     if outcome.status in ("CRASH", "TIMEOUT"):
         where = "during this case" if first else "before reaching this case"
-        return "error", f"op {outcome.status} {where}{tries}: {why}"
-    return "error", f"not run: op {outcome.status}{tries}: {why}"
+        return "error", f"op {outcome.status} {where}{tries}" + (f": {why}" if why else "")
+    return "error", f"not run: op {outcome.status}{tries}" + (f": {why}" if why else "")
 
 
 def unreached_cases(ops: Sequence[OpPlan], records: list[Any], outcomes: Mapping[str, OpOutcome]) -> list[Unreached]:

@@ -315,3 +315,33 @@ def test_benchmark_files_that_cannot_be_read_are_named_and_counted(
     assert code == 2, err
     assert "2 file(s) of the tree could not be read (test_latin1.py line 2: not UTF-8 text" in err
     assert len(err.strip().splitlines()) == 1
+
+
+# -- harness report on records that are not records --------------------------------------------
+
+
+def test_report_on_garbage_records_names_the_lines_and_says_what_became_of_each_case(
+        tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    from harness.options import RunOptions
+    from harness.results.runinfo import RUN_SCHEMA_VERSION
+    from harness.results.store import write_json
+
+    run = tmp_path / "run"
+    run.mkdir()
+    write_json(run / "run.json", {
+        "schema_version": RUN_SCHEMA_VERSION, "run_id": "r1", "status": "complete", "backend": "cpu",
+        "level": "smoke", "timer": "cpu", "devices": ["cpu"], "identity": {"device_name": "x"},
+        "options": RunOptions().to_dict(), "started_at": "2026-12-01T00:00:00+00:00", "dismissed": {},
+        "plan": [{"op": "add", "device": "cpu", "dtypes": ["float32"], "shapes": [[4, 4], [8, 8]],
+                  "provider": "builtin"}],
+        "ops": [{"op": "add", "device": "cpu", "status": "PASS", "attempts": 1, "elapsed_s": 1.0, "rows": 2,
+                 "notes": ""}]})
+    (run / "records.jsonl").write_text('garbage line\n{"not": "a record"}\n')
+    monkeypatch.chdir(tmp_path)
+    code, out, err = _call(["report", "run"])
+    assert code == 0, err
+    assert "line 1: not JSON" in err and "line 2: not a harness record" in err
+    assert "op PASS: PASS" not in out and "not run: op PASS" not in out
+    rows = [line for line in out.splitlines() if line.startswith("| add |")]
+    assert len(rows) == 2 and all("no record: the op passed" in row for row in rows)
+    assert "- line 1: not JSON" in out
