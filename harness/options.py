@@ -916,7 +916,8 @@ def _container_devices(cli: Mapping[str, Any]) -> tuple[str, ...] | None:
     """--devices (repeatable, comma-separated); None lets the runner use the host's visibility variable."""
     if not cli.get("devices"):
         return None
-    return tuple(d.strip() for item in cli["devices"] for d in str(item).split(",") if d.strip())
+    devices: tuple[str, ...] = _parse(_devices, [str(item) for item in cli["devices"]], "--devices")
+    return devices  # checked as `harness run --devices` checks them: ids, each once
 
 
 def resolve_container_options(

@@ -531,6 +531,8 @@ ROWS: list[Row] = [
     bad("container plan", 2, "the following arguments are required: --backend"),
     bad("container plan --backend tpu -- --ops add", 2, "Unknown backend 'tpu'"),
     bad("container plan --backend cpu --user abc -- --ops add", 2, "--user 'abc' must be numeric UID:GID"),
+    bad("container plan --backend cpu --devices 0,0 -- --ops add", 2, "--devices: names device(s) 0 more than once"),
+    bad("container plan --backend cpu --devices 'a b' -- --ops add", 2, "--devices: device id 'a b' is not a device id"),
     bad("container run --backend cpu --user 1: -- --ops add", 2, "must be numeric UID:GID"),
     bad("container plan --backend cpu --pull -- --ops add", 2, "image policy pull needs a registry"),
     bad("container plan --backend cpu --pull --build", 2, "not allowed with argument"),
