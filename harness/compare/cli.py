@@ -349,6 +349,7 @@ def _cmd_gate_run(ns: argparse.Namespace, env: Mapping[str, str], stdout: TextIO
     from harness.compare.ab import check_run_args
     from harness.compare.compare import compare_runs
     from harness.compare.gate import run_gate
+    from harness.compare.untrusted import commands_stopped, log_safe_errors
 
     run_args = _run_args(ns)
     check_run_args(run_args, "harness gate-run")
@@ -359,14 +360,21 @@ def _cmd_gate_run(ns: argparse.Namespace, env: Mapping[str, str], stdout: TextIO
         from harness.container.gate import container_side_runner
 
         side_runner = container_side_runner(ns.container, ns.devices, out, env, read_project_config())
-    sides = run_gate({"base": ns.base_ref, "head": ns.head_ref}, out, run_args, ns.repeats, env,
-                     repo=Path(ns.repo), side_runner=side_runner, replay=not ns.no_replay,
-                     precheck=lambda: _refuse_pipeline_only_early(run_args, ns.container, ns.allow_cpu,
-                                                                  "harness gate-run"))
-    # The two versions of the tree may carry two harness versions: that is what is compared.
-    comparison = compare_runs(sides["base"], sides["head"], _criteria(ns), allow_mismatch=False,
-                              allow_cpu=ns.allow_cpu, spread=spread, deliberate=("harness",))
-    _write_comparison(comparison, out.resolve(), stdout)
+    # In a container a side's code may be a pull request's: each side gets a folder of its own,
+    # checked before it is read, and what the comparison prints of its records is shown with
+    # workflow commands stopped; an error quoting them is made log-safe (docs/ci-security.md).
+    untrusted = side_runner is not None
+    with log_safe_errors():
+        sides = run_gate({"base": ns.base_ref, "head": ns.head_ref}, out, run_args, ns.repeats, env,
+                         repo=Path(ns.repo), side_runner=side_runner, replay=not ns.no_replay,
+                         precheck=lambda: _refuse_pipeline_only_early(run_args, ns.container, ns.allow_cpu,
+                                                                      "harness gate-run"),
+                         untrusted_sides=untrusted)
+        with commands_stopped(stdout, env if untrusted else {}):
+            # The two versions of the tree may carry two harness versions: that is what is compared.
+            comparison = compare_runs(sides["base"], sides["head"], _criteria(ns), allow_mismatch=False,
+                                      allow_cpu=ns.allow_cpu, spread=spread, deliberate=("harness",))
+            _write_comparison(comparison, out.resolve(), stdout)
     return _gate_outcome(comparison, f"gate {ns.base_ref} -> {ns.head_ref}")
 
 

@@ -13,6 +13,13 @@ Each side runs ``python -m harness run`` with its own tree as the working
 directory and first on PYTHONPATH, so the harness and ops of that version are
 the ones measured, and relative paths in the run arguments (``--ops-module
 my_ops.py``) resolve inside that version.
+
+With ``untrusted_sides`` (`gate-run --container`: a side's code may be a pull request's) each
+side writes into an empty folder of its own, beside OUT and never shared with the other side.
+After each run the host checks that whole folder (harness.compare.untrusted: no links, FIFOs,
+sockets or device nodes, nothing but the side's run directories) and copies the run into
+OUT/repeats/ without following anything; otherwise the gate fails closed. OUT then holds only
+what the host wrote after those checks.
 """
 
 from __future__ import annotations
@@ -29,6 +36,13 @@ from pathlib import Path
 from typing import Any
 
 from harness.compare.compare import load_run
+from harness.compare.untrusted import (
+    check_tree,
+    commands_stopped,
+    copy_checked,
+    refusal,
+    remove_tree,
+)
 from harness.errors import HarnessError, UsageError
 from harness.results.schema import Measurement, Timing
 from harness.results.store import append_record, write_json
@@ -37,6 +51,7 @@ from harness.run.provenance import git
 __all__ = [
     "GateSide",
     "SideRunner",
+    "collect_run",
     "interleaved_order",
     "merge_records",
     "merged_info",
@@ -44,6 +59,7 @@ __all__ = [
     "pool_side",
     "run_command",
     "run_gate",
+    "side_folders",
     "side_replay",
     "side_trees",
 ]
@@ -193,10 +209,11 @@ def pool_side(repeat_dirs: Sequence[Path], target: Path, run_id: str, ref: str,
     for record in merge_records([r.records for r in runs], run_id=run_id):
         append_record(target / "records.jsonl", record)
     # The configs the side ran with: its run 1's (the later ones replayed them, or tuned
-    # alike); compare reads them to show where base and head chose differently.
+    # alike); compare reads them to show where base and head chose differently. Copied without
+    # following anything: a link there is refused.
     tuned = Path(repeat_dirs[0]) / "autotune"
-    if tuned.is_dir():
-        shutil.copytree(tuned, target / "autotune")
+    if os.path.lexists(tuned):
+        copy_checked(tuned, target / "autotune")
     info = merged_info([r.info for r in runs], run_id, ref)
     info.update(info_extra or {})
     write_json(target / "run.json", info)
@@ -259,7 +276,11 @@ def _run_side(side: GateSide, out_dir: Path, run_id: str, run_args: Sequence[str
     cmd = run_command(python, out_dir, run_id, [*run_args, *replay])
     role = f"replays {replay_from.name}" if replay_from is not None else "records autotune configs"
     print(f"gate: {side.name} ({side.ref}; {role}) -> {out_dir}", flush=True)
-    code = subprocess.run(cmd, cwd=side.tree, env=child_env, check=False).returncode
+    # Under GitHub Actions the side's output, both streams in one, is shown with workflow
+    # commands stopped: the version measured may be a pull request's.
+    with commands_stopped(sys.stdout, env) as stopped:
+        code = subprocess.run(cmd, cwd=side.tree, env=child_env, check=False,
+                              stderr=subprocess.STDOUT if stopped else None).returncode
     if code not in (0, 1):  # 1 = some case failed: reported by the comparison, not fatal here
         raise UsageError(
             f"`harness run` for {side.name} ({side.ref}) exited with code {code}; its message is above. "
@@ -268,6 +289,49 @@ def _run_side(side: GateSide, out_dir: Path, run_id: str, run_args: Sequence[str
 
 
 SideRunner = Callable[[GateSide, Path, str, Sequence[str]], None]
+
+
+def side_folders(out: Path) -> tuple[Path, dict[str, Path]]:
+    """For untrusted sides: a new folder beside ``out`` (``.OUT-sides-XXXX``, private to the
+    caller) holding one empty folder per side, each side's only writable place. Beside and not
+    inside ``out``, so nothing that publishes ``out`` can reach what a side wrote."""
+    staging = Path(tempfile.mkdtemp(prefix=f".{out.name}-sides-", dir=out.parent))
+    folders = {name: staging / name for name in SIDES}
+    for folder in folders.values():
+        folder.mkdir()
+    return staging, folders
+
+
+def collect_run(side: GateSide, folder: Path, k: int, repeats_dir: Path) -> Path | None:
+    """After run ``k`` of an untrusted side: check the side's whole folder, then copy that run
+    into ``repeats_dir`` (a folder of the host's) without following anything; the copy, or None
+    when the run left no directory. GateFailed, naming each entry, when the folder holds
+    anything but the side's runs so far made of folders and plain files."""
+    names = [f"{side.name}-{j}" for j in range(1, k + 1)]
+    findings = check_tree(folder, run_dirs=names)
+    if findings:
+        raise refusal(findings, f"The {side.name} side ({side.ref})", folder)
+    run = folder / names[-1]
+    if not os.path.lexists(run):
+        return None
+    target = repeats_dir / names[-1]
+    repeats_dir.mkdir(exist_ok=True)
+    copy_checked(run, target)
+    return target
+
+
+def _run_untrusted(side_runner: SideRunner, side: GateSide, folder: Path, k: int, run_args: Sequence[str],
+                   repeats_dir: Path) -> None:
+    """One run of an untrusted side, then :func:`collect_run`: also after a run that failed, so
+    its logs are kept; a refused folder outranks the run's own failure."""
+    failure: HarnessError | None = None
+    try:
+        side_runner(side, folder / f"{side.name}-{k}", f"gate-{side.name}-{k}", run_args)
+    except HarnessError as exc:
+        failure = exc
+    collect_run(side, folder, k, repeats_dir)
+    if failure is not None:
+        raise failure
 
 
 def run_gate(
@@ -281,12 +345,15 @@ def run_gate(
     side_runner: SideRunner | None = None,
     replay: bool = True,
     precheck: Callable[[], None] | None = None,
+    untrusted_sides: bool = False,
 ) -> dict[str, Path]:
     """Run both sides interleaved and write out/base and out/head; returns those two paths.
 
     ``side_runner(side, run_dir, run_id, run_args)`` runs one side once; the default runs
     `python -m harness run` on this host (harness.container.gate has the one that runs it in
-    the backend's image)."""
+    the backend's image, whose writable place is ``run_dir``'s parent). With
+    ``untrusted_sides`` each side runs into a folder of its own (:func:`side_folders`), checked
+    and copied into out/repeats after each run (:func:`collect_run`), and removed at the end."""
     order = interleaved_order(repeats)
     if out.exists() and any(out.iterdir()):
         raise UsageError(f"Gate output directory {out} is not empty. Choose another --out or remove it.")
@@ -295,21 +362,39 @@ def run_gate(
         precheck()
     out = out.resolve()
     out.mkdir(parents=True, exist_ok=True)
+    repeats_dir = out / "repeats"
+    staging: Path | None = None
+    folders = {name: repeats_dir for name in SIDES}
+    if untrusted_sides:
+        staging, folders = side_folders(out)
     workdir = Path(tempfile.mkdtemp(prefix="harness-gate-"))
     try:
         with side_trees(repo.resolve(), refs, workdir) as sides:
             for name, k in order:
-                target = out / "repeats" / f"{name}-{k}"
-                replay_from = side_replay(out / "repeats", name, k) if replay else None
-                if side_runner is None:
-                    _run_side(sides[name], target, f"gate-{name}-{k}", run_args, env, python, replay_from=replay_from)
+                replay_from = side_replay(folders[name], name, k) if replay else None
+                replay_args = ["--replay-from", str(replay_from)] if replay_from is not None else []
+                if untrusted_sides:
+                    runner = side_runner or _host_runner(env, python)
+                    _run_untrusted(runner, sides[name], folders[name], k, [*run_args, *replay_args], repeats_dir)
+                elif side_runner is None:
+                    _run_side(sides[name], repeats_dir / f"{name}-{k}", f"gate-{name}-{k}", run_args, env, python,
+                              replay_from=replay_from)
                 else:
-                    replay_args = ["--replay-from", str(replay_from)] if replay_from is not None else []
-                    side_runner(sides[name], target, f"gate-{name}-{k}", [*run_args, *replay_args])
+                    side_runner(sides[name], repeats_dir / f"{name}-{k}", f"gate-{name}-{k}", [*run_args, *replay_args])
             pooled: dict[str, Path] = {}
             for name in SIDES:
-                repeat_dirs = [out / "repeats" / f"{name}-{k}" for k in range(1, repeats + 1)]
+                repeat_dirs = [repeats_dir / f"{name}-{k}" for k in range(1, repeats + 1)]
                 pooled[name] = pool_side(repeat_dirs, out / name, f"gate-{name}", sides[name].ref)
     finally:
         shutil.rmtree(workdir, ignore_errors=True)
+        if staging is not None:
+            remove_tree(staging)
     return pooled
+
+
+def _host_runner(env: Mapping[str, str], python: str) -> SideRunner:
+    """The default side runner as a SideRunner: `python -m harness run` on this host."""
+    def run(side: GateSide, run_dir: Path, run_id: str, run_args: Sequence[str]) -> None:
+        _run_side(side, run_dir, run_id, run_args, env, python)
+
+    return run

@@ -3,10 +3,13 @@
 The perf gate of a pull request measures code nobody has run on the host (docs/ci-security.md):
 base and head each run as `harness run` inside the backend's image, confined as every
 container run is (no network, read-only root, no capabilities, non-root), on the one device
-given, with that side's tree mounted read-only at /repo and the gate's output directory as
-reports/. The image comes from this harness's own containers/ (for the PR gate: the default
-branch's), is built or pulled once, and both sides run that same image ID; a pull request that
-changes containers/ is therefore measured on the base's image.
+given, with that side's tree mounted read-only at /repo and that side's own output folder as
+reports/ (harness.compare.gate.side_folders: one per side, never shared, checked by the host
+before it reads anything there). The container's output reaches the host's stdout with
+workflow commands stopped under GitHub Actions. The image comes from this harness's own
+containers/ (for the PR gate: the default branch's), is built or pulled once, and both sides
+run that same image ID; a pull request that changes containers/ is therefore measured on the
+base's image.
 """
 
 from __future__ import annotations
@@ -19,6 +22,7 @@ from pathlib import Path
 from typing import Any, TextIO
 
 from harness.compare.gate import GateSide, SideRunner
+from harness.compare.untrusted import commands_stopped
 from harness.container.engine import Engine
 from harness.container.image import ensure_image
 from harness.container.launch import Connect, assemble, device_plan, lent_run_dir, prepare_run
@@ -34,14 +38,16 @@ def _aliases() -> dict[str, str]:
     return {alias: b.name for b in BACKENDS for alias in (b.name, *b.aliases)}
 
 
-def in_reports(arg: str, out: Path) -> str:
-    """A run argument as the container sees it: a host path inside the gate's output directory
-    (the side's run 1, which later runs replay, ``--replay-from``) becomes reports/<path>."""
+def in_reports(arg: str, mount: Path) -> str:
+    """A run argument as the container sees it: a host path inside the side's output folder
+    ``mount`` (the side's run 1, which later runs replay, ``--replay-from``) becomes
+    reports/<path>. Compared as written, made absolute, never through links (``mount`` is the
+    host's own folder; what lies under it is the side's)."""
     path = Path(arg)
     if not path.is_absolute():
         return arg
     try:
-        return f"reports/{path.resolve().relative_to(out.resolve()).as_posix()}"
+        return f"reports/{Path(os.path.abspath(path)).relative_to(os.path.abspath(mount)).as_posix()}"
     except ValueError:
         return arg
 
@@ -58,8 +64,9 @@ def container_side_runner(
 ) -> SideRunner:
     """Settle everything once (backend, device, engine, image), then return the side runner.
 
-    Refused before anything is built: no backend, not exactly one device, an output
-    directory that is not empty.
+    The runner mounts ``run_dir``'s parent as reports/: run_gate gives each side a folder of its
+    own there (``untrusted_sides``). Refused before anything is built: no backend, not exactly
+    one device, an output directory that is not empty.
     """
     from harness.backends import get_backend
 
@@ -87,15 +94,16 @@ def container_side_runner(
         f"{prepared.backend.name}" + (f" device {ids[0]}" if ids else ""))
 
     def run_side(side: GateSide, run_dir: Path, run_id: str, run_args: Sequence[str]) -> None:
-        relative = run_dir.resolve().relative_to(out).as_posix()
-        args = ["--out", f"reports/{relative}", "--run-id", run_id, *(in_reports(a, out) for a in run_args)]
+        # run_dir's parent is this side's own output folder: the only writable place it gets.
+        mount = Path(os.path.abspath(run_dir.parent))
+        args = ["--out", f"reports/{run_dir.name}", "--run-id", run_id, *(in_reports(a, mount) for a in run_args)]
         invocation = plan_invocation(prepared.backend, args, run_id, _aliases())
         side_run = replace(prepared, invocation=invocation,
-                           options=replace(prepared.options, code_dir=side.tree.resolve()))
+                           options=replace(prepared.options, code_dir=side.tree.resolve(), reports_dir=mount))
         plan = assemble(side_run, devices_plan, image.ref, image.digest, image.image_id)
         print(f"gate: {side.name} ({side.ref}) -> {run_dir} in the {prepared.backend.name} container",
               file=stdout, flush=True)
-        with lent_run_dir(plan, run_dir, owner):
+        with commands_stopped(stdout, env), lent_run_dir(plan, run_dir, owner):
             code = engine.run(plan, stdout, prepared.backend.name)
         if code not in (0, 1):  # 1 = some case failed: reported by the comparison, not fatal here
             raise UsageError(
