@@ -5,7 +5,10 @@ The parent (``harness.run``) plans a run and supervises one process per op; the 
 
 - the child spec: everything an op's process needs, written by the parent as versioned JSON
   (the child reads this file and nothing else of the parent's options, so what a child did
-  is always reproducible from the run directory);
+  is always reproducible from the run directory), with typed sections for autotune replay
+  (:class:`Replay`), a sweep process (:class:`SweepTask`) and a suite's op (:class:`SuiteFacts`);
+- the op process's command line (:class:`ChildArgs`), the pytest options that name its spec
+  and the files the parent starts pytest on;
 - :class:`Case`, one (op, provider, dtype, shape) to measure;
 - the exit codes and stdin words through which an op process tells how it ended;
 - the environment variable names the parent sets for it;
@@ -18,6 +21,7 @@ from __future__ import annotations
 
 import json
 import re
+from collections.abc import Mapping, Sequence
 from dataclasses import asdict, dataclass, field
 from pathlib import Path
 from typing import Any
@@ -26,7 +30,8 @@ from harness.results.schema import case_id
 
 __all__ = [
     "CANCELLED_EXIT",
-    "CAPTURE_OFF",
+    "CASES_FILE",
+    "CHILD_MODULE",
     "CHILD_SPEC_VERSION",
     "EXIT_ENVIRONMENT",
     "EXIT_FAILED",
@@ -40,10 +45,18 @@ __all__ = [
     "POISONED_EXIT",
     "UNRECORDED_EXIT",
     "PYTEST_OFF",
+    "SPEC_OPTION",
+    "SUITE_SPEC_OPTION",
+    "SWEEP_INDEX_ENV",
+    "TUNE_FILE",
     "Case",
     "CaseProgress",
+    "ChildArgs",
     "ChildSpec",
+    "Replay",
     "RunFiles",
+    "SuiteFacts",
+    "SweepTask",
     "op_file_stem",
 ]
 
@@ -58,9 +71,6 @@ EXIT_INTERRUPTED = 130  # SIGINT/SIGTERM; the run can be resumed
 POISONED_EXIT = 87  # the device context died (a graph capture broke it): the op is a CRASH
 UNRECORDED_EXIT = 86  # a record could not be written whole (full disk, file size limit): the op is an ERROR
 CANCELLED_EXIT = 3  # a pre-started (held) process that was told not to run
-# ChildSpec.extra key: why this op process must not capture graphs at all (an earlier attempt's
-# capture poisoned the device context); its rows fall back to the direct timer with this reason.
-CAPTURE_OFF = "capture_off"
 GO = "go"  # the line a held op process waits for on stdin before it runs pytest ("go TIME": when sent)
 # pytest plugins every op process's pytest (the harness's and a suite's) leaves out: the cache
 # (nothing to keep between runs); unraisableexception, whose end-of-session gc.collect() x5
@@ -79,8 +89,21 @@ PARENT_PID_ENV = "HARNESS_PARENT_PID"
 # directory (real path) and the op. Processes an op leaves behind are found by it and ended.
 RUN_MARK_ENV = "HARNESS_RUN_MARK"
 OP_MARK_ENV = "HARNESS_OP_MARK"
+# Set in each sweep process's environment: its index among the sweep's processes (information for
+# the op's code and tests; the spec's SweepTask says the same).
+SWEEP_INDEX_ENV = "HARNESS_SWEEP_SHARD"
 
-CHILD_SPEC_VERSION = 3  # 2: cap_ms; 3: extra[CAPTURE_OFF]
+# -- how the parent starts an op process ------------------------------------------------------
+CHILD_MODULE = "harness.child"  # ``python -m harness.child``: harness.child.process
+_CHILD_DIR = Path(__file__).resolve().parent / "child"
+CASES_FILE = _CHILD_DIR / "test_cases.py"  # the harness's own cases: one test, parametrised by case
+TUNE_FILE = _CHILD_DIR / "tune_cases.py"  # a sweep process of the harness's own cases
+SPEC_OPTION = "--harness-spec"  # pytest option of harness.child.plugins.session: the spec's path
+SUITE_SPEC_OPTION = "--harness-suite-spec"  # the same, for harness.child.plugins.suite in a suite's pytest
+
+# 2: cap_ms; 3: extra["capture_off"]; 4: typed sections (capture_off, ir_sass, replay, sweep,
+# suite) in place of ``extra``
+CHILD_SPEC_VERSION = 4
 
 
 def op_file_stem(op: str) -> str:
@@ -171,6 +194,111 @@ class Case:
 
 
 @dataclass(frozen=True)
+class ChildArgs:
+    """An op process's command line after the interpreter:
+    ``-m harness.child EXIT_FILE [--hold [--preload M,...] [--warm-profiler]] -- PYTEST_ARGS``.
+
+    ``exit_file`` is where the process writes pytest's exit status once pytest returned. With
+    ``hold`` (a pre-started process) it imports first (``preload``: modules besides the usual,
+    a suite's package) and waits for :data:`GO` on stdin; ``warm_profiler`` pays the profiler's
+    start while held."""
+
+    exit_file: str
+    pytest_args: tuple[str, ...]
+    hold: bool = False
+    preload: tuple[str, ...] = ()
+    warm_profiler: bool = False
+
+    USAGE = ("usage: python -m harness.child EXIT_FILE [--hold [--preload MODULES] [--warm-profiler]] "
+             "-- PYTEST_ARGS...")
+
+    def argv(self) -> list[str]:
+        held = ["--hold", *(["--preload", ",".join(self.preload)] if self.preload else []),
+                *(["--warm-profiler"] if self.warm_profiler else [])] if self.hold else []
+        return ["-m", CHILD_MODULE, self.exit_file, *held, "--", *self.pytest_args]
+
+    @classmethod
+    def parse(cls, args: Sequence[str]) -> ChildArgs | None:
+        """The arguments after ``-m harness.child`` read back; None when they are not such a line."""
+        rest = list(args)
+        if not rest:
+            return None
+        exit_file, rest = rest[0], rest[1:]
+        hold = rest[:1] == ["--hold"]
+        rest = rest[1:] if hold else rest
+        preload: tuple[str, ...] = ()
+        if hold and len(rest) > 1 and rest[0] == "--preload":
+            preload = tuple(m for m in rest[1].split(",") if m)
+            rest = rest[2:]
+        warm = hold and rest[:1] == ["--warm-profiler"]
+        rest = rest[1:] if warm else rest
+        if rest[:1] != ["--"]:
+            return None
+        return cls(exit_file=exit_file, pytest_args=tuple(rest[1:]), hold=hold, preload=preload,
+                   warm_profiler=warm)
+
+
+@dataclass(frozen=True)
+class Replay:
+    """Autotune configs an op process seeds its autotuners with instead of tuning: an earlier
+    run's (``--replay-from``, its absolute path) or the merged configs of this run's sweep."""
+
+    run_dir: str | None = None
+    file: str | None = None
+
+    @classmethod
+    def from_dict(cls, data: Mapping[str, Any]) -> Replay:
+        return cls(run_dir=_opt_str(data.get("run_dir")), file=_opt_str(data.get("file")))
+
+
+@dataclass(frozen=True)
+class SweepTask:
+    """A sweep process (harness.run.sweep): tune this process's share of the op's cases (or, for
+    a suite's op, its calls numbered ``i`` with ``i % count == index``), record the configs the
+    autotuners chose in ``configs_out`` and this process's outcome in ``result``; nothing is timed."""
+
+    configs_out: str
+    result: str
+    index: int = 0
+    count: int = 1
+
+    @classmethod
+    def from_dict(cls, data: Mapping[str, Any]) -> SweepTask:
+        return cls(configs_out=str(data["configs_out"]), result=str(data["result"]), index=int(data["index"]),
+                   count=int(data["count"]))
+
+
+@dataclass(frozen=True)
+class SuiteFacts:
+    """What a suite's op process (harness.child.plugins.suite in the library's pytest) needs
+    beyond the spec's common fields; planned by harness.suite.runner."""
+
+    suite_dir: str
+    package: str
+    level: str
+    nodes: tuple[str, ...] = ()  # the pytest nodes this op keeps of the files collected
+    notes: tuple[str, ...] = ()  # for every row (a --shapes-file entry that applied, ...)
+    unchecked: str = ""  # why the outputs are not compared, or ""
+    capture_denied: str = ""  # why no graph is captured for this op (a deny list), or ""
+    started_at: str = ""
+    autotune: bool = False  # the optional features the suite plugin carries out
+    ir: bool = False
+    wall: bool = False
+
+    @classmethod
+    def from_dict(cls, data: Mapping[str, Any]) -> SuiteFacts:
+        return cls(suite_dir=str(data["suite_dir"]), package=str(data["package"]), level=str(data["level"]),
+                   nodes=tuple(str(n) for n in data.get("nodes", ())),
+                   notes=tuple(str(n) for n in data.get("notes", ())), unchecked=str(data.get("unchecked", "")),
+                   capture_denied=str(data.get("capture_denied", "")), started_at=str(data.get("started_at", "")),
+                   autotune=bool(data.get("autotune")), ir=bool(data.get("ir")), wall=bool(data.get("wall")))
+
+
+def _opt_str(value: Any) -> str | None:
+    return None if value is None else str(value)
+
+
+@dataclass(frozen=True)
 class ChildSpec:
     """Everything an op's process needs; written by the parent as ``specs/<op>.json``."""
 
@@ -190,7 +318,13 @@ class ChildSpec:
     rep_ms: float = 100.0
     cap_ms: float = 1000.0  # sampling stops here when the spread does not settle (the row is noisy)
     skip_cases: tuple[str, ...] = ()  # case ids already recorded (resume)
-    extra: dict[str, Any] = field(default_factory=dict)
+    # why this process must not capture graphs at all (an earlier attempt's capture poisoned the
+    # device context); its rows fall back to the direct timer with this reason. "" to capture.
+    capture_off: str = ""
+    ir_sass: bool = False  # --ir full: the IR kept includes SASS
+    replay: Replay = field(default_factory=Replay)
+    sweep: SweepTask | None = None  # set in a sweep process
+    suite: SuiteFacts | None = None  # set in a suite's op process
 
     @property
     def files(self) -> RunFiles:
@@ -223,4 +357,7 @@ class ChildSpec:
         data["shapes"] = tuple(tuple(s) for s in data["shapes"])
         data["ops_modules"] = tuple(data.get("ops_modules", ()))
         data["skip_cases"] = tuple(data.get("skip_cases", ()))
+        data["replay"] = Replay.from_dict(data.get("replay") or {})
+        data["sweep"] = SweepTask.from_dict(data["sweep"]) if data.get("sweep") else None
+        data["suite"] = SuiteFacts.from_dict(data["suite"]) if data.get("suite") else None
         return cls(**data)

@@ -112,7 +112,7 @@ def test_ab_of_a_suite_op_replays_side_a_configs_and_marks_a_key_it_lacks(tmp_pa
     used = chosen(b, "tuned_double")
     assert {key: block for (_, key), block in used.items()} == {"int:128": 32, "int:256": 32, "int:1024": 16}
     spec = json.loads((b / "specs" / "tuned_double.json").read_text())
-    assert spec["extra"]["replay_from"] == str(a.resolve())
+    assert spec["replay"]["run_dir"] == str(a.resolve())
     compare_md = (tmp_path / "ab" / "compare.md").read_text()
     assert "configs recorded by a-1 and replayed by every other run" in compare_md
     assert "1 row(s) of side B tuned live while replaying" in compare_md

@@ -1,4 +1,5 @@
-"""Entry of an op's process: ``python -m harness.child EXIT_FILE [--hold [--preload M,...]] -- PYTEST_ARGS...``.
+"""Entry of an op's process: ``python -m harness.child EXIT_FILE [--hold [--preload M,...]] -- PYTEST_ARGS...``
+(its command line: harness.contract.ChildArgs).
 
 It runs pytest in-process, then writes pytest's exit status to EXIT_FILE. A process that ends
 without that file never got back from pytest (a signal, ``os._exit``, a poisoned context, a
@@ -39,7 +40,7 @@ import time
 from collections.abc import Callable, MutableMapping, Sequence
 from pathlib import Path
 
-from harness.contract import CANCELLED_EXIT, GO, PARENT_PID_ENV
+from harness.contract import CANCELLED_EXIT, GO, PARENT_PID_ENV, ChildArgs
 
 __all__ = ["PARENT_POLL_S", "PRELOAD", "asked_time", "end_own_group", "leave", "main", "preload", "times_path",
            "warm_profiler", "watch_parent"]
@@ -197,21 +198,11 @@ def main(argv: Sequence[str]) -> int:
     # Where an op's time goes outside its cases (docs/batch.md, "Where an op's time goes"): the
     # process start, the release of a pre-started process, pytest's start, its session, its return.
     times = {"started": time.time()}
-    args = list(argv)
-    hold = len(args) > 1 and args[1] == "--hold"
-    if hold:
-        del args[1]
-    extra: list[str] = []  # --preload A,B: more modules to import while held (a suite's package)
-    if hold and len(args) > 2 and args[1] == "--preload":
-        extra = [m for m in args[2].split(",") if m]
-        del args[1:3]
-    warm = hold and len(args) > 1 and args[1] == "--warm-profiler"  # pay the profiler's start while held, if open
-    if warm:
-        del args[1]
-    if len(args) < 2 or args[1] != "--":
-        print("usage: python -m harness.child EXIT_FILE [--hold [--preload MODULES] [--warm-profiler]] -- PYTEST_ARGS...",
-              file=sys.stderr)
+    args = ChildArgs.parse(argv)
+    if args is None:
+        print(ChildArgs.USAGE, file=sys.stderr)
         return 2
+    hold, extra, warm = args.hold, args.preload, args.warm_profiler  # extra: a suite's package
     watch_parent(_expected_parent(os.environ))
     if hold:
         preload((*PRELOAD, *extra))
@@ -241,11 +232,11 @@ def main(argv: Sequence[str]) -> int:
     from harness.results.store import atomic_write_text
 
     times["pytest"] = time.time()
-    code = int(pytest.main(list(args[2:]), plugins=[_Clock(times), _Heap(times)]))
+    code = int(pytest.main(list(args.pytest_args), plugins=[_Clock(times), _Heap(times)]))
     times["returned"] = time.time()
-    atomic_write_text(Path(args[0]), f"{code}\n")
+    atomic_write_text(Path(args.exit_file), f"{code}\n")
     try:  # a diagnostic: never the reason an op fails
-        atomic_write_text(times_path(Path(args[0])), json.dumps(times) + "\n")
+        atomic_write_text(times_path(Path(args.exit_file)), json.dumps(times) + "\n")
     except OSError:
         pass
     return code

@@ -23,7 +23,7 @@ from dataclasses import dataclass, replace
 from pathlib import Path
 from typing import Any
 
-from harness.contract import CAPTURE_OFF, PYTEST_OFF, ChildSpec, RunFiles
+from harness.contract import CASES_FILE, PYTEST_OFF, SPEC_OPTION, RunFiles
 from harness.options import MAX_PRESTART_DEPTH, PRESTART_DEPTH
 from harness.results.causes import BUDGET_NOTE
 from harness.results.schema import Measurement
@@ -69,34 +69,17 @@ __all__ = [
     "run_op",
 ]
 
-CASES_FILE = Path(__file__).resolve().parent.parent / "child" / "test_cases.py"
-
-
 class CaseRunner:
     """The harness's own cases: harness.child runs test_cases.py with the planned plugins."""
 
     def launch(self, ctx: BatchContext, op_plan: OpPlan, attempt: int, skip: Collection[str],
                capture_off: str = "") -> Launch:
         plan, files = ctx.plan, ctx.files
-        spec = ChildSpec(
-            run_id=plan.run_id, run_dir=str(ctx.run_dir), backend=plan.backend.name, device=op_plan.device,
-            op=op_plan.op, provider=op_plan.provider, dtypes=op_plan.dtypes, shapes=op_plan.shapes,
-            seed=plan.options.seed, timer=plan.timer, cache=plan.options.cache,
-            ops_modules=plan.options.ops_modules, warmup_ms=plan.options.warmup_ms,
-            rep_ms=plan.options.rep_ms, cap_ms=plan.options.cap_ms, skip_cases=tuple(sorted(skip)),
-            extra={"replay_from": plan.options.replay_from} if plan.options.replay_from else {},
-        )
-        if plan.options.ir == "full":  # the IR plugin keeps SASS too
-            spec = replace(spec, extra={**spec.extra, "ir": "full"})
-        if capture_off:
-            spec = replace(spec, extra={**spec.extra, CAPTURE_OFF: capture_off})
-        if ctx.sweep is not None and ctx.sweep.applies(op_plan):
-            spec = replace(spec, extra={**spec.extra, "replay_file": str(ctx.sweep.replay_file(ctx.run_dir, op_plan.op))})
         spec_path = files.spec(op_plan.op)
         spec_path.parent.mkdir(exist_ok=True)
-        spec.dump(spec_path)
+        ctx.child_spec(op_plan, op_plan.device, skip, capture_off=capture_off).dump(spec_path)
         args = (str(CASES_FILE), "-q", "-rN", *PYTEST_OFF, "--noconftest", "-c", os.devnull,
-                "--rootdir", str(ctx.run_dir), *plan.plugins.pytest_args(), "--harness-spec", str(spec_path))
+                "--rootdir", str(ctx.run_dir), *plan.plugins.pytest_args(), SPEC_OPTION, str(spec_path))
         return Launch(pytest_args=args, exit_path=files.exit_file(op_plan.op),
                       header=f"attempt {attempt} on device {op_plan.device}")
 

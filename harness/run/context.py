@@ -16,7 +16,7 @@ from pathlib import Path
 from typing import Any, Protocol
 
 from harness.autotune.sweep import SweepSummary
-from harness.contract import RunFiles
+from harness.contract import ChildSpec, Replay, RunFiles, SuiteFacts, SweepTask
 from harness.options import PRESTART_DEPTH
 from harness.run.decide import AttemptExit, OpOutcome
 from harness.run.plan import OpPlan, RunPlan
@@ -98,7 +98,7 @@ class OpRunner(Protocol):
     def launch(self, ctx: BatchContext, op_plan: OpPlan, attempt: int, skip: Collection[str],
                capture_off: str = "") -> Launch:
         """Write what the op's process reads and say how to start it (for the cases not in ``skip``;
-        ``capture_off``: why the process must capture no graph, put in its spec as CAPTURE_OFF)."""
+        ``capture_off``: why the process must capture no graph, put in its spec as ``capture_off``)."""
         ...
 
     def collect(self, ctx: BatchContext, op_plan: OpPlan, end: AttemptExit | None) -> tuple[str, ...]:
@@ -153,3 +153,23 @@ class BatchContext:
     def take_held(self, op: str) -> HeldProcess | None:
         with self.held_lock:
             return self.held.pop(op, None)
+
+    def child_spec(self, op_plan: OpPlan, device: str, skip: Collection[str] = (), *, capture_off: str = "",
+                   sweep: SweepTask | None = None, suite: SuiteFacts | None = None) -> ChildSpec:
+        """The spec of one process of ``op_plan`` on ``device``, every source's and the sweep's: the
+        run's options, the cases not in ``skip``, why it must not capture graphs (``capture_off``),
+        its autotune replay (none in a sweep process, which tunes), and a source's own section."""
+        plan, options = self.plan, self.plan.options
+        replay = Replay()
+        if sweep is None:
+            replay_file = (self.sweep.replay_file(self.run_dir, op_plan.op)
+                           if self.sweep is not None and self.sweep.applies(op_plan) else None)
+            replay = Replay(run_dir=options.replay_from, file=None if replay_file is None else str(replay_file))
+        return ChildSpec(
+            run_id=plan.run_id, run_dir=str(self.run_dir), backend=plan.backend.name, device=device,
+            op=op_plan.op, provider=op_plan.provider, dtypes=op_plan.dtypes, shapes=op_plan.shapes,
+            seed=options.seed, timer=plan.timer, cache=options.cache, ops_modules=options.ops_modules,
+            warmup_ms=options.warmup_ms, rep_ms=options.rep_ms, cap_ms=options.cap_ms,
+            skip_cases=tuple(sorted(skip)), capture_off=capture_off, ir_sass=options.ir == "full",
+            replay=replay, sweep=sweep, suite=suite,
+        )

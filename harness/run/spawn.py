@@ -24,7 +24,7 @@ from pathlib import Path
 
 from harness.backends import isolated_env
 from harness.backends.base import Backend
-from harness.contract import GO, PARENT_PID_ENV
+from harness.contract import GO, PARENT_PID_ENV, ChildArgs
 from harness.providers.vendors import gems_vendor_env
 from harness.run.decide import signal_name
 
@@ -191,9 +191,9 @@ class Launch:
     def command(self, hold: bool, warm_profiler: bool = False) -> list[str]:
         """The op process's command line; ``warm_profiler`` (held only): pay the profiler's start
         while held (harness.child.timing.profiler.warm_up)."""
-        held = ["--hold", *(["--preload", ",".join(self.preload)] if self.preload else []),
-                *(["--warm-profiler"] if warm_profiler else [])] if hold else []
-        return [sys.executable, "-m", "harness.child", str(self.exit_path), *held, "--", *self.pytest_args]
+        args = ChildArgs(str(self.exit_path), self.pytest_args, hold=hold, preload=self.preload,
+                         warm_profiler=warm_profiler)
+        return [sys.executable, *args.argv()]
 
 
 def start(launch: Launch, env: Mapping[str, str], log_path: Path, hold: bool,

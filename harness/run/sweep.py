@@ -38,7 +38,7 @@ from harness.autotune.sweep import (
 )
 from harness.backends import enumerate_devices
 from harness.backends.base import Backend
-from harness.contract import PYTEST_OFF, ChildSpec
+from harness.contract import PYTEST_OFF, SPEC_OPTION, SWEEP_INDEX_ENV, TUNE_FILE, SweepTask
 from harness.errors import UsageError
 from harness.results.store import read_json, write_json
 from harness.run.caches import tune_cache_env
@@ -49,18 +49,14 @@ from harness.run.plan import OpPlan
 from harness.run.spawn import Launch, child_env, end_group, read_exit, reap_group, start, wait_exit
 
 __all__ = [
-    "SHARD_ENV",
-    "TUNE_FILE",
     "ShardLauncher",
     "SweepStep",
     "case_shard_launch",
     "resolve_sweep_devices",
     "shard_plugins",
+    "sweep_task",
 ]
 
-TUNE_FILE = Path(__file__).resolve().parent.parent / "child" / "tune_cases.py"
-# Set in each shard's environment: its index (information for the op's code and tests).
-SHARD_ENV = "HARNESS_SWEEP_SHARD"
 
 
 def resolve_sweep_devices(value: str, backend: Backend, run_devices: Sequence[str],
@@ -102,26 +98,24 @@ def shard_plugins(modules: Sequence[str]) -> list[str]:
 ShardLauncher = Callable[[BatchContext, OpPlan, int, str, Sequence[str]], Launch]
 
 
+def sweep_task(files: SweepFiles, index: int, count: int) -> SweepTask:
+    """The spec section of the ``index``-th of ``count`` sweep processes of an op."""
+    return SweepTask(configs_out=str(files.shard(index)), result=str(files.shard_result(index)), index=index,
+                     count=count)
+
+
 def case_shard_launch(ctx: BatchContext, op_plan: OpPlan, index: int, device: str, cases: Sequence[str]) -> Launch:
     """A sweep process of the harness's own cases: tune_cases.py over ``cases`` only."""
     plan = ctx.plan
     files = SweepFiles(ctx.run_dir, op_plan.op)
     files.folder.mkdir(parents=True, exist_ok=True)
     wanted = set(cases)
-    spec = ChildSpec(
-        run_id=plan.run_id, run_dir=str(ctx.run_dir), backend=plan.backend.name, device=device,
-        op=op_plan.op, provider=op_plan.provider, dtypes=op_plan.dtypes, shapes=op_plan.shapes,
-        seed=plan.options.seed, timer=plan.timer, cache=plan.options.cache, ops_modules=plan.options.ops_modules,
-        warmup_ms=plan.options.warmup_ms, rep_ms=plan.options.rep_ms,
-        cap_ms=plan.options.cap_ms,
-        skip_cases=tuple(sorted(c.case_id for c in op_plan.cases() if c.case_id not in wanted)),
-        extra={"mode": "tune", "autotune_out": str(files.shard(index)),
-               "shard_result": str(files.shard_result(index))},
-    )
-    spec.dump(files.shard_spec(index))
+    skip = [c.case_id for c in op_plan.cases() if c.case_id not in wanted]
+    count = len(ctx.sweep.devices) if ctx.sweep is not None else 1
+    ctx.child_spec(op_plan, device, skip, sweep=sweep_task(files, index, count)).dump(files.shard_spec(index))
     args = (str(TUNE_FILE), "-q", "-rN", *PYTEST_OFF, "--noconftest", "-c", os.devnull,
             "--rootdir", str(ctx.run_dir), *shard_plugins(plan.plugins.modules),
-            "--harness-spec", str(files.shard_spec(index)))
+            SPEC_OPTION, str(files.shard_spec(index)))
     return Launch(pytest_args=args, exit_path=files.shard_exit(index),
                   header=f"sweep shard {index} of {op_plan.op} on device {device}: {len(cases)} case(s)")
 
@@ -177,7 +171,7 @@ class SweepStep:
         for shard in shards:
             launch = self.launcher(ctx, op_plan, shard.index, shard.device, shard.cases)
             env = child_env(plan.backend, shard.device, ctx.parent_env, tune_cache_env(ctx.cache_dir, shard.index))
-            env[SHARD_ENV] = str(shard.index)
+            env[SWEEP_INDEX_ENV] = str(shard.index)
             env.update(op_marks(ctx.run_dir, op_plan.op))  # what a shard leaves behind is found (run.leftovers)
             env.update(self.extra_env)
             started.append((start(launch, env, files.shard_log(shard.index), hold=False), launch.exit_path,

@@ -27,7 +27,7 @@ from typing import Any
 
 from harness.autotune.sweep import SweepFiles
 from harness.backends.base import Backend, capture_denied
-from harness.contract import CAPTURE_OFF, PYTEST_OFF, ChildSpec, op_file_stem
+from harness.contract import PYTEST_OFF, SUITE_SPEC_OPTION, SuiteFacts, op_file_stem
 from harness.errors import EnvironmentProblem, UsageError
 from harness.options import RunOptions
 from harness.results.store import read_records
@@ -39,6 +39,7 @@ from harness.run.plugins import OPTIONAL_PLUGINS, PluginPlan, plan_plugins
 from harness.run.select import read_dismiss_file, read_ops_file
 from harness.run.source import Chosen
 from harness.run.spawn import Launch
+from harness.run.sweep import sweep_task
 from harness.suite.inventory import Inventory, read_inventory
 from harness.suite.layout import SuiteTree, locate_suite, major_minor
 from harness.suite.select import SuiteOp, all_ops, op_catalog, resolve_nodes, resolve_ops
@@ -57,7 +58,6 @@ __all__ = ["SUITE", "SUITE_FEATURES", "SUITE_PROVIDER", "SuiteOpPlan", "SuiteRun
            "unchecked_reason"]
 
 SUITE_PROVIDER = "flaggems-suite"  # rows measured through FlagGems' own benchmark code
-SPEC_OPTION = "--harness-suite-spec"  # the option harness.child.plugins.suite adds to pytest
 SUITE_LEVELS = ("core", "comprehensive")  # FlagGems' --level choices
 SHAPE_FILE = "shapes.yaml"  # in the op's working directory, when a --shapes-file entry applies
 # Ops whose outputs are random or uninitialised: FlagGems' and torch's are not compared (the row
@@ -308,7 +308,7 @@ def suite_command(tree: SuiteTree, op: SuiteOp, level: str, shape_file: Path, sp
     benchmark's dtypes itself)."""
     mark = ["-m", op.mark] if op.mark else []
     return [*(str(tree.suite_dir / f) for f in op.files), *mark, "--level", level, "--shape_file", str(shape_file),
-            "-p", "harness.child.plugins.suite", SPEC_OPTION, str(spec_path), *compat,
+            "-p", "harness.child.plugins.suite", SUITE_SPEC_OPTION, str(spec_path), *compat,
             "-c", os.devnull, "--rootdir", str(tree.root), *PYTEST_OFF,
             "-q", "-rN", "-s", "-W", "ignore::pytest.PytestUnknownMarkWarning"]
 
@@ -341,23 +341,13 @@ class SuiteRunner:
         write_shape_file(shape_file, suite_shape_config(self._upstream_shapes(), suite_op.shapes.entries))
         return shape_file
 
-    def _spec(self, ctx: BatchContext, op_plan: OpPlan, device: str, skip: Collection[str],
-              extra: Mapping[str, Any], suite: Mapping[str, Any]) -> ChildSpec:
-        plan, options = ctx.plan, ctx.plan.options
-        suite_op = self.plans[op_plan.op]
-        return ChildSpec(
-            run_id=plan.run_id, run_dir=str(ctx.run_dir), backend=plan.backend.name, device=device,
-            op=op_plan.op, provider=op_plan.provider, dtypes=op_plan.dtypes, shapes=(), seed=options.seed,
-            timer=plan.timer, cache=options.cache, warmup_ms=options.warmup_ms, rep_ms=options.rep_ms,
-            cap_ms=options.cap_ms,
-            skip_cases=tuple(sorted(skip)),
-            extra={**({"ir": "full"} if options.ir == "full" else {}), **extra,
-                   "suite": {"suite_dir": str(self.tree.suite_dir), "package": self.tree.package, "level": plan.level,
-                             "nodes": list(suite_op.op.selected_nodes()),
-                             "notes": list(suite_op.shapes.notes), "unchecked": suite_op.unchecked,
-                             "capture_denied": suite_op.capture_denied, "started_at": _now(),
-                             **{name: bool(self.features.get(name)) for name in SUITE_FEATURES}, **suite}},
-        )
+    def _facts(self, ctx: BatchContext, op: str) -> SuiteFacts:
+        """The spec's suite section for ``op``'s process."""
+        suite_op = self.plans[op]
+        return SuiteFacts(suite_dir=str(self.tree.suite_dir), package=self.tree.package, level=ctx.plan.level,
+                          nodes=tuple(suite_op.op.selected_nodes()), notes=tuple(suite_op.shapes.notes),
+                          unchecked=suite_op.unchecked, capture_denied=suite_op.capture_denied, started_at=_now(),
+                          **{name: bool(self.features.get(name)) for name in SUITE_FEATURES})
 
     def _command(self, ctx: BatchContext, op: str, spec_path: Path) -> list[str]:
         plan = ctx.plan
@@ -367,20 +357,13 @@ class SuiteRunner:
 
     def launch(self, ctx: BatchContext, op_plan: OpPlan, attempt: int, skip: Collection[str],
                capture_off: str = "") -> Launch:
-        options = ctx.plan.options
         suite_op = self.plans[op_plan.op]
         work = self._work(ctx, op_plan.op)
         work.mkdir(parents=True, exist_ok=True)
-        replay: dict[str, str] = {}
-        if options.replay_from:
-            replay["replay_from"] = options.replay_from
-        if ctx.sweep is not None and ctx.sweep.applies(op_plan):  # the sweep's merged configs (harness.run.sweep)
-            replay["replay_file"] = str(ctx.sweep.replay_file(ctx.run_dir, op_plan.op))
-        if capture_off:
-            replay[CAPTURE_OFF] = capture_off
         spec_path = ctx.files.spec(op_plan.op)
         spec_path.parent.mkdir(exist_ok=True)
-        self._spec(ctx, op_plan, op_plan.device, skip, replay, {}).dump(spec_path)
+        ctx.child_spec(op_plan, op_plan.device, skip, capture_off=capture_off,
+                       suite=self._facts(ctx, op_plan.op)).dump(spec_path)
         args = self._command(ctx, op_plan.op, spec_path)
         # Pre-started, the process also imports the suite's package (3 s and more a process on the H200
         # machine), so that import overlaps the op before it too; docs/flaggems.md "Selection".
@@ -400,10 +383,8 @@ class SuiteRunner:
         files.folder.mkdir(parents=True, exist_ok=True)
         self._work(ctx, op_plan.op).mkdir(parents=True, exist_ok=True)  # a --shapes-file copy goes there
         count = len(ctx.sweep.devices) if ctx.sweep is not None else 1
-        spec = self._spec(ctx, op_plan, device, (), {"mode": "tune", "autotune_out": str(files.shard(index)),
-                                                     "shard_result": str(files.shard_result(index))},
-                          {"sweep": {"index": index, "count": count}})
-        spec.dump(files.shard_spec(index))
+        ctx.child_spec(op_plan, device, sweep=sweep_task(files, index, count),
+                       suite=self._facts(ctx, op_plan.op)).dump(files.shard_spec(index))
         args = self._command(ctx, op_plan.op, files.shard_spec(index))
         return Launch(pytest_args=tuple(args), exit_path=files.shard_exit(index), cwd=files.folder,
                       preload=(self.tree.package,),

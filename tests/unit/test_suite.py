@@ -384,7 +384,7 @@ def _ctx(runner: object, tmp_path: Path, options: RunOptions, sweep: object = No
 
 def test_the_measuring_process_replays_and_a_sweep_shard_tunes_its_share(v53: FakeSuite, inv53: Inventory,
                                                                           tmp_path: Path) -> None:
-    from harness.contract import CAPTURE_OFF, ChildSpec
+    from harness.contract import ChildSpec, Replay, SweepTask
     from harness.run.sweep import SweepStep
     from harness.suite.runner import SuiteRunner, suite_features
 
@@ -400,13 +400,12 @@ def test_the_measuring_process_replays_and_a_sweep_shard_tunes_its_share(v53: Fa
     launch = runner.launch(ctx, op_plan, 1, ())  # type: ignore[arg-type]
     spec = ChildSpec.load(tmp_path / "specs" / "mm.json")
     assert spec.cap_ms == 250.0  # --cap-ms reaches the measuring process
-    assert spec.extra["replay_from"] == "/runs/earlier"
-    assert spec.extra["replay_file"] == str(tmp_path / "sweep" / "mm" / "configs.json")
-    assert {k: spec.extra["suite"][k] for k in ("autotune", "ir", "wall")} == {"autotune": True, "ir": False,
-                                                                               "wall": False}
-    assert "mode" not in spec.extra and CAPTURE_OFF not in spec.extra
+    assert spec.replay == Replay(run_dir="/runs/earlier", file=str(tmp_path / "sweep" / "mm" / "configs.json"))
+    assert spec.suite is not None and spec.suite.nodes == tuple(plans["mm"].op.selected_nodes())
+    assert (spec.suite.autotune, spec.suite.ir, spec.suite.wall) == (True, False, False)
+    assert spec.sweep is None and spec.capture_off == ""
     runner.launch(ctx, op_plan, 2, (), capture_off="poisoned earlier")  # type: ignore[arg-type]
-    assert ChildSpec.load(tmp_path / "specs" / "mm.json").extra[CAPTURE_OFF] == "poisoned earlier"
+    assert ChildSpec.load(tmp_path / "specs" / "mm.json").capture_off == "poisoned earlier"
     assert " ".join(launch.pytest_args).endswith("-p tests.data.extra_plugin -c /dev/null --rootdir "
                                                  f"{tree.root} -p no:cacheprovider -p no:unraisableexception "
                                                  "-p no:hypothesispytest -q -rN -s -W "
@@ -416,9 +415,9 @@ def test_the_measuring_process_replays_and_a_sweep_shard_tunes_its_share(v53: Fa
     folder = tmp_path / "sweep" / "mm"
     spec = ChildSpec.load(folder / "shard-2.spec.json")
     assert spec.cap_ms == 250.0
-    assert spec.extra["mode"] == "tune" and spec.extra["suite"]["sweep"] == {"index": 2, "count": 3}
-    assert spec.extra["autotune_out"] == str(folder / "shard-2.json")
-    assert spec.extra["shard_result"] == str(folder / "shard-2.result.json")
+    assert spec.sweep == SweepTask(configs_out=str(folder / "shard-2.json"), result=str(folder / "shard-2.result.json"),
+                                   index=2, count=3)
+    assert spec.replay == Replay() and spec.suite is not None  # a sweep process tunes: it replays nothing
     assert shard.exit_path == folder / "shard-2.exit" and shard.cwd == folder
     assert "-p harness.child.plugins.suite" in " ".join(shard.pytest_args)
     assert "--harness-suite-spec " + str(folder / "shard-2.spec.json") in " ".join(shard.pytest_args)

@@ -111,7 +111,7 @@ def test_the_cap_option_is_in_the_specs_of_measuring_and_sweep_processes(tmp_pat
     """The harness's own op processes and their sweep shards (the suite's are checked in
     tests/unit/test_suite.py) get ``--cap-ms`` in their child spec."""
     from harness.backends import get_backend
-    from harness.contract import CAPTURE_OFF, ChildSpec
+    from harness.contract import ChildSpec
     from harness.options import RunOptions
     from harness.run.batch import CaseRunner
     from harness.run.context import BatchContext
@@ -130,9 +130,12 @@ def test_the_cap_option_is_in_the_specs_of_measuring_and_sweep_processes(tmp_pat
     assert ChildSpec.load(ctx.files.spec("add")).cap_ms == 250.0
     case_shard_launch(ctx, op_plan, 0, "cpu", ("add[builtin-float32-8]",))
     assert ChildSpec.load(SweepFiles(tmp_path, "add").shard_spec(0)).cap_ms == 250.0
-    assert CAPTURE_OFF not in ChildSpec.load(ctx.files.spec("add")).extra
+    shard = ChildSpec.load(SweepFiles(tmp_path, "add").shard_spec(0))
+    assert shard.sweep is not None and shard.sweep.configs_out == str(SweepFiles(tmp_path, "add").shard(0))
+    assert shard.skip_cases == () and ChildSpec.load(ctx.files.spec("add")).sweep is None
+    assert ChildSpec.load(ctx.files.spec("add")).capture_off == ""
     CaseRunner().launch(ctx, op_plan, 2, (), capture_off="poisoned earlier")  # a retry after a poisoned attempt
-    assert ChildSpec.load(ctx.files.spec("add")).extra[CAPTURE_OFF] == "poisoned earlier"
+    assert ChildSpec.load(ctx.files.spec("add")).capture_off == "poisoned earlier"
 
 
 class _Profiled:

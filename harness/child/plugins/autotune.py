@@ -101,16 +101,16 @@ def recorder_for(op: str, path: Path, replay: OpAutotune | None, names: Sequence
 
 
 def replay_for(spec: ChildSpec) -> OpAutotune | None:
-    """What the op's process replays: a sweep's merged configs (``replay_file``), a run's
-    (``replay_from``), or None (tune live). The parent checked every file of a ``replay_from``
+    """What the op's process replays: a sweep's merged configs (``spec.replay.file``), a run's
+    (``spec.replay.run_dir``), or None (tune live). The parent checked every file of a ``replay_from``
     source; an op the source did not run has none, and each of its autotuned cases is then
     tuned live and marked replay-miss."""
-    replay_file = spec.extra.get("replay_file")  # a sweep's merged configs (harness.autotune.sweep)
+    replay_file = spec.replay.file  # a sweep's merged configs (harness.autotune.sweep)
     if replay_file:
         path = Path(replay_file)
         return read_op_autotune(path) if path.is_file() else OpAutotune(
             op=spec.op, notes=(f"{path} is missing: every autotuned case was tuned live",))
-    source = spec.extra.get("replay_from")
+    source = spec.replay.run_dir
     if source:
         path = op_autotune_path(Path(source), spec.op)
         return read_op_autotune(path) if path.is_file() else OpAutotune(op=spec.op)
@@ -118,9 +118,8 @@ def replay_for(spec: ChildSpec) -> OpAutotune | None:
 
 
 def record_path(spec: ChildSpec) -> Path:
-    """Where the op's process records its configs: a sweep process into its shard's file."""
-    out = spec.extra.get("autotune_out")
-    return Path(out) if out else op_autotune_path(Path(spec.run_dir), spec.op)
+    """Where the op's process records its configs: a sweep process into its own file."""
+    return Path(spec.sweep.configs_out) if spec.sweep else op_autotune_path(Path(spec.run_dir), spec.op)
 
 
 def build_recorder(session: HarnessSession) -> AutotuneRecorder:

@@ -29,7 +29,7 @@ CAPTURE_KEY = pytest.StashKey[IrCapture]()
 def harness_ir(request: pytest.FixtureRequest, harness_session: HarnessSession) -> Iterator[IrCapture]:
     """Listening from before the first case until the last."""
     # SASS (nvdisasm) costs about as much as the compile itself: only with --ir full.
-    capture = IrCapture.started(sass=harness_session.spec.extra.get("ir") == "full")
+    capture = IrCapture.started(sass=harness_session.spec.ir_sass)
     if capture is None:  # no listener in this Triton: an idle capture, nothing recorded
         yield IrCapture()
         return

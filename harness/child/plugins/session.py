@@ -10,7 +10,7 @@ from typing import Any
 import pytest
 
 from harness.backends import Backend, get_backend
-from harness.contract import ChildSpec
+from harness.contract import SPEC_OPTION, ChildSpec
 from harness.ops.base import OpSpec
 
 __all__ = ["HarnessSession", "SESSION_KEY", "get_session"]
@@ -33,13 +33,13 @@ SESSION_KEY = pytest.StashKey[HarnessSession]()
 
 
 def pytest_addoption(parser: pytest.Parser) -> None:
-    parser.addoption("--harness-spec", help="child spec JSON written by `harness run`")
+    parser.addoption(SPEC_OPTION, help="child spec JSON written by `harness run`")
 
 
 def pytest_configure(config: pytest.Config) -> None:
-    path = config.getoption("--harness-spec")
+    path = config.getoption(SPEC_OPTION)
     if not path:
-        raise pytest.UsageError("the harness plugins need --harness-spec PATH (written by `harness run`)")
+        raise pytest.UsageError(f"the harness plugins need {SPEC_OPTION} PATH (written by `harness run`)")
     try:
         spec = ChildSpec.load(Path(path))
     except ValueError as exc:

@@ -51,19 +51,16 @@ from harness.child.plugins.identity import probe_accelerator, probe_cpu, write_i
 from harness.child.plugins.timing import timers_for
 from harness.child.suite_tune import TuneSeam
 from harness.child.timing.base import device_api
-from harness.contract import ChildSpec, op_file_stem
+from harness.contract import SUITE_SPEC_OPTION, ChildSpec, SuiteFacts, op_file_stem
 from harness.results.store import write_json
 
-SPEC_OPTION = "--harness-suite-spec"
-SUITE_KEY = "suite"  # the spec's extra section this plugin reads
 _PLUGIN_KEY = pytest.StashKey["SuitePlugin"]()
 _BASE_MODULES = ("base", "performance_utils")  # where FlagGems defines Benchmark (v5.3+, v5.0.x)
 IR_DIR = "ir"  # RUN/ir/<op>/<case>/, as the harness's own op processes keep it
-TUNE_MODE = "tune"  # the spec's mode in a sweep shard (harness.run.sweep)
 
 
 def pytest_addoption(parser: pytest.Parser) -> None:
-    parser.addoption(SPEC_OPTION, help="child spec JSON written by `harness run --suite`")
+    parser.addoption(SUITE_SPEC_OPTION, help="child spec JSON written by `harness run --suite`")
 
 
 def _item_seed(seed: int, nodeid: str) -> int:
@@ -178,7 +175,7 @@ def _ir_hook(spec: ChildSpec) -> IrHook | None:
     """IR capture for the rows of this process, or None where this Triton has no listener."""
     from harness.ir.capture import IrCapture
 
-    capture = IrCapture.started(sass=spec.extra.get("ir") == "full")
+    capture = IrCapture.started(sass=spec.ir_sass)
     return None if capture is None else IrHook(capture, Path(spec.run_dir), spec.op)
 
 
@@ -200,6 +197,11 @@ class SuitePlugin:
     def tuning(self) -> bool:
         return isinstance(self.seam, TuneSeam)
 
+    @property
+    def facts(self) -> SuiteFacts:
+        assert self.spec.suite is not None  # pytest_configure refuses a spec without it
+        return self.spec.suite
+
     # -- collection ---------------------------------------------------------------------------
 
     def pytest_collectreport(self, report: pytest.CollectReport) -> None:
@@ -216,8 +218,8 @@ class SuitePlugin:
         """Keep the op's nodes: a function's every parametrization, or exactly a node given; then
         drop the dtype parametrizations the run did not ask for (:func:`unasked_dtype_items`);
         the seam learns which asked dtypes each function's kept nodes run."""
-        nodes = set(self.spec.extra[SUITE_KEY].get("nodes") or ())
-        prefix = Path(self.spec.extra[SUITE_KEY]["suite_dir"]).name + "/"
+        nodes = set(self.facts.nodes)
+        prefix = Path(self.facts.suite_dir).name + "/"
         kept: list[pytest.Item] = []
         dropped: list[pytest.Item] = []
         for item in items:
@@ -240,14 +242,13 @@ class SuitePlugin:
             if benchmark is None:
                 raise pytest.UsageError(
                     f"no {'/'.join(_BASE_MODULES)} module defining Benchmark.get_latency was imported from "
-                    f"{self.spec.extra[SUITE_KEY]['suite_dir']}; the harness cannot time this FlagGems tree")
+                    f"{self.facts.suite_dir}; the harness cannot time this FlagGems tree")
             self._patch(benchmark)
 
     def _watch_autotuners(self) -> None:
         """After collection (the suite's package and its kernels are imported), before any
         benchmark runs: the autotuners are found, seeded when replaying, and watched per row."""
-        facts = self.spec.extra[SUITE_KEY]
-        if not (facts.get("autotune") or self.tuning):
+        if not (self.facts.autotune or self.tuning):
             return
         self.recorder = build_suite_recorder(self.spec, self.package)
         hook = AutotuneHook(self.recorder, _packages(self.package))
@@ -257,7 +258,7 @@ class SuitePlugin:
             self.seam.writer.hooks.append(hook)
 
     def _benchmark_class(self) -> type | None:
-        suite_dir = Path(self.spec.extra[SUITE_KEY]["suite_dir"]).resolve()
+        suite_dir = Path(self.facts.suite_dir).resolve()
         for name, module in list(sys.modules.items()):
             path = getattr(module, "__file__", None)
             if name.rsplit(".", 1)[-1] not in _BASE_MODULES or not path or Path(path).resolve().parent != suite_dir:
@@ -352,7 +353,8 @@ class SuitePlugin:
         if self.ir is not None:
             summary = self.ir.capture.end_case(None)
             compile_ms = summary["compile_ms"] if summary else None
-        write_json(Path(self.spec.extra["shard_result"]),
+        assert self.spec.sweep is not None
+        write_json(Path(self.spec.sweep.result),
                    {"cases": self.seam.outcomes, "compile_ms": compile_ms, "calls": self.seam.calls,
                     "share": {"index": self.seam.index, "count": self.seam.count}})
 
@@ -372,54 +374,55 @@ def _device(spec: ChildSpec) -> tuple[str, dict[str, Any]]:
 
 @pytest.hookimpl(trylast=True)
 def pytest_configure(config: pytest.Config) -> None:
-    path = config.getoption(SPEC_OPTION)
+    path = config.getoption(SUITE_SPEC_OPTION)
     if not path:
         return  # loaded without a spec: stay out of the way
     try:
         spec = ChildSpec.load(Path(path))
     except ValueError as exc:
         raise pytest.UsageError(str(exc)) from None
-    facts = spec.extra[SUITE_KEY]
+    facts = spec.suite
+    if facts is None:
+        raise pytest.UsageError(f"{path}: the spec has no suite section; it was not written by `harness run --suite`")
     backend = get_backend(spec.backend)
     torch_device, identity = _device(spec)
     write_identity(spec.run_dir, spec.device, identity)
     timers = timers_for(spec, backend, torch_device, identity.get("l2_bytes"))
-    package = str(facts["package"])
+    package = facts.package
     ctx = RowContext(
         run_id=spec.run_id, op=spec.op, provider=spec.provider, backend=spec.backend, device=spec.device,
         device_name=str(identity.get("device_name", "")), cache=spec.cache if spec.timer != "cpu" else "n/a",
         seed=spec.seed, records=spec.records_path, skip_cases=frozenset(spec.skip_cases),
-        notes=tuple(facts.get("notes", ())), unchecked=str(facts.get("unchecked", "")), peaks=backend.peaks,
+        notes=facts.notes, unchecked=facts.unchecked, peaks=backend.peaks,
     )
 
     def under_gems() -> bool:
         return getattr(sys.modules.get(package), "current_work_registrar", None) is not None
 
     wall = None
-    if facts.get("wall"):
+    if facts.wall:
         from harness.child.timing.wall import WallTimer
 
         wall = WallTimer()
         if backend.torch_namespace:
             wall.synchronize = device_api(backend.torch_namespace, backend.torch_extension).synchronize
-    suite_timers = SuiteTimers(timers.primary, timers.fallback, str(facts.get("capture_denied", "")), wall=wall)
+    suite_timers = SuiteTimers(timers.primary, timers.fallback, facts.capture_denied, wall=wall)
     seam: LatencySeam
     ir: IrHook | None = None
-    if spec.extra.get("mode") == TUNE_MODE:
-        share = facts.get("sweep") or {}
+    if spec.sweep is not None:
         sync = (device_api(backend.torch_namespace, backend.torch_extension).synchronize
                 if backend.torch_namespace else (lambda: None))
-        seam = TuneSeam(ctx, suite_timers, spec.dtypes, index=int(share.get("index", 0)),
-                        count=int(share.get("count", 1)), recorder=None, under_gems=under_gems,
-                        synchronize=sync, level=str(facts.get("level", "")))
+        seam = TuneSeam(ctx, suite_timers, spec.dtypes, index=spec.sweep.index,
+                        count=spec.sweep.count, recorder=None, under_gems=under_gems,
+                        synchronize=sync, level=facts.level)
         if not backend.capabilities.triton_interpreter:  # compile times only, for sweep.json
             ir = _ir_hook(spec)
             if ir is not None:
                 ir.capture.keep_files = False
     else:
         seam = LatencySeam(RowWriter(ctx), suite_timers, spec.dtypes, under_gems=under_gems,
-                           level=str(facts.get("level", "")))
-        if facts.get("ir"):
+                           level=facts.level)
+        if facts.ir:
             ir = _ir_hook(spec)
             if ir is not None:
                 seam.writer.hooks.append(ir)

@@ -19,7 +19,7 @@ from harness.child.timing.direct import DirectTimer
 from harness.child.timing.flush import Flusher
 from harness.child.timing.graph import GraphTimer
 from harness.child.timing.profiler import ProfilerTimer
-from harness.contract import CAPTURE_OFF, ChildSpec
+from harness.contract import ChildSpec
 
 
 @dataclass(frozen=True)
@@ -105,7 +105,7 @@ def timers_for(spec: ChildSpec, backend: Backend, torch_device: str, l2_bytes: i
         return Timers(GraphTimer(api=api, backend=backend, op_id=op_id or spec.op, flush=flush, budget=budget,
                                  small_timer=small, rng_probe=rng_probe(torch_device, backend.device_type),
                                  rng_keep=rng_keep(torch_device, backend.device_type),
-                                 denied=str(spec.extra.get(CAPTURE_OFF, ""))), direct)
+                                 denied=spec.capture_off), direct)
     if spec.timer == "profiler":
         return Timers(ProfilerTimer(api=api, device=torch_device, flush=flush, budget=budget), None)
     raise pytest.UsageError(f"timer {spec.timer!r} is not available in this harness version")

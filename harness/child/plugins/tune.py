@@ -1,7 +1,7 @@
 """A sweep process's report: how each case of its share went, and its compile time.
 
 Loaded instead of the timing and records plugins in a sweep process (harness/run/sweep.py):
-writes ``spec.extra["shard_result"]`` when pytest finishes, so the parent can say why a shard
+writes ``spec.sweep.result`` when pytest finishes, so the parent can say why a shard
 failed without reading its log.
 """
 
@@ -54,7 +54,7 @@ def pytest_runtest_makereport(item: pytest.Item, call: pytest.CallInfo[None]) ->
 
 def pytest_sessionfinish(session: pytest.Session) -> None:
     harness = session.config.stash.get(SESSION_KEY, None)
-    if harness is None or not harness.spec.extra.get("shard_result"):
+    if harness is None or harness.spec.sweep is None:
         return
     capture = session.config.stash.get(CAPTURE_KEY, None)
     compile_ms = None
@@ -62,5 +62,5 @@ def pytest_sessionfinish(session: pytest.Session) -> None:
         summary = capture.end_case(None)
         capture.uninstall()
         compile_ms = summary["compile_ms"] if summary else None
-    write_json(Path(harness.spec.extra["shard_result"]),
+    write_json(Path(harness.spec.sweep.result),
                {"cases": session.config.stash[OUTCOMES_KEY], "compile_ms": compile_ms})
