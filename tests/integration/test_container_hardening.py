@@ -13,8 +13,10 @@ import json
 import os
 import secrets
 import shutil
+import socket
 import subprocess
 import sys
+from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
 
@@ -58,14 +60,20 @@ time.sleep(0.5)
 facts["su_uids"] = [l.split()[1:] for l in open(f"/proc/{su.pid}/status") if l.startswith("Uid:")][0]
 su.kill(); su.wait()
 facts["interfaces"] = sorted(os.listdir("/sys/class/net"))
+# The interfaces the routing tables lead to: with none but lo, no address beyond the container's
+# own can be reached, whichever it is (so nothing off the machine needs to be tried).
+with open("/proc/net/route") as fh:
+    facts["routes"] = sorted({line.split()[0] for line in fh.read().splitlines()[1:] if line.strip()})
+try:
+    with open("/proc/net/ipv6_route") as fh:
+        facts["routes6"] = sorted({line.split()[-1] for line in fh if line.strip()} - {"lo"})
+except FileNotFoundError:  # IPv6 off in this namespace
+    facts["routes6"] = []
 def connect():
-    s = socket.socket(socket.AF_INET, socket.SOCK_STREAM)
-    s.settimeout(3)
-    try:
-        s.connect(("1.1.1.1", 443))
-    finally:
-        s.close()
-facts["connect"] = attempt(connect)
+    # the host's loopback-only listener (argv[2]): inside a network namespace of its own the
+    # container's 127.0.0.1 is its own lo, where nothing listens
+    socket.create_connection(("127.0.0.1", int(sys.argv[2])), timeout=3).close()
+facts["host_loopback"] = attempt(connect)
 def write(path):
     with open(path, "w") as fh:
         fh.write("x")
@@ -141,9 +149,20 @@ def reports(tmp_path_factory: pytest.TempPathFactory) -> Path:
 
 
 @pytest.fixture(scope="module")
-def facts(docker_engine, cpu_image, reports: Path) -> dict[str, Any]:  # type: ignore[no-untyped-def]
+def host_listener() -> Iterator[int]:
+    """A TCP listener on the host's loopback only; its port."""
+    with socket.create_server(("127.0.0.1", 0)) as server:
+        yield int(server.getsockname()[1])
+
+
+def _probe(listener: int) -> tuple[str, ...]:
+    return ("python3", "-c", PROBE, "mine", str(listener))
+
+
+@pytest.fixture(scope="module")
+def facts(docker_engine, cpu_image, reports: Path, host_listener: int) -> dict[str, Any]:  # type: ignore[no-untyped-def]
     """What the probe sees in a container planned with every default, started by root."""
-    return _run(docker_engine, _plan(cpu_image, reports, os.getuid(), ("python3", "-c", PROBE, "mine")))
+    return _run(docker_engine, _plan(cpu_image, reports, os.getuid(), _probe(host_listener)))
 
 
 def test_runs_as_a_non_root_user_even_when_the_caller_is_root(facts: dict[str, Any]) -> None:
@@ -158,22 +177,30 @@ def test_has_no_capability_and_cannot_gain_any(facts: dict[str, Any]) -> None:
 
 
 def test_a_setuid_root_binary_does_not_elevate(docker_engine, cpu_image, reports: Path,  # type: ignore[no-untyped-def]
-                                               facts: dict[str, Any]) -> None:
+                                               host_listener: int, facts: dict[str, Any]) -> None:
     assert facts["su_uids"] == [str(facts["uid"])] * 4  # real, effective, saved, fs: all the user's
     # Control: the same probe without no-new-privileges sees su run as root, so the probe works.
-    plan = _plan(cpu_image, reports, os.getuid(), ("python3", "-c", PROBE, "mine"))
+    plan = _plan(cpu_image, reports, os.getuid(), _probe(host_listener))
     plan = dataclasses.replace(plan, security=dataclasses.replace(plan.security, security_opt=()))
     assert _run(docker_engine, plan)["su_uids"][1] == "0"
 
 
 def test_cannot_reach_the_network(docker_engine, cpu_image, reports: Path,  # type: ignore[no-untyped-def]
-                                  facts: dict[str, Any]) -> None:
+                                  host_listener: int, facts: dict[str, Any]) -> None:
+    """No interface but lo and no route beyond it: nothing outside the container can be reached.
+    Every connection tried here, the controls' too, stays on this machine's loopback."""
     assert facts["interfaces"] == ["lo"]
-    assert facts["connect"] in ("ENETUNREACH", "EHOSTUNREACH")
-    # Control: asked for, the bridge network gives an interface besides lo.
-    bridged = _run(docker_engine, _plan(cpu_image, reports, os.getuid(), ("python3", "-c", PROBE, "mine"),
+    assert facts["routes"] == [] and facts["routes6"] == []
+    assert facts["host_loopback"] == "ECONNREFUSED"  # the host's own loopback is out of reach too
+    # Control: asked for, the bridge network gives an interface besides lo and a route through it.
+    bridged = _run(docker_engine, _plan(cpu_image, reports, os.getuid(), _probe(host_listener),
                                         Hardening(network="bridge")))
-    assert len(bridged["interfaces"]) > 1
+    assert len(bridged["interfaces"]) > 1 and [i for i in bridged["routes"] if i != "lo"]
+    # Control: in the host's network namespace the same probe reaches the listener, so the
+    # refusal above is the container's namespace and not a probe that cannot connect.
+    plan = _plan(cpu_image, reports, os.getuid(), _probe(host_listener))
+    hosted = dataclasses.replace(plan, security=dataclasses.replace(plan.security, network="host"))
+    assert _run(docker_engine, hosted)["host_loopback"] == "ok"
 
 
 def test_can_write_only_into_reports_and_its_scratch_space(facts: dict[str, Any], reports: Path) -> None:
@@ -195,9 +222,9 @@ def test_private_ipc_with_a_sized_shared_memory(facts: dict[str, Any]) -> None:
 
 
 def test_seccomp_filter_on_by_default_and_off_only_on_request(docker_engine, cpu_image, reports: Path,  # type: ignore[no-untyped-def]
-                                                              facts: dict[str, Any]) -> None:
+                                                              host_listener: int, facts: dict[str, Any]) -> None:
     assert facts["Seccomp"] == "2"  # filter mode: the engine's default profile
-    unconfined = _run(docker_engine, _plan(cpu_image, reports, os.getuid(), ("python3", "-c", PROBE, "mine"),
+    unconfined = _run(docker_engine, _plan(cpu_image, reports, os.getuid(), _probe(host_listener),
                                            Hardening(seccomp="unconfined")))
     assert unconfined["Seccomp"] == "0"
 
