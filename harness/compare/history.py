@@ -43,7 +43,9 @@ __all__ = [
 ]
 
 # 2: runs.environment (JSON of the run's software versions); a version 1 file gains the column.
-_SCHEMA_VERSION = 2
+# 3: rows.cause (why a case did not pass: "kind: evidence", harness/results/causes.py); a file of
+#    version 1 or 2 gains the column, empty for the rows it held.
+_SCHEMA_VERSION = 3
 # PRAGMA application_id of a history database ("HrnH"): what tells the harness's own SQLite file
 # from another program's, which is refused untouched. Files written before the mark was set are
 # known by their schema version and their two tables, and get the mark on their next write.
@@ -67,7 +69,7 @@ CREATE INDEX IF NOT EXISTS runs_by_fingerprint ON runs (fingerprint, started_at,
 """
 EXPORT_COLUMNS = (
     "case_id", "fingerprint", "backend", "device_name", "run_id", "started_at", "git_commit",
-    "status", "median_ms", "p10_ms", "p90_ms", "n", "torch_median_ms",
+    "status", "median_ms", "p10_ms", "p90_ms", "n", "torch_median_ms", "cause",
 )
 
 
@@ -151,6 +153,8 @@ class HistoryStore:
             columns = {row[1] for row in conn.execute("PRAGMA table_info(runs)")}
             if "environment" not in columns:
                 conn.execute("ALTER TABLE runs ADD COLUMN environment TEXT")
+            if "cause" not in {row[1] for row in conn.execute("PRAGMA table_info(rows)")}:
+                conn.execute("ALTER TABLE rows ADD COLUMN cause TEXT")
             conn.execute(f"PRAGMA user_version = {_SCHEMA_VERSION}")
             conn.execute(f"PRAGMA application_id = {APPLICATION_ID}")
             with conn:
@@ -186,8 +190,10 @@ class HistoryStore:
                 c = r.candidate.summary if r.candidate and r.status == "pass" else None
                 torch = r.baseline.summary.median if r.baseline and r.status == "pass" else None
                 rows.append((seq, r.case_id, r.op, r.status, c.median if c else None,
-                             c.p10 if c else None, c.p90 if c else None, c.n if c else None, torch))
-            conn.executemany("INSERT OR REPLACE INTO rows VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?)", rows)
+                             c.p10 if c else None, c.p90 if c else None, c.n if c else None, torch,
+                             str(r.cause) if r.cause is not None else None))
+            conn.executemany("INSERT OR REPLACE INTO rows (run_seq, case_id, op, status, median_ms, p10_ms, p90_ms,"
+                             " n, torch_median_ms, cause) VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?)", rows)
         return len(rows), bool(old)
 
     def earlier_runs(self, run: RunData, limit: int = 200) -> list[dict[str, float | None]]:
@@ -242,7 +248,7 @@ class HistoryStore:
         sql = (
             "SELECT rows.case_id, runs.fingerprint, runs.backend, runs.device_name, runs.run_id,"
             " runs.started_at, runs.git_commit, rows.status, rows.median_ms, rows.p10_ms, rows.p90_ms,"
-            " rows.n, rows.torch_median_ms FROM rows JOIN runs ON rows.run_seq = runs.seq"
+            " rows.n, rows.torch_median_ms, rows.cause FROM rows JOIN runs ON rows.run_seq = runs.seq"
             + (" WHERE " + " AND ".join(where) if where else "")
             + " ORDER BY rows.case_id, runs.fingerprint, runs.started_at, runs.seq"
         )

@@ -6,6 +6,7 @@ import argparse
 import csv
 import io
 from collections.abc import Sequence
+from dataclasses import replace
 from pathlib import Path
 
 import numpy as np
@@ -259,3 +260,30 @@ def test_a_database_of_the_first_version_gains_the_software_column(tmp_path: Pat
     assert _history(["add", str(run)], db)[0] == 0
     assert HistoryStore(db).window_environments(_load(_run(tmp_path, 3)), 5) == [
         ("night-fp-a-02", {"driver": "", "flag_gems": "", "harness": "", "torch": "2.13.0", "triton": ""})]
+
+
+def test_the_cause_of_a_case_that_did_not_pass_is_kept_and_exported(tmp_path: Path) -> None:
+    import sqlite3
+
+    from harness.results.schema import Measurement
+
+    db = tmp_path / "old.sqlite"
+    conn = sqlite3.connect(db)
+    conn.executescript("""
+        CREATE TABLE runs (seq INTEGER PRIMARY KEY AUTOINCREMENT, run_id TEXT NOT NULL UNIQUE,
+            fingerprint TEXT NOT NULL, backend TEXT, device_name TEXT, timer TEXT, level TEXT,
+            git_commit TEXT, started_at TEXT NOT NULL, added_at TEXT NOT NULL, environment TEXT);
+        CREATE TABLE rows (run_seq INTEGER NOT NULL REFERENCES runs(seq) ON DELETE CASCADE,
+            case_id TEXT NOT NULL, op TEXT NOT NULL, status TEXT NOT NULL, median_ms REAL, p10_ms REAL,
+            p90_ms REAL, n INTEGER, torch_median_ms REAL, PRIMARY KEY (run_seq, case_id));
+        PRAGMA user_version = 2;
+    """)
+    conn.close()
+    run = _load(_run(tmp_path, 2))
+    failed = Measurement(run_id=run.run_id, op="sdpa", provider="flaggems-suite", dtype="bfloat16", shape=(4,),
+                         backend="cuda", device="0", timer="graph", status="skip",
+                         message="torch side returned None: nothing to compare")
+    HistoryStore(db).add(replace(run, records=(*run.records, failed)))
+    rows = {r["case_id"]: r for r in HistoryStore(db).export()}
+    assert rows[failed.case_id]["cause"] == "benchmark: torch side returned None: nothing to compare"
+    assert all(r["cause"] is None for k, r in rows.items() if k != failed.case_id)
