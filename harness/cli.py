@@ -12,15 +12,23 @@ import shutil
 import sys
 from collections.abc import Mapping, Sequence
 from pathlib import Path
+from typing import NoReturn
 
 from harness import __version__
-from harness.errors import UsageError, exit_status
+from harness.errors import UsageError, exit_status, printable
 from harness.runargs import add_plugin_args, add_run_parser, cli_values, join_toggles
 
 __all__ = ["build_parser", "main"]
 
+class _Parser(argparse.ArgumentParser):
+    """argparse's parser (its subcommands' too), whose refusals echo the arguments escaped."""
+
+    def error(self, message: str) -> NoReturn:
+        super().error(printable(message))
+
+
 def build_parser() -> argparse.ArgumentParser:
-    parser = argparse.ArgumentParser(
+    parser = _Parser(
         prog="harness",
         description="Benchmark and CI harness for Triton operators on CUDA, MUSA, ROCm, Ascend and CPU.",
     )
@@ -76,6 +84,7 @@ def build_parser() -> argparse.ArgumentParser:
     mp.add_argument("--allow-mismatch", action="store_true",
                     help="merge parts made with different torch, Triton, driver, flag_gems or harness versions "
                          "(run.json lists the differences under software_mismatch)")
+    from harness.bisect.cli import add_parser as add_bisect_parser
     from harness.compare.cli import add_parsers as add_compare_parsers
     from harness.compile.cli import add_parser as add_compile_parser
     from harness.container.cli import add_parser as add_container_parser
@@ -83,6 +92,7 @@ def build_parser() -> argparse.ArgumentParser:
     add_compare_parsers(sub)
     add_container_parser(sub)
     add_compile_parser(sub)
+    add_bisect_parser(sub)
     return parser
 
 
@@ -271,6 +281,10 @@ def _dispatch(parser: argparse.ArgumentParser, ns: argparse.Namespace, environ: 
         from harness.compile.cli import run as run_compile
 
         return run_compile(ns, environ)
+    if ns.command == "bisect":
+        from harness.bisect.cli import run as run_bisect
+
+        return run_bisect(ns, environ)
     if ns.command == "merge":
         from harness.options import check_run_id
         from harness.run.merge import merge_runs

@@ -275,6 +275,7 @@ ROWS: list[Row] = [
     bad("run --sweep-devices abc --ops add", 2, "--sweep-devices abc: the cpu backend has one device"),
     bad("run --sweep-devices 'a b' --ops add", 2, "'a b' is not a device id"),
     bad("run --bogus", 2, "unrecognized arguments: --bogus"),
+    bad("run '\x1b[2Jx'", 2, "unrecognized arguments: \\x1b[2Jx"),  # echoed escaped
     # -- harness run: HARNESS_* (one per run option) --------------------------------------------
     bad("run", 2, "HARNESS_BACKEND: Unknown backend", env={"HARNESS_BACKEND": "tpu"}),
     bad("run", 2, "Unknown op(s): nope", env={"HARNESS_OPS": "nope"}),
