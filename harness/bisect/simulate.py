@@ -1,0 +1,83 @@
+"""A simulated step runner: a range of commits where one commit slows one case down, timed with
+run-to-run noise like a real device's, and judged with the gate's own statistics
+(harness.compare.stats: ``row_stats`` and ``decide``). The unit tests and
+benchmarks/bisect_accuracy.py bisect it to measure how often the right commit is named.
+
+Each `harness run` of a side is modelled as a level (the case's true time, times a log-normal
+run-to-run wander of ``run_sigma``) and ``samples`` samples around it (``sample_sigma``). Commits
+in ``broken`` cannot run (as an op that fails to import there); a commit in ``noisy`` wanders
+``noisy_factor`` times more than the others.
+"""
+
+from __future__ import annotations
+
+import threading
+from collections.abc import Collection, Sequence
+from dataclasses import dataclass, field
+
+import numpy as np
+
+from harness.bisect.plan import RowResult
+from harness.bisect.session import Commit, StepRun
+from harness.compare.stats import Criteria, decide, row_stats
+
+__all__ = ["CASE", "SimulatedRange", "commits_of"]
+
+CASE = "op[builtin-float32-4096]"
+
+
+def commits_of(n: int) -> tuple[Commit, ...]:
+    """``n`` made-up commits, oldest first."""
+    return tuple(Commit(sha=f"{i:040x}", subject=f"commit {i}", tree=f"tree{i}") for i in range(n))
+
+
+@dataclass
+class SimulatedRange:
+    """``commits[culprit:]`` are ``slowdown`` slower than the good commit (``culprit`` = None:
+    no change anywhere)."""
+
+    commits: Sequence[Commit]
+    culprit: int | None
+    slowdown: float = 0.05
+    run_sigma: float = 0.01
+    sample_sigma: float = 0.005
+    samples: int = 25
+    known_spread: float | None = None  # the spread the judge assumes; None: run_sigma (measured)
+    broken: Collection[int] = ()
+    noisy: Collection[int] = ()
+    noisy_factor: float = 6.0
+    base_ms: float = 0.1
+    alpha: float = 0.05
+    seed: int = 0
+    runs_made: list[tuple[int, int]] = field(default_factory=list)  # (commit index, repeats) per step
+    _lock: threading.Lock = field(default_factory=threading.Lock)
+
+    def _index(self, tested: Commit) -> int:
+        """The commit's index; the bad ref itself (not in the range) has the last commit's source."""
+        return next((i for i, c in enumerate(self.commits) if c.sha == tested.sha), len(self.commits) - 1)
+
+    def _side(self, rng: np.random.Generator, index: int | None, repeats: int, sigma: float) -> list[np.ndarray]:
+        slow = self.culprit is not None and index is not None and index >= self.culprit
+        level = self.base_ms * (1.0 + self.slowdown if slow else 1.0)
+        return [level * np.exp(rng.normal(0.0, sigma) + rng.normal(0.0, self.sample_sigma, self.samples))
+                for _ in range(repeats)]
+
+    def run(self, tested: Commit, repeats: int, device: str | None, threshold: float) -> StepRun:
+        index = self._index(tested)
+        with self._lock:
+            self.runs_made.append((index, repeats))
+            rng = np.random.default_rng([self.seed, len(self.runs_made)])
+        if index in self.broken:
+            row = RowResult(case_id=CASE, verdict="failing", head_status="absent", head_op_status="ERROR",
+                            reason="passed in base; in head no record: op ERROR (ImportError)")
+            return StepRun(rows=(row,), runs=2 * repeats, seconds=0.0)
+        sigma = self.run_sigma * (self.noisy_factor if index in self.noisy else 1.0)
+        base = self._side(rng, None, repeats, self.run_sigma)
+        head = self._side(rng, index, repeats, sigma)
+        criteria = Criteria(threshold=threshold, alpha=self.alpha, resamples=200)
+        known = self.run_sigma if self.known_spread is None else self.known_spread
+        stats = row_stats(base, head, known, criteria, seed=index)
+        verdict, reason = decide(stats, stats.p, criteria)
+        row = RowResult(case_id=CASE, verdict=verdict, reason=reason, ratio=stats.ratio, ci_low=stats.ci_low,
+                        ci_high=stats.ci_high, head_status="pass", head_op_status="PASS")
+        return StepRun(rows=(row,), runs=2 * repeats, seconds=0.0)
