@@ -84,6 +84,7 @@ def build_parser() -> argparse.ArgumentParser:
     mp.add_argument("--allow-mismatch", action="store_true",
                     help="merge parts made with different torch, Triton, driver, flag_gems or harness versions "
                          "(run.json lists the differences under software_mismatch)")
+    from harness.bisect.cli import add_parser as add_bisect_parser
     from harness.compare.cli import add_parsers as add_compare_parsers
     from harness.compile.cli import add_parser as add_compile_parser
     from harness.container.cli import add_parser as add_container_parser
@@ -91,6 +92,7 @@ def build_parser() -> argparse.ArgumentParser:
     add_compare_parsers(sub)
     add_container_parser(sub)
     add_compile_parser(sub)
+    add_bisect_parser(sub)
     return parser
 
 
@@ -279,6 +281,10 @@ def _dispatch(parser: argparse.ArgumentParser, ns: argparse.Namespace, environ: 
         from harness.compile.cli import run as run_compile
 
         return run_compile(ns, environ)
+    if ns.command == "bisect":
+        from harness.bisect.cli import run as run_bisect
+
+        return run_bisect(ns, environ)
     if ns.command == "merge":
         from harness.options import check_run_id
         from harness.run.merge import merge_runs
