@@ -107,9 +107,10 @@ def read_json(path: Path) -> Any:
 
 
 def minmax_shapes(quick: bool) -> dict[str, list[list[int]]]:
-    import yaml
+    from harness.yamlfile import read_yaml
 
-    level = yaml.safe_load((ROOT / "harness" / "ops" / "shapes" / ("smoke.yaml" if quick else "core.yaml")).read_text())
+    path = ROOT / "harness" / "ops" / "shapes" / ("smoke.yaml" if quick else "core.yaml")
+    level = read_yaml(path, str(path))
     return {op: [level[op][0], level[op][-1]] for op in OPS}
 
 
