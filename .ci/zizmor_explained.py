@@ -37,8 +37,10 @@ def explained(finding: dict[str, Any]) -> str | None:
 
 
 def where(finding: dict[str, Any]) -> str:
+    """FILE:LINE of the finding's primary location (the line zizmor points at), else its first."""
     try:
-        loc = finding["locations"][0]
+        locs = finding["locations"]
+        loc = next((c for c in locs if c.get("symbolic", {}).get("kind") == "Primary"), locs[0])
         local = loc["symbolic"]["key"]["Local"]
         path = local.get("verbatim_path") or local.get("given_path")
         return f"{path}:{loc['concrete']['location']['start_point']['row'] + 1}"
