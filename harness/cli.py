@@ -28,7 +28,7 @@ class _Parser(argparse.ArgumentParser):
 
 
 def build_parser() -> argparse.ArgumentParser:
-    parser = _Parser(
+    parser: argparse.ArgumentParser = _Parser(
         prog="harness",
         description="Benchmark and CI harness for Triton operators on CUDA, MUSA, ROCm, Ascend and CPU.",
     )

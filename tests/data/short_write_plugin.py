@@ -6,12 +6,13 @@ record fails the same way."""
 from __future__ import annotations
 
 import os
+from typing import Any
 
 _real_write = os.write
 _cut = [False]  # whether a write was cut short in this process: nothing is taken after it
 
 
-def _short_write(fd: int, data: bytes) -> int:
+def _short_write(fd: int, data: Any) -> int:  # os.write's bytes-like buffer
     if not os.readlink(f"/proc/self/fd/{fd}").endswith("records.jsonl") or os.fstat(fd).st_size == 0:
         return _real_write(fd, data)
     if _cut[0]:
