@@ -9,7 +9,7 @@ import io
 import os
 import socket
 import stat
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 from pathlib import Path
 
 import pytest
@@ -225,7 +225,7 @@ def test_commands_are_stopped_around_side_text_only_under_actions() -> None:
 # --- the whole gate with untrusted sides, each side run by a stand-in for the container --------
 
 
-def _gate(tmp_path: Path, attack: object = None, repeats: int = 1) -> tuple[Path, list[Path]]:
+def _gate(tmp_path: Path, attack: Callable[[Path], None] | None = None, repeats: int = 1) -> tuple[Path, list[Path]]:
     """run_gate with untrusted sides; each run writes a run directory, and head's runs call
     ``attack(run_dir)`` afterwards. Returns OUT and the folders each run was given."""
     folders: list[Path] = []
@@ -235,7 +235,7 @@ def _gate(tmp_path: Path, attack: object = None, repeats: int = 1) -> tuple[Path
         if run_dir.name.endswith("-1"):
             assert list(run_dir.parent.iterdir()) == []  # each side starts from an empty folder
         write_run(run_dir, [record("add", 1.0, seed=len(folders))])
-        if side.name == "head" and callable(attack):
+        if side.name == "head" and attack is not None:
             attack(run_dir)
 
     out = tmp_path / "gate"
