@@ -230,11 +230,12 @@ LATEST_COLUMNS = (
 OP_COLUMNS = (
     GridColumn("op", "op", href="href", width=300),
     GridColumn("cases", "cases", kind="num", width=70),
-    GridColumn("series", "backends · devices", kind="num", width=130),
-    GridColumn("regression", "regressions now", kind="num", width=120),
-    GridColumn("suspect", "suspects now", kind="num", width=110),
-    GridColumn("failing", "failing now", kind="num", width=100),
-    GridColumn("worst", "worst change %", kind="num", digits=3, width=120,
+    GridColumn("series", "devices", kind="num", title="backend · device pairs", width=80),
+    GridColumn("regression", "regressions", kind="num", title="cases flagged as a regression in their latest night",
+               width=110),
+    GridColumn("suspect", "suspects", kind="num", title="cases suspect in their latest night", width=90),
+    GridColumn("failing", "failing", kind="num", title="cases failing in their latest night", width=80),
+    GridColumn("worst", "worst change %", kind="num", digits=3, width=130,
                title="the largest latest-against-baseline change of its cases"),
     GridColumn("state", "state", kind="status"),
 )

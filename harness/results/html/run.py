@@ -56,32 +56,32 @@ SLOW, VERY_SLOW = 1.0, 0.5  # geometric-mean speedups the first screen lists ops
 WARNING_LIST_LIMIT = 200  # cases named per warning; the grid's warning filter finds every one
 
 CASE_COLUMNS = (
-    GridColumn("op", "op", width=170),
-    GridColumn("dtype", "dtype", width=76),
+    GridColumn("op", "op", width=180),
+    GridColumn("dtype", "dtype", width=80),
     GridColumn("shape", "shape", kind="code", width=130),
-    GridColumn("status", "status", kind="status", width=78),
-    GridColumn("cause", "cause", width=86),
-    GridColumn("timer", "timer", width=62),
-    GridColumn("torch_ms", "torch ms", kind="num", title="torch median", width=78),
-    GridColumn("cand_ms", "library ms", kind="num", title="library (candidate) median", width=78),
-    GridColumn("speedup", "speedup", kind="num", title="torch median / library median", width=72),
+    GridColumn("status", "status", kind="status", width=84),
+    GridColumn("cause", "cause", width=96),
+    GridColumn("timer", "timer", width=70),
+    GridColumn("torch_ms", "torch ms", kind="num", title="torch median", width=80),
+    GridColumn("cand_ms", "lib ms", kind="num", title="library (candidate) median", width=74),
+    GridColumn("speedup", "speedup", kind="num", title="torch median / library median", width=80),
     GridColumn("gbps", "GB/s", kind="num", width=66),
-    GridColumn("pct", "% peak", kind="num", digits=3, title="% of the nearer datasheet ceiling", width=62),
-    GridColumn("max_abs", "max abs err", kind="num", digits=3, width=76),
+    GridColumn("pct", "% peak", kind="num", digits=3, title="% of the nearer datasheet ceiling", width=70),
+    GridColumn("max_abs", "max err", kind="num", digits=3, title="largest absolute error", width=72),
     GridColumn("warning", "warning", width=90),
     GridColumn("note", "notes / message"),
 )
 
 OP_COLUMNS = (
-    GridColumn("op", "op", width=200),
-    GridColumn("status", "status", kind="status", width=90),
+    GridColumn("op", "op", width=230),
+    GridColumn("status", "status", kind="status", width=100),
     GridColumn("cause", "cause", width=100),
     GridColumn("cases", "cases", kind="num", width=60),
-    GridColumn("passed", "passed", kind="num", width=60),
-    GridColumn("failing", "not passing", kind="num", title="fail, error or not run", width=80),
-    GridColumn("geomean", "geomean speedup", kind="num", digits=3,
-               title="geometric mean of the passing cases' speedups over torch", width=110),
-    GridColumn("worst", "worst speedup", kind="num", digits=3, width=100),
+    GridColumn("passed", "passed", kind="num", width=70),
+    GridColumn("failing", "not passing", kind="num", title="fail, error or not run", width=100),
+    GridColumn("geomean", "geomean", kind="num", digits=3,
+               title="geometric mean of the passing cases' speedups over torch", width=140),
+    GridColumn("worst", "worst", kind="num", digits=3, title="the worst passing case's speedup", width=120),
     GridColumn("worst_case", "worst case", kind="code"),
 )
 
@@ -280,39 +280,46 @@ def op_summary(rows: Sequence[Mapping[str, Any]], info: Mapping[str, Any],
 
 
 def _failure_groups(rows: Sequence[Mapping[str, Any]], ops: Sequence[Mapping[str, Any]]) -> list[dict[str, Any]]:
-    """Failures by cause, then by op: each op's status, its failing cases, and each distinct
-    first line of their messages with how many cases share it (the whole message once).
-    An op that ended badly (TIMEOUT, CRASH, ...) is listed even when its recorded cases passed."""
+    """Failures by cause, then by op: each op's status, its failing cases of that cause, and
+    each distinct first line of their messages with how many cases share it (the whole message
+    once). An op that ended badly (TIMEOUT, CRASH, ...) is also listed under its own cause,
+    even when every case it recorded passed."""
     failing_by_op: dict[str, list[Mapping[str, Any]]] = {}
     for r in rows:
         if r["status"] in FAILING:
             failing_by_op.setdefault(str(r["op"]), []).append(r)
     groups: dict[str, list[dict[str, Any]]] = {}
     for o in ops:
-        cases = failing_by_op.get(o["op"], [])
-        if not cases and o["status"] in ("pass", "skip", "fail", "error"):
-            continue
-        kinds: dict[str, dict[str, Any]] = {}
-        for r in cases:
-            head = first_line(str(r["message"] or r["note"] or "(no message)"))
-            k = kinds.setdefault(head, {"summary": head, "count": 0, "statuses": Counter(),
-                                        "example": str(r["case_id"]),
-                                        "message": clip(str(r["message"] or "(no message)"))})
-            k["count"] += 1
-            k["statuses"][str(r["status"])] += 1
-        entry = {"op": o["op"], "status": o["status"], "cases": len(cases), "log": log_path(o["op"]),
-                 "notes": o["notes"], "kinds": [
-                     {**k, "statuses": ", ".join(f"{n} {s}" for s, n in k["statuses"].most_common())}
-                     for k in sorted(kinds.values(), key=lambda k: -k["count"])]}
-        by_cause: Counter[str] = Counter(str(r["cause"]) for r in cases)
-        if o["status"] not in ("pass", "skip", "fail", "error") or not by_cause:
-            cause = o["cause"] or UNCLASSIFIED  # the op ended badly (TIMEOUT, CRASH): the op's cause
-        else:
-            cause = by_cause.most_common(1)[0][0]
-        groups.setdefault(cause, []).append(entry)
+        by_cause: dict[str, list[Mapping[str, Any]]] = {}
+        for r in failing_by_op.get(o["op"], []):
+            by_cause.setdefault(str(r["cause"]), []).append(r)
+        if o["status"] not in ("pass", "skip", "fail", "error"):
+            by_cause.setdefault(o["cause"] or UNCLASSIFIED, [])
+        for cause, cases in by_cause.items():
+            kinds: dict[str, dict[str, Any]] = {}
+            for r in cases:
+                head = first_line(str(r["message"] or r["note"] or "(no message)"))
+                k = kinds.setdefault(head, {"summary": head, "count": 0, "statuses": Counter(),
+                                            "example": str(r["case_id"]),
+                                            "message": clip(str(r["message"] or "(no message)"))})
+                k["count"] += 1
+                k["statuses"][str(r["status"])] += 1
+            groups.setdefault(cause, []).append({
+                "op": o["op"], "status": o["status"], "cases": len(cases), "log": log_path(o["op"]),
+                "notes": o["notes"], "kinds": [
+                    {**k, "statuses": ", ".join(f"{n} {s}" for s, n in k["statuses"].most_common())}
+                    for k in sorted(kinds.values(), key=lambda k: -k["count"])]})
     order = [*CAUSES, UNCLASSIFIED]
     return [{"cause": c, "ops": groups[c], "cases": sum(e["cases"] for e in groups[c])}
             for c in sorted(groups, key=lambda c: (order.index(c) if c in order else len(order), c))]
+
+
+_OP_ORDER = ("crash", "timeout", "poisoned", "error", "fail", "pass", "skip")
+
+
+def _worst_op_first(o: Mapping[str, Any]) -> tuple[int, float, str]:
+    rank = _OP_ORDER.index(o["status"]) if o["status"] in _OP_ORDER else 0
+    return rank, o["geomean"] if o["geomean"] is not None else math.inf, str(o["op"])
 
 
 def _peak_label(choice: PeakChoice) -> str:
@@ -424,7 +431,7 @@ def render_run_html(info: Mapping[str, Any], records: Sequence[Measurement],
         warning_kinds=sorted(warning_kinds.items()),
         peak_line=(f"{_peak_label(choice)} ({choice.source})" if choice.peaks else f"no roofline: {choice.reason}"),
         failures=_failure_groups(rows, ops),
-        op_grid=Grid("op-grid", "ops", OP_COLUMNS, ops, filters=(("status", "status"), ("cause", "cause")),
+        op_grid=Grid("op-grid", "ops", OP_COLUMNS, sorted(ops, key=_worst_op_first), filters=(("status", "status"), ("cause", "cause")),
                      page_size=15),
         identity=_identity(info, choice),
         options=_options(info),

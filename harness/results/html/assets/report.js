@@ -245,10 +245,15 @@
   function embedCharts() {
     window.harnessCharts = {};
     var divs = document.querySelectorAll("div.chart[data-spec]");
-    if (!divs.length) { return; }
+    if (!divs.length) { window.harnessChartsDone = performance.now(); return; }
     if (typeof window.vegaEmbed !== "function") {
       console.error("the Vega bundle is missing from this page");
       return;
+    }
+    var pending = divs.length;
+    function settled() {
+      pending -= 1;
+      if (pending === 0) { window.harnessChartsDone = performance.now(); }
     }
     Array.prototype.forEach.call(divs, function (div) {
       var spec = JSON.parse(document.getElementById(div.getAttribute("data-spec")).textContent);
@@ -258,9 +263,11 @@
       window.vegaEmbed(div, spec, options).then(function (result) {
         window.harnessCharts[div.id] = result.view;
         div.setAttribute("data-rendered", "1");
+        settled();
       }).catch(function (err) {
         div.textContent = "chart could not be drawn: " + err;
         console.error(err);
+        settled();
       });
     });
   }
@@ -268,6 +275,7 @@
   document.addEventListener("DOMContentLoaded", function () {
     Array.prototype.forEach.call(document.querySelectorAll("table.sortable"), setUpTable);
     setUpGrids();
+    window.harnessReady = performance.now();  // the summaries and tables are usable from here
     // Charts after the first paint: the tables and summaries show while Vega draws.
     window.setTimeout(embedCharts, 0);
   });
