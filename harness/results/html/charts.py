@@ -20,17 +20,11 @@ from harness.results.html.page import Chart
 __all__ = [
     "STATUS_COLOURS",
     "VERDICT_COLOURS",
-    "across_chart",
     "across_op_chart",
     "forest_chart",
-    "latency_chart",
     "latency_scatter",
     "op_speedup_chart",
-    "overview_chart",
-    "peak_chart",
     "peak_scatter",
-    "speedup_chart",
-    "throughput_chart",
     "throughput_scatter",
     "trend_chart",
 ]
@@ -75,97 +69,6 @@ def _log_domain(values: Sequence[float], around: float) -> list[float]:
     return [min([1 / around, *good]) / 1.03, max([around, *good]) * 1.03]
 
 
-def _order(rows: Rows, key: str) -> list[str]:
-    return list(dict.fromkeys(str(r[key]) for r in rows))
-
-
-def speedup_chart(chart_id: str, rows: Rows, geomeans: Rows) -> Chart:
-    """Speedup per op and dtype: one point per case, a tick at each group's geometric mean,
-    a dashed line at 1 (torch's speed). Log axis: 2x faster and 2x slower look alike."""
-    ops, dtypes = _order(rows, "op"), sorted(_order(rows, "dtype"))
-    x = alt.X("op:N", sort=ops, title=None)
-    offset = alt.XOffset("dtype:N", sort=dtypes)
-    colour = alt.Color("dtype:N", sort=dtypes, title="dtype")
-    y_title = "speedup (torch median / candidate median)"
-    points = alt.Chart(alt.Data(name="cases")).mark_point(filled=True, size=55, opacity=0.75).encode(
-        x=x, xOffset=offset, color=colour,
-        y=alt.Y("speedup:Q", scale=alt.Scale(type="log"), title=y_title),
-        tooltip=[alt.Tooltip("case_id:N", title="case"), alt.Tooltip("speedup:Q", format=".3f"),
-                 alt.Tooltip("torch_ms:Q", title="torch ms", format=".4g"),
-                 alt.Tooltip("cand_ms:Q", title="candidate ms", format=".4g")],
-    )
-    ticks = alt.Chart(alt.Data(name="geomean")).mark_tick(thickness=3, size=18).encode(
-        x=x, xOffset=offset, color=colour, y=alt.Y("geomean:Q", title=y_title),
-        tooltip=["op:N", "dtype:N", alt.Tooltip("geomean:Q", title="geometric mean", format=".3f"),
-                 alt.Tooltip("n:Q", title="cases")],
-    )
-    layered = alt.layer(_rule(1.0), points, ticks).properties(
-        width=alt.Step(18), height=260)
-    note = ("One point per passing case; the tick is the geometric mean of the op's cases of "
-            "that dtype. Above the dashed line the candidate is faster than torch.")
-    return Chart(chart_id, "Speedup per op and dtype", _spec(layered, {"cases": rows, "geomean": geomeans}),
-                 note=note, marks=len(rows))
-
-
-def peak_chart(chart_id: str, rows: Rows, peak_label: str) -> Chart:
-    """Percent of the device's datasheet peak per case: the nearer of the two ceilings
-    (memory bandwidth, dense bf16 matrix rate), with both in the tooltip."""
-    ops, dtypes = _order(rows, "op"), sorted(_order(rows, "dtype"))
-    top = max([100.0, *(float(r["pct"]) for r in rows)])
-    points = alt.Chart(alt.Data(name="roofline")).mark_point(filled=True, size=60, opacity=0.8).encode(
-        x=alt.X("op:N", sort=ops, title=None),
-        xOffset=alt.XOffset("dtype:N", sort=dtypes),
-        y=alt.Y("pct:Q", scale=alt.Scale(domain=[0, top]), title=f"% of peak ({peak_label})"),
-        color=alt.Color("dtype:N", sort=dtypes),
-        shape=alt.Shape("ceiling:N", title="nearest ceiling"),
-        tooltip=[alt.Tooltip("case_id:N", title="case"),
-                 alt.Tooltip("pct_bw:Q", title="% peak bandwidth", format=".1f"),
-                 alt.Tooltip("pct_mm:Q", title="% peak bf16 TFLOP/s", format=".1f"),
-                 alt.Tooltip("gbps:Q", title="GB/s", format=".4g"),
-                 alt.Tooltip("tflops:Q", title="TFLOP/s", format=".4g")],
-    )
-    layered = alt.layer(_rule(100.0, dash=(2, 2)), points).properties(
-        width=alt.Step(18), height=260)
-    note = (f"Achieved throughput as a percentage of the datasheet peak of {peak_label}: "
-            "memory bandwidth for every op, the dense bf16 matrix rate for 16-bit dtypes; each "
-            "point shows the nearer ceiling.")
-    return Chart(chart_id, "Roofline: % of the device's peak", _spec(layered, {"roofline": rows}),
-                 note=note, marks=len(rows))
-
-
-def throughput_chart(chart_id: str, rows: Rows, reason: str) -> Chart:
-    """Where the backend has no datasheet peaks: achieved GB/s per case, log axis."""
-    ops, dtypes = _order(rows, "op"), sorted(_order(rows, "dtype"))
-    points = alt.Chart(alt.Data(name="throughput")).mark_point(filled=True, size=60, opacity=0.8).encode(
-        x=alt.X("op:N", sort=ops, title=None),
-        xOffset=alt.XOffset("dtype:N", sort=dtypes),
-        y=alt.Y("gbps:Q", scale=alt.Scale(type="log"), title="achieved GB/s"),
-        color=alt.Color("dtype:N", sort=dtypes),
-        tooltip=[alt.Tooltip("case_id:N", title="case"), alt.Tooltip("gbps:Q", title="GB/s", format=".4g"),
-                 alt.Tooltip("tflops:Q", title="TFLOP/s", format=".4g")],
-    ).properties(width=alt.Step(18), height=260)
-    return Chart(chart_id, "Achieved throughput", _spec(points, {"throughput": rows}),
-                 note=reason, marks=len(rows))
-
-
-def latency_chart(chart_id: str, rows: Rows, size_title: str) -> Chart:
-    """Latency against problem size, one panel per op, log-log; candidate solid, torch dashed."""
-    ops, dtypes = _order(rows, "op"), sorted(_order(rows, "dtype"))
-    lines = alt.Chart(alt.Data(name="latency")).mark_line(point=True).encode(
-        x=alt.X("size:Q", scale=alt.Scale(type="log"), title=size_title),
-        y=alt.Y("ms:Q", scale=alt.Scale(type="log"), title="median latency (ms)"),
-        color=alt.Color("dtype:N", sort=dtypes),
-        strokeDash=alt.StrokeDash("who:N", title="timed", sort=["candidate", "torch"]),
-        tooltip=[alt.Tooltip("case_id:N", title="case"), "who:N", alt.Tooltip("ms:Q", format=".4g"),
-                 alt.Tooltip("size:Q", title=size_title, format=",")],
-    ).properties(width=210, height=150)
-    facet = lines.facet(facet=alt.Facet("op:N", sort=ops, title=None), columns=4).resolve_scale(
-        x="independent", y="independent")
-    note = f"Each op's cases by {size_title}; solid lines are the candidate, dashed lines torch."
-    return Chart(chart_id, "Latency against problem size", _spec(facet, {"latency": rows}),
-                 note=note, marks=len(rows))
-
-
 def forest_chart(chart_id: str, rows: Rows, threshold: float, confidence: float) -> Chart:
     """Each compared row's head/base ratio with its interval (log x), the torch baseline's
     own ratio beside it, and the regression band's edges."""
@@ -197,27 +100,6 @@ def forest_chart(chart_id: str, rows: Rows, threshold: float, confidence: float)
             f"or of torch, not of the candidate). Dashed lines: ±{threshold:.0%} band.")
     return Chart(chart_id, "Forest plot of compared rows", _spec(layered, {"rows": rows}),
                  note=note, marks=len(rows))
-
-
-def across_chart(chart_id: str, rows: Rows, field: str, title: str, y_title: str,
-                 log: bool, runs: Sequence[str], note: str) -> Chart:
-    """One panel per op, each case's value side by side per run (backend/device)."""
-    ops = _order(rows, "op")
-    scale = alt.Scale(type="log") if log else alt.Scale(zero=True)
-    mark = (alt.Chart(alt.Data(name="across")).mark_point(filled=True, size=55) if log
-            else alt.Chart(alt.Data(name="across")).mark_bar())
-    chart = mark.encode(
-        x=alt.X("case:N", title=None, sort=None, axis=alt.Axis(labelAngle=-40, labelLimit=140)),
-        xOffset=alt.XOffset("run:N", sort=list(runs)),
-        y=alt.Y(f"{field}:Q", scale=scale, title=y_title),
-        color=alt.Color("run:N", sort=list(runs), title="backend / device"),
-        tooltip=[alt.Tooltip("case_id:N", title="case"), alt.Tooltip("run:N", title="backend / device"),
-                 alt.Tooltip(f"{field}:Q", format=".3f")],
-    ).transform_filter(f"isValid(datum.{field})").properties(width=alt.Step(12), height=180)
-    facet = chart.facet(facet=alt.Facet("op:N", sort=ops, title=None), columns=2).resolve_scale(
-        x="independent", y="independent")
-    count = sum(1 for r in rows if r.get(field) is not None)
-    return Chart(chart_id, title, _spec(facet, {"across": rows}), note=note, marks=count)
 
 
 def trend_chart(chart_id: str, points: Rows) -> Chart:
@@ -275,30 +157,6 @@ def _trend_structure() -> dict[str, Any]:
     spec: dict[str, Any] = facet.to_dict()
     spec.setdefault("datasets", {})
     return spec
-
-
-def overview_chart(chart_id: str, rows: Rows, series: Sequence[str]) -> Chart:
-    """Each case's latest change against its history baseline, per op and backend/device."""
-    ops = _order(rows, "op")
-    ratios = [float(r["ratio"]) for r in rows if r.get("ratio") is not None]
-    shapes = alt.Scale(domain=["regression", "suspect", "improvement", "ok"],
-                       range=["triangle-up", "diamond", "triangle-down", "circle"])
-    points = alt.Chart(alt.Data(name="latest")).mark_point(size=70, filled=True, opacity=0.8).encode(
-        x=alt.X("op:N", sort=ops, title=None),
-        xOffset=alt.XOffset("series:N", sort=list(series)),
-        y=alt.Y("ratio:Q", scale=alt.Scale(type="log", domain=_log_domain(ratios, around=1.1), nice=False),
-                title="latest / baseline median"),
-        color=alt.Color("series:N", sort=list(series), title="backend / device"),
-        shape=alt.Shape("check:N", scale=shapes, title="latest check"),
-        href="page:N",
-        tooltip=[alt.Tooltip("case_id:N", title="case"), alt.Tooltip("series:N", title="backend / device"),
-                 alt.Tooltip("ratio:Q", format=".3f"), alt.Tooltip("check:N"), alt.Tooltip("reason:N")],
-    ).transform_filter("isValid(datum.ratio)")
-    layered = alt.layer(_rule(1.0), points).properties(width=alt.Step(16), height=240)
-    count = sum(1 for r in rows if r.get("ratio") is not None)
-    note = ("Each case's latest median against the median of its recent runs (the history "
-            "baseline); above 1 is slower. Click a point to open its op's page.")
-    return Chart(chart_id, "Latest change per case", _spec(layered, {"latest": rows}), note=note, marks=count)
 
 
 # Charts of a run at corpus scale: a fixed width whatever the number of ops or cases, so the
