@@ -4,8 +4,11 @@ ended), with a stand-in worker (tests/data/compile_worker_stub.py) so no compile
 
 from __future__ import annotations
 
+import json
 import os
 import signal
+import subprocess
+import sys
 import threading
 from pathlib import Path
 from typing import Any
@@ -156,3 +159,38 @@ def test_a_signal_ends_every_worker_and_nothing_is_written(tmp_path: Path) -> No
     sender.join()
     for name in ("worker", "group"):
         _wait_gone(out, name)
+
+
+def test_a_worker_ends_itself_and_its_group_when_the_harness_is_gone(tmp_path: Path) -> None:
+    """The real worker, held before its first variant (its progress file is a FIFO nobody reads),
+    under a stand-in harness that is then killed with SIGKILL."""
+    progress = tmp_path / "progress"
+    os.mkfifo(progress)
+    task = tmp_path / "task.json"
+    task.write_text(json.dumps({"target": "cuda:90", "ops": [], "out": str(tmp_path), "progress": str(progress),
+                                "result": str(tmp_path / "result.json")}))
+    harness = ("import os, subprocess, sys, time\n"
+               "env = {**os.environ, 'HARNESS_PARENT_PID': str(os.getpid())}\n"
+               "with open(sys.argv[2], 'wb') as log:\n"
+               "    worker = subprocess.Popen([sys.executable, '-m', 'harness.compile.worker', sys.argv[1]], env=env,\n"
+               "                              stdout=log, stderr=log, start_new_session=True)\n"
+               "print(worker.pid, flush=True)\n"
+               "time.sleep(600)\n")
+    log = tmp_path / "worker.log"
+    parent = subprocess.Popen([sys.executable, "-c", harness, str(task), str(log)], stdout=subprocess.PIPE, text=True,
+                              env={**os.environ, "PYTHONPATH": str(STUB.parents[2])})
+    assert parent.stdout is not None
+    worker = int(parent.stdout.readline())
+    try:
+        wait_for(lambda: "compile.worker" in Path(f"/proc/{worker}/cmdline").read_text(errors="replace"),
+                 "the worker to start")
+        parent.kill()
+        parent.wait()
+        wait_for(lambda: not alive(worker), "the worker to end with its harness", timeout=60)
+    finally:
+        parent.kill()
+        parent.wait()
+        parent.stdout.close()
+        if alive(worker):
+            os.kill(worker, signal.SIGKILL)
+    assert "the harness process is gone; ending worker" in log.read_text()
