@@ -232,6 +232,8 @@ def _gate(tmp_path: Path, attack: Callable[[Path], None] | None = None, repeats:
 
     def runner(side: GateSide, run_dir: Path, run_id: str, run_args: Sequence[str]) -> None:
         folders.append(run_dir.parent)
+        replay = list(run_args[run_args.index("--replay-from") + 1:]) if "--replay-from" in run_args else []
+        assert replay == ([] if run_dir.name.endswith("-1") else [str(run_dir.parent / f"{side.name}-1")])
         if run_dir.name.endswith("-1"):
             assert list(run_dir.parent.iterdir()) == []  # each side starts from an empty folder
         write_run(run_dir, [record("add", 1.0, seed=len(folders))])
@@ -301,3 +303,13 @@ def test_a_side_folder_made_read_only_is_still_removed(tmp_path: Path) -> None:
     folder.chmod(0o500)
     remove_tree(folder)
     assert not folder.exists()
+
+
+def test_a_replay_path_is_mapped_into_the_container_as_written_never_through_a_link(tmp_path: Path) -> None:
+    from harness.container.gate import in_reports
+
+    mount = tmp_path / "head"
+    mount.mkdir()
+    (mount / "head-1").symlink_to(tmp_path, target_is_directory=True)  # left by the side's run 1
+    assert in_reports(str(mount / "head-1"), mount) == "reports/head-1"
+    assert in_reports(str(tmp_path / "base" / "base-1"), mount) == str(tmp_path / "base" / "base-1")
