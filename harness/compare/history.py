@@ -111,7 +111,8 @@ class HistoryStore:
             raise UsageError(f"{self.path} is an empty file, not a history database; it was left as it is. "
                              "Delete it, or give another --db (a missing file is created).")
         try:
-            conn = sqlite3.connect(f"{self.path.absolute().as_uri()}?mode=ro", uri=True)
+            # immutable: no lock, journal or WAL index is made beside a file that may be another program's
+            conn = sqlite3.connect(f"{self.path.absolute().as_uri()}?mode=ro&immutable=1", uri=True)
         except sqlite3.Error as exc:
             raise UsageError(f"Cannot open the history database {self.path} ({exc}).") from None
         try:

@@ -188,17 +188,19 @@ def _history_run(root: Path) -> Path:
     return run
 
 
-def _sqlite_of_another_program(path: Path) -> None:
+def _sqlite_of_another_program(path: Path, wal: bool = False) -> None:
     import sqlite3
 
     conn = sqlite3.connect(path)
+    if wal:  # a reader of a WAL file makes its index and log beside it, unless told not to
+        conn.execute("PRAGMA journal_mode = WAL")
     conn.execute("CREATE TABLE notes (id INTEGER PRIMARY KEY, body TEXT)")
     conn.execute("INSERT INTO notes (body) VALUES ('mine')")
     conn.commit()
     conn.close()
 
 
-@pytest.mark.parametrize("kind", ["other program", "empty", "not sqlite"])
+@pytest.mark.parametrize("kind", ["other program", "other program, WAL", "empty", "not sqlite"])
 @pytest.mark.parametrize("command", ["add", "check"])
 def test_history_refuses_a_file_that_is_not_its_own_and_leaves_it_as_it_was(
         tmp_path: Path, monkeypatch: pytest.MonkeyPatch, kind: str, command: str) -> None:
@@ -207,8 +209,8 @@ def test_history_refuses_a_file_that_is_not_its_own_and_leaves_it_as_it_was(
     monkeypatch.chdir(tmp_path)
     _history_run(tmp_path)
     db = tmp_path / "other.sqlite"
-    if kind == "other program":
-        _sqlite_of_another_program(db)
+    if kind.startswith("other program"):
+        _sqlite_of_another_program(db, wal=kind.endswith("WAL"))
     else:
         db.write_bytes(b"" if kind == "empty" else b"plain text, not a database\n" * 40)
     before = hashlib.sha256(db.read_bytes()).hexdigest()
@@ -216,6 +218,7 @@ def test_history_refuses_a_file_that_is_not_its_own_and_leaves_it_as_it_was(
     assert code == 2, out + err
     assert "it was left as it is" in err and "Traceback" not in err
     says = {"other program": "an SQLite file of another program (application id 0, tables notes)",
+            "other program, WAL": "an SQLite file of another program (application id 0, tables notes)",
             "empty": "is an empty file, not a history database", "not sqlite": "not a usable history database"}
     assert says[kind] in err
     assert hashlib.sha256(db.read_bytes()).hexdigest() == before
