@@ -190,11 +190,11 @@ def judge_check(rows: Sequence[RowResult], metric: str) -> Check:
                  + (f" (x{ratio:.3f})" if ratio is not None else ""))
 
 
-def midpoint_threshold(ratio: float, floor: float = 0.005) -> float:
+def midpoint_threshold(ratio: float, floor: float = 0.005, ceiling: float = 9.0) -> float:
     """The threshold a step is judged with when none is given: half the change the check saw,
     in log-time (a commit is bad when its change is nearer the bad end's than the good end's),
-    never below ``floor``."""
-    return max(floor, math.expm1(abs(math.log(ratio)) / 2.0))
+    kept between ``floor`` and ``ceiling`` (the gate takes thresholds below 1000%)."""
+    return min(ceiling, max(floor, math.expm1(abs(math.log(ratio)) / 2.0)))
 
 
 def repeats_for_attempt(repeats: int, attempt: int) -> int:

@@ -116,10 +116,11 @@ def render_markdown(data: Mapping[str, Any]) -> str:
     for i, step in enumerate(data["tested"], 1):
         attempts = step.get("attempts") or []
         runs = sum(int(a["runs"]) for a in attempts)
+        minutes = sum(float(a["seconds"]) for a in attempts) / 60.0  # as measured, also for cached runs
         cached = " (cache)" if attempts and all(a["cached"] for a in attempts) else ""
         name = "check: " if step.get("check") else ""
         lines.append(f"| {i} | {name}{_commit_cell(step['sha'], step['subject'], step['link'])} | {step['mark']} | "
-                     f"{_numbers(step)} | {runs}{cached} | {float(step['seconds']) / 60.0:.1f} | "
+                     f"{_numbers(step)} | {runs}{cached} | {minutes:.1f} | "
                      f"{md_cell(str(step['reason']))[:300]} |")
     lines += ["", f"{data['rounds']} round(s), {data['runs']} run(s), {data['minutes']:.1f} minute(s); "
               f"{data['cached_runs']} run(s) taken from the cache.", ""]

@@ -73,6 +73,7 @@ def test_the_default_threshold_is_half_the_change_in_log_time() -> None:
     assert midpoint_threshold(1.05) == pytest.approx(math.sqrt(1.05) - 1)
     assert midpoint_threshold(1 / 1.21) == pytest.approx(0.1)
     assert midpoint_threshold(1.0001) == 0.005
+    assert midpoint_threshold(900.0) == 9.0
     assert [repeats_for_attempt(2, a) for a in (1, 2, 3)] == [2, 4, 8]
 
 

@@ -1,0 +1,60 @@
+"""`harness bisect` end to end on the CPU backend: a throwaway library repository whose ``work``
+starts to sleep at one commit, bisected through real `harness ab` runs with each commit's source
+exported from git; then resumed (nothing runs again) and bisected into a second output folder
+from the cache."""
+
+from __future__ import annotations
+
+import json
+import shutil
+from pathlib import Path
+
+import pytest
+
+from tests.bisect_repo import OPS_MODULE, SHAPES, make_repo
+from tests.harness_cli import run_harness
+
+pytestmark = [pytest.mark.slow, pytest.mark.skipif(shutil.which("git") is None, reason="git is not installed")]
+
+
+def test_bisect_names_the_commit_that_made_the_op_slow_then_resumes_and_reuses_its_cache(tmp_path: Path) -> None:
+    repo = tmp_path / "slowlib"
+    shas = make_repo(repo)
+
+    def bisect(out: str) -> tuple[int, str, dict[str, object]]:
+        done = run_harness(
+            "bisect", "--repo", str(repo), "--good", "good", "--bad", "bad", "--allow-cpu", "--repeats", "1",
+            "--out", out, "--cache", "cache", "--", "--backend", "cpu", "--ops-module", str(OPS_MODULE),
+            "--ops", "libwork", "--dtypes", "fp32", "--shapes-file", str(SHAPES), "--rep-ms", "20",
+            "--warmup-ms", "5", cwd=tmp_path, timeout=900)
+        data = json.loads((tmp_path / out / "bisect.json").read_text()) if done.returncode in (0, 1) else {}
+        return done.returncode, done.stdout + done.stderr, data
+
+    code, output, data = bisect("out")
+    assert code == 0, output
+    culprit = data["culprit"]
+    assert isinstance(culprit, dict)
+    assert (culprit["sha"], culprit["subject"]) == (shas["sleeps"], "slowlib sleeps")
+    assert culprit["link"] == f"https://github.com/example/slowlib/commit/{shas['sleeps']}"
+    marks = {t["sha"]: t["mark"] for t in data["tested"] if not t.get("check")}  # type: ignore[attr-defined]
+    assert marks == {shas["sleeps"]: "bad", shas["tidy"]: "good"}
+    assert data["commits_in_range"] == 3  # the docs-only commit is not in the range
+    last = output.strip().splitlines()[-1]
+    assert last.startswith(f"bisect: culprit {shas['sleeps'][:12]} slowlib sleeps (")
+    md = (tmp_path / "out" / "bisect.md").read_text()
+    assert f"[{shas['sleeps'][:12]}](https://github.com/example/slowlib/commit/{shas['sleeps']})" in md
+    assert (tmp_path / "out" / "bisect-state.json").is_file()
+    # Each tested commit's source was exported from git, and its runs ran with it first on the path.
+    exports = list((tmp_path / "cache" / "src").glob("*/src/slowlib/__init__.py"))
+    assert any("time.sleep" in p.read_text() for p in exports) and any("tidy" in p.read_text() for p in exports)
+
+    # The same command again resumes the finished bisection: nothing runs.
+    code, output, again = bisect("out")
+    assert code == 0 and "resuming" in output and "harness run ab-" not in output, output
+    assert again["culprit"] == data["culprit"]
+
+    # Another bisection over the same range takes every step from the cache.
+    code, output, other = bisect("other")
+    assert code == 0 and "harness run ab-" not in output, output
+    assert other["culprit"] == data["culprit"]
+    assert other["runs"] == 0 and other["cached_runs"] == data["runs"]
