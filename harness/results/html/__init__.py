@@ -2,10 +2,12 @@
 
 - :func:`render_run_html` — report.html of one run
 - :func:`render_across_html` — one page joining runs of different backends or devices
-- :func:`render_history_site` — a static site (index + one page per op) of nightly history
+- :func:`render_history_site` — a static site of nightly history: a landing page with the
+  regressions first, a regressions page, one page per op, and their shared assets
 
-Charts are Vega-Lite specs written with altair; every page inlines the Vega bundle from
-vl-convert once, plus its own stylesheet and table script (docs/reports.md). compare.html, which
+Charts are Vega-Lite specs written with altair. A single page inlines the Vega bundle from
+vl-convert once, plus its stylesheet and table script; a site's pages share one copy of them
+in assets/ (docs/reports.md). compare.html, which
 reads a Comparison, is made above both packages, by harness.compare.page with these pages' parts.
 """
 

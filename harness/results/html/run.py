@@ -195,6 +195,9 @@ def case_rows(records: Sequence[Measurement], peaks: Peaks | None) -> list[dict[
         torch_ms, cand_ms = _finite(_median(r.baseline)), _finite(_median(r.candidate))
         speedup = _finite(r.speedup)
         warnings = _warnings(torch_ms, cand_ms, speedup, bw, mm)
+        # A median at or below zero makes the speedup meaningless; a throughput over the peak
+        # does not (the time may be right where the byte count is not).
+        signed = [v for v in (torch_ms, cand_ms, speedup) if v is not None]
         cause = cause_of(r) or (UNCLASSIFIED if r.status in FAILING else "")
         row = {
             "case_id": r.case_id, "op": r.op, "provider": r.provider, "dtype": r.dtype,
@@ -205,6 +208,7 @@ def case_rows(records: Sequence[Measurement], peaks: Peaks | None) -> list[dict[
             "max_abs": _finite(r.correctness.max_abs) if r.correctness else None,
             "note": note, "elements": math.prod(r.shape) if r.shape else None,
             "warning": "; ".join(warnings), "flag": "warning" if warnings else "none", "message": r.message,
+            "believable": all(v > 0 for v in signed),
         }
         out.append(row)
     return out
@@ -218,13 +222,13 @@ def _unreached_row(u: Unreached) -> dict[str, Any]:
         "timer": "", "torch_ms": None, "cand_ms": None, "speedup": None, "gbps": None, "tflops": None,
         "pct_bw": None, "pct_mm": None, "pct": None, "ceiling": "", "max_abs": None,
         "note": first_line(u.message), "elements": None, "warning": "", "flag": "none", "message": u.message,
+        "believable": False,
     }
 
 
 def _timed(row: Mapping[str, Any]) -> bool:
     """A passing case whose speedup can be believed (positive medians, positive speedup)."""
-    return (row["status"] == "pass" and row["speedup"] is not None and row["speedup"] > 0
-            and not row["warning"].startswith(("torch median", "library median", "speedup")))
+    return row["status"] == "pass" and row["speedup"] is not None and bool(row["believable"])
 
 
 def _geomean(values: Sequence[float]) -> float | None:
