@@ -373,6 +373,16 @@ def test_run_page_at_corpus_scale_has_fixed_width_charts() -> None:
     assert re.search(r"TIMEOUT\s*2.*CRASH\s*1", _text(page))
 
 
+def test_a_run_with_nothing_timed_renders_without_charts() -> None:
+    info, _, _ = small_run()
+    for records in ([], [record("a", status="fail", message="x")]):
+        page = _check_page(render_run_html(info, records, [], H200_PEAKS), expect_charts=0)
+        assert len(_grid(page, "case-grid")) == len(records)
+        assert "Nothing to plot" in _text(page)
+    assert sorted(render_history_site([])) == ["assets/report.css", "assets/report.js", "assets/vega.js",
+                                               "index.html", "regressions.html"]
+
+
 def test_assets_cannot_end_their_script_element() -> None:
     js = resources.files("harness.results.html").joinpath("assets", "report.js").read_text()
     assert "</script" not in js.lower()
