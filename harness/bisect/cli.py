@@ -142,6 +142,9 @@ def run(ns: argparse.Namespace, environ: Mapping[str, str]) -> int:
     source_path = ns.source_path.strip().strip("/")
     if not source_path or source_path.startswith("..") or os.path.isabs(ns.source_path):
         raise UsageError(f"--source-path {ns.source_path!r}: give a folder inside the repository, such as src/.")
+    if ns.repo_url is not None and not ns.repo_url.startswith(("https://", "http://")):
+        raise UsageError(f"--repo-url {ns.repo_url!r}: give the repository's web address, such as "
+                         "https://github.com/OWNER/NAME (commits are linked as URL/commit/SHA).")
     out, cache = Path(ns.out), Path(ns.cache)
     check_can_write_dir(out, f"--out {ns.out}")
     check_can_write_dir(cache, f"--cache {ns.cache}")
