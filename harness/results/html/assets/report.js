@@ -232,13 +232,15 @@
     Array.prototype.forEach.call(document.querySelectorAll("div.grid[data-grid]"), function (div) {
       window.harnessGrids[div.id] = makeGrid(div);
     });
-    // A link with data-grid-filter="GRID:TEXT" filters that grid to TEXT and scrolls to it.
+    // A link with data-grid-filter="GRID:KEY=VALUE" sets that grid's KEY select to VALUE (the
+    // text filter cleared) and scrolls to it; "GRID:TEXT" filters it by TEXT.
     document.addEventListener("click", function (e) {
       var a = e.target.closest ? e.target.closest("a[data-grid-filter]") : null;
       if (!a) { return; }
       var spec = a.getAttribute("data-grid-filter"), cut = spec.indexOf(":");
-      var grid = window.harnessGrids[spec.slice(0, cut)];
-      if (grid) { grid.setFilter(spec.slice(cut + 1)); }
+      var grid = window.harnessGrids[spec.slice(0, cut)], what = spec.slice(cut + 1), eq = what.indexOf("=");
+      if (!grid) { return; }
+      if (eq > 0) { grid.setFilter(""); grid.select(what.slice(0, eq), what.slice(eq + 1)); } else { grid.setFilter(what); }
     });
   }
 
