@@ -14,10 +14,11 @@ __all__ = ["check_replay_version", "replayed_version"]
 
 def replayed_version(info: dict[str, Any]) -> str | None:
     """The library version a run measured (its suite's installed package, else its identity's)."""
-    suite = info.get("suite") if isinstance(info.get("suite"), dict) else {}
-    identity = info.get("identity") if isinstance(info.get("identity"), dict) else {}
-    gems = identity.get("flag_gems") if isinstance(identity.get("flag_gems"), dict) else {}
-    found = suite.get("installed") or gems.get("version")
+    def part(data: Any, key: str) -> dict[str, Any]:
+        value = data.get(key) if isinstance(data, dict) else None
+        return value if isinstance(value, dict) else {}
+
+    found = part(info, "suite").get("installed") or part(part(info, "identity"), "flag_gems").get("version")
     return str(found) if found else None
 
 
