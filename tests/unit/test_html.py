@@ -647,3 +647,5 @@ def test_history_site_from_the_history_store(tmp_path: Path) -> None:
     assert softmax_check.status == points[-1]["check"]
     text = _text(Page(site["regressions.html"]))
     assert "library commits" in text and "not recorded" in text  # the export has no library commit
+    assert "the nights recorded no library commit: no range to bisect" in text
+    assert "harness bisect --repo" not in text  # the harness's commits are no range of the library

@@ -144,8 +144,8 @@ def _now(p: Mapping[str, Any]) -> str:
 
 
 def bisect_command(op: str, good: str, bad: str) -> str:
-    """The command that would bisect a range (issue 39's `harness bisect`; GIT_DIR and TREE are
-    the user's checkout of the library and its benchmark tree)."""
+    """The command that would bisect a range of the library's commits (`harness bisect`; GIT_DIR
+    and TREE are the user's checkout of the library and its benchmark tree)."""
     return BISECT.format(repo="GIT_DIR", good=good, bad=bad, suite="TREE", op=op)
 
 
@@ -154,7 +154,7 @@ def regression_episodes(points: Sequence[Mapping[str, Any]]) -> list[dict[str, A
     (where the slowdown began: the first of the suspect nights leading to the flag), the last
     good night before it, its size (the largest ratio to the baseline in the stretch), the
     harness's and the library's commit ranges, the series' state now and the command that
-    would bisect the range. Largest first."""
+    would bisect the library's range (or why there is none). Largest first."""
     out = []
     for (case, series), rows in _by_series(points).items():
         i = 0
@@ -172,21 +172,21 @@ def regression_episodes(points: Sequence[Mapping[str, Any]]) -> list[dict[str, A
             bad = rows[start]
             size = max(float(r["ratio"]) for r in rows[start:end + 1] if r["ratio"] is not None)
             lib_good, lib_bad = (good or {}).get("library_commit") or "", bad["library_commit"]
-            if lib_good and lib_bad:
-                bisect = bisect_command(bad["op"], lib_good, lib_bad) if lib_good != lib_bad else ""
-            elif good is not None and good["commit"] and bad["commit"] and good["commit"] != bad["commit"]:
-                bisect = bisect_command(bad["op"], good["commit"], bad["commit"])
+            if good is None:
+                bisect = "no good night before it"
+            elif not (lib_good and lib_bad):
+                bisect = "the nights recorded no library commit: no range to bisect"
+            elif lib_good == lib_bad:
+                bisect = "the library did not change between the nights: the harness, the software or the machine did"
             else:
-                bisect = ""
+                bisect = bisect_command(bad["op"], lib_good, lib_bad)
             out.append({
                 "case_id": case, "op": bad["op"], "series": series, "size": size,
                 "first_bad": bad["t"], "first_bad_run": bad["run_id"],
                 "last_good": good["t"] if good else "", "last_good_run": good["run_id"] if good else "",
                 "harness_range": _range(good["commit"] if good else "", bad["commit"]),
                 "library_range": _range(lib_good, lib_bad) if (lib_good or lib_bad) else "not recorded",
-                "now": _now(rows[-1]), "now_t": rows[-1]["t"], "change": bad["change"],
-                "bisect": bisect or ("no commit between the nights: the software or the machine changed"
-                                     if good is not None else "no good night before it"),
+                "now": _now(rows[-1]), "now_t": rows[-1]["t"], "change": bad["change"], "bisect": bisect,
             })
             i = end + 1
     return sorted(out, key=lambda e: (-e["size"], e["case_id"], e["series"]))
