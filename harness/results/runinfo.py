@@ -1,9 +1,12 @@
 """run.json: a run's identity, options, plan and outcome, versioned; and the one fingerprint.
 
-Written by the parent of `harness run` (harness.run.execute); read by resume, `harness report`,
-compare, gate, history and merge. Every reader goes through :func:`read_run_info`, which
-refuses a file this harness cannot read (not JSON, not a run, a newer schema, a required field
-missing or of another type) with a message naming the file and what to do.
+:class:`RunInfo` is the file: a frozen dataclass with typed fields, written by the parent of
+`harness run` (harness.run.execute) with :meth:`RunInfo.dump` and read back with
+:meth:`RunInfo.load`, which refuses a file this harness cannot read (not JSON, not a run, a
+newer schema, a required field missing or of another type) with a message naming the file and
+what to do. Facts a source or a command adds beyond the typed fields (a suite's ``suite``,
+merge's ``merged_from``) are kept as they are in ``sections``. Readers that still work on the
+mapping (compare, gate, history, merge, the pages) use :func:`read_run_info`, the same check.
 
 Which runs are alike (may be compared, share a history) is decided here once:
 :data:`ALIKE_FIELDS` are the run.json facts that must agree, :func:`alike_values` reads them
@@ -17,16 +20,19 @@ from __future__ import annotations
 import hashlib
 import json
 from collections.abc import Mapping
+from dataclasses import dataclass, field, fields, replace
 from pathlib import Path
 from typing import Any
 
 from harness.errors import UsageError
+from harness.results.store import write_json
 
 __all__ = [
     "ALIKE_FIELDS",
     "ENVIRONMENT_FIELDS",
     "RUN_SCHEMA_VERSION",
     "RUN_STATUSES",
+    "RunInfo",
     "alike_values",
     "environment_differences",
     "environment_values",
@@ -106,7 +112,7 @@ def fingerprint(info: Mapping[str, Any]) -> str:
     return hashlib.sha256(json.dumps(key, sort_keys=True).encode()).hexdigest()[:16]
 
 
-def read_run_info(path: Path) -> dict[str, Any]:
+def _read(path: Path) -> dict[str, Any]:
     """The run.json at ``path``, checked: a readable JSON object of a schema this harness knows."""
     try:
         text = path.read_text(encoding="utf-8", errors="surrogateescape")
@@ -122,6 +128,11 @@ def read_run_info(path: Path) -> dict[str, Any]:
                          "Restore it, or run again.") from None
     if not isinstance(info, dict) or "run_id" not in info:
         raise UsageError(f"{path} is not a run.json written by `harness run` (no run_id).")
+    _check(info, path)
+    return info
+
+
+def _check(info: Mapping[str, Any], path: Path | str) -> None:
     version = info.get("schema_version")
     if not isinstance(version, int) or isinstance(version, bool) or version < 1:
         raise UsageError(f"{path}: schema_version {version!r} is not a run.json version.")
@@ -135,7 +146,105 @@ def read_run_info(path: Path) -> dict[str, Any]:
     wrong = [f"{k} {info[k]!r}" for k, kind in _REQUIRED.items() if not isinstance(info[k], kind)]
     if info["status"] not in RUN_STATUSES and not wrong:
         wrong.append(f"status {info['status']!r} (one of {', '.join(RUN_STATUSES)})")
+    wrong += [f"{k} {info[k]!r}" for k, kinds in _SHAPES.items() if k in info and not isinstance(info[k], kinds)]
     if wrong:
         raise UsageError(f"{path}: {'; '.join(wrong)} is not what `harness run` writes: the file is damaged. "
                          "Restore it, or run again.")
-    return info
+
+
+def read_run_info(path: Path) -> dict[str, Any]:
+    """The run.json at ``path`` as a mapping, checked as :meth:`RunInfo.load` checks it."""
+    return _read(path)
+
+
+# The JSON types of run.json's typed fields besides the required ones (checked on read).
+_SHAPES: dict[str, type | tuple[type, ...]] = {
+    "devices": list, "level": str, "timer": str, "plugins": list, "identity": dict, "options": dict,
+    "plan": list, "dismissed": dict, "started_at": str, "shard": dict, "ops": list,
+}
+
+
+@dataclass(frozen=True)
+class RunInfo:
+    """run.json. Optional fields left None are not written (``ops``: the op rows exist once the run
+    has ended; ``shard``: a part of a ``--shard K/N`` split only)."""
+
+    run_id: str
+    status: str
+    backend: str
+    schema_version: int = RUN_SCHEMA_VERSION
+    backend_description: str = ""
+    devices: tuple[str, ...] = ()
+    level: str = ""
+    timer: str = ""
+    plugins: tuple[str, ...] = ()
+    identity: Mapping[str, Any] = field(default_factory=dict)  # the first device's identity probe
+    harness_version: str = ""
+    git_commit: str | None = None
+    git_dirty: bool | None = None
+    python: str = ""
+    container: Mapping[str, Any] = field(default_factory=dict)  # image and digest, when run in one
+    caches: Mapping[str, str] | None = None  # the user's caches a --triton-cache user run compiled into
+    options: Mapping[str, Any] = field(default_factory=dict)  # RunOptions.to_dict()
+    plan: tuple[Mapping[str, Any], ...] = ()  # one entry per op (harness.run.outputs.stored_ops reads them)
+    dismissed: Mapping[str, str] = field(default_factory=dict)  # op -> reason
+    started_at: str = ""
+    finished_at: str | None = None
+    fingerprint: str = ""  # of ALIKE_FIELDS; computed by :meth:`with_fingerprint`
+    shard: Mapping[str, Any] | None = None  # which part of which whole (--shard K/N)
+    identity_per_device: Mapping[str, Any] | None = None
+    device_state: Any = None  # harness.backends.state.summarize_states
+    ops: tuple[Mapping[str, Any], ...] | None = None  # the op rows (OpOutcome.to_json), once ended
+    records_problems: tuple[Mapping[str, Any], ...] | None = None  # records.jsonl lines that are not records
+    report_html: str | None = None  # why report.html was not written
+    sections: Mapping[str, Any] = field(default_factory=dict)  # every other top-level key, as read
+
+    def to_dict(self) -> dict[str, Any]:
+        data: dict[str, Any] = {}
+        for f in fields(self):
+            if f.name == "sections":
+                continue
+            value = getattr(self, f.name)
+            if value is None and f.name not in _ALWAYS:
+                continue
+            data[f.name] = _plain(value)
+        data.update(self.sections)
+        return data
+
+    def with_fingerprint(self) -> RunInfo:
+        return replace(self, fingerprint=fingerprint(self.to_dict()))
+
+    def dump(self, path: Path) -> None:
+        """Write run.json atomically."""
+        write_json(path, self.to_dict())
+
+    @classmethod
+    def from_dict(cls, data: Mapping[str, Any], source: Path | str = "run.json") -> RunInfo:
+        """A run.json mapping, checked (UsageError naming ``source``)."""
+        _check(data, source)
+        known = {f.name for f in fields(cls)} - {"sections"}
+        values: dict[str, Any] = {k: v for k, v in data.items() if k in known}
+        for name in ("devices", "plugins"):
+            if name in values:
+                values[name] = tuple(str(x) for x in values[name])
+        for name in ("plan", "ops", "records_problems"):
+            if values.get(name) is not None:
+                values[name] = tuple(values[name])
+        return cls(**values, sections={k: v for k, v in data.items() if k not in known})
+
+    @classmethod
+    def load(cls, path: Path) -> RunInfo:
+        """The run.json at ``path``, checked."""
+        return cls.from_dict(_read(path), path)
+
+
+_ALWAYS = ("git_commit", "git_dirty", "finished_at")  # written as null when unknown
+
+
+def _plain(value: Any) -> Any:
+    """JSON's shapes: tuples as lists, mappings as dicts."""
+    if isinstance(value, tuple | list):
+        return [_plain(v) for v in value]
+    if isinstance(value, Mapping):
+        return {k: _plain(v) for k, v in value.items()}
+    return value

@@ -7,7 +7,6 @@ from __future__ import annotations
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, replace
 from pathlib import Path
-from typing import Any
 
 from harness.backends.base import Backend
 from harness.errors import UsageError
@@ -17,6 +16,7 @@ from harness.ops.shapes import load_level, load_shapes_file
 from harness.options import RunOptions
 from harness.providers import check_provider
 from harness.providers.declarative import declared_shapes
+from harness.results.runinfo import RunInfo
 from harness.run.batch import CaseRunner
 from harness.run.plan import OpPlan, assign_device, plan_for, plan_ops, resolve_level
 from harness.run.select import select_run_ops
@@ -54,7 +54,7 @@ class BuiltinSource:
     def claims(self, options: RunOptions) -> bool:
         return True
 
-    def made(self, info: Mapping[str, Any]) -> bool:
+    def made(self, info: RunInfo) -> bool:
         return True
 
     def choose(self, options: RunOptions, backend: Backend, env: Mapping[str, str], all_ops: bool) -> Chosen:
@@ -79,8 +79,8 @@ class BuiltinSource:
         return Chosen(options=options, level=level, plugins=plugins, runner=CaseRunner(), plan_ops=planned,
                       dismissed=dict(selection.dismissed))
 
-    def reopen(self, info: Mapping[str, Any], options: RunOptions, backend: Backend) -> Chosen:
-        return Chosen(options=options, level=str(info["level"]), plugins=plan_for(backend, options),
+    def reopen(self, info: RunInfo, options: RunOptions, backend: Backend) -> Chosen:
+        return Chosen(options=options, level=info.level, plugins=plan_for(backend, options),
                       runner=CaseRunner())
 
 

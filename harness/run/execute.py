@@ -25,7 +25,7 @@ from harness.backends.state import append_state, summarize_states
 from harness.contract import EXIT_FAILED, EXIT_INTERRUPTED, EXIT_OK, RunFiles
 from harness.errors import UsageError
 from harness.options import RunOptions
-from harness.results.runinfo import RUN_SCHEMA_VERSION, fingerprint
+from harness.results.runinfo import RunInfo
 from harness.results.store import atomic_write_text, read_json, read_records_file
 from harness.run.batch import CaseRunner, run_batch
 from harness.run.caches import named_caches, remove_run_cache
@@ -45,12 +45,10 @@ from harness.run.provenance import commit_state
 from harness.run.rundir import (
     check_out_dir,
     read_markers,
-    read_run_info,
     refuse_live_ops,
     run_dir_for,
     run_lock,
     write_marker,
-    write_run_info,
 )
 from harness.run.source import Chosen, Source
 from harness.run.spawn import StopToken, stop_on_signals
@@ -170,23 +168,22 @@ def prepare_resume(run_dir: Path, env: Mapping[str, str], sources: Sequence[Sour
     """Rebuild the plan stored in an earlier run directory, with the source that made it; a
     run.json that cannot give it (damaged, edited) is refused by name."""
     path = RunFiles(run_dir).run_info
-    info = read_run_info(path)
-    options = RunOptions.from_stored(info.get("options"), f"{run_dir}/run.json")
+    info = RunInfo.load(path)
+    options = RunOptions.from_stored(info.options, f"{run_dir}/run.json")
 
     def build() -> Prepared:
+        for name in ("devices", "level"):  # a plan needs them: a run.json without them is damaged
+            if not getattr(info, name):
+                raise KeyError(name)
         source = next(s for s in sources if s.made(info))
-        backend = resolve_backend(str(info.get("backend")))
+        backend = resolve_backend(info.backend)
         stored = checked_replay(options, backend.name)
         chosen = source.reopen(info, stored, backend)
-        devices = tuple(str(d) for d in info["devices"])
-        plan = RunPlan(run_id=str(info["run_id"]), backend=backend, level=str(info["level"]), plugins=chosen.plugins,
-                       devices=devices, ops=stored_ops(info), options=stored)
-        dismissed = info.get("dismissed", {})
-        if not isinstance(dismissed, dict):
-            raise TypeError("dismissed is not a table")
-        return Prepared(plan=plan, run_dir=run_dir.absolute(), resumed=True, dismissed=dict(dismissed),
-                        runner=chosen.runner, sweep=_with_launcher(sweep_step(stored, backend, devices, env), chosen),
-                        shard=info.get("shard"))
+        plan = RunPlan(run_id=info.run_id, backend=backend, level=info.level, plugins=chosen.plugins,
+                       devices=info.devices, ops=stored_ops(info), options=stored)
+        return Prepared(plan=plan, run_dir=run_dir.absolute(), resumed=True, dismissed=dict(info.dismissed),
+                        runner=chosen.runner,
+                        sweep=_with_launcher(sweep_step(stored, backend, info.devices, env), chosen), shard=info.shard)
 
     return _stored(path, build)
 
@@ -202,45 +199,30 @@ def _stored(path: Path, build: Any) -> Prepared:
     return prepared
 
 
-def _run_info(
-    prepared: Prepared, status: str, started: str, identity: dict[str, Any]
-) -> dict[str, Any]:
+def _stored_plan(o: OpPlan) -> dict[str, Any]:
+    """One op's entry of run.json's plan (read back by harness.run.outputs.stored_ops)."""
+    return {"op": o.op, "device": o.device, "dtypes": list(o.dtypes), "shapes": [list(s) for s in o.shapes],
+            "provider": o.provider, "autotuned": o.autotuned,
+            **({"supported_dtypes": list(o.supported_dtypes)} if o.supported_dtypes is not None else {}),
+            **({"open_cases": o.open_cases} if o.is_open else {})}
+
+
+def _run_info(prepared: Prepared, status: str, started: str, identity: dict[str, Any]) -> RunInfo:
     plan = prepared.plan
     source = commit_state(Path(__file__).resolve().parent)
-    info: dict[str, Any] = {
-        "schema_version": RUN_SCHEMA_VERSION,
-        "run_id": plan.run_id,
-        "status": status,
-        "backend": plan.backend.name,
-        "backend_description": plan.backend.description,
-        "devices": list(plan.devices),
-        "level": plan.level,
-        "timer": plan.timer,
-        "plugins": list(plan.plugins.modules),
-        "identity": identity,
-        "harness_version": __version__,
-        "git_commit": source.commit,
-        "git_dirty": source.dirty,
-        "python": sys.version.split()[0],
-        "container": {"image": plan.options.image, "digest": plan.options.image_digest},
-        "options": plan.options.to_dict(),
-        "caches": named_caches(plan.options, os.environ),
-        "plan": [
-            {"op": o.op, "device": o.device, "dtypes": list(o.dtypes),
-             "shapes": [list(s) for s in o.shapes], "provider": o.provider, "autotuned": o.autotuned,
-             **({"supported_dtypes": list(o.supported_dtypes)} if o.supported_dtypes is not None else {}),
-             **({"open_cases": o.open_cases} if o.is_open else {})}
-            for o in plan.ops
-        ],
-        "dismissed": dict(prepared.dismissed),
-        "started_at": started,
-        "finished_at": None if status == "running" else _now(),
-        **prepared.runner.run_info(identity),
-    }
-    if prepared.shard is not None:
-        info["shard"] = dict(prepared.shard)
-    info["fingerprint"] = fingerprint(info)
-    return info
+    return RunInfo(
+        run_id=plan.run_id, status=status, backend=plan.backend.name,
+        backend_description=plan.backend.description, devices=plan.devices, level=plan.level,
+        timer=plan.timer, plugins=plan.plugins.modules, identity=identity, harness_version=__version__,
+        git_commit=source.commit, git_dirty=source.dirty, python=sys.version.split()[0],
+        container={"image": plan.options.image, "digest": plan.options.image_digest},
+        options=plan.options.to_dict(), caches=named_caches(plan.options, os.environ),
+        plan=tuple(_stored_plan(o) for o in plan.ops),
+        dismissed=dict(prepared.dismissed), started_at=started,
+        finished_at=None if status == "running" else _now(),
+        shard=None if prepared.shard is None else dict(prepared.shard),
+        sections=prepared.runner.run_info(identity),
+    ).with_fingerprint()
 
 
 def _identity(run_dir: Path) -> tuple[dict[str, Any], dict[str, Any]]:
@@ -251,29 +233,31 @@ def _identity(run_dir: Path) -> tuple[dict[str, Any], dict[str, Any]]:
     return dict(first), per_device
 
 
-def finalize(prepared: Prepared, outcomes: list[OpOutcome], status: str, started: str) -> dict[str, Any]:
+def finalize(prepared: Prepared, outcomes: list[OpOutcome], status: str, started: str) -> RunInfo:
     """Render every output from the records; each file replaced atomically."""
     plan, run_dir = prepared.plan, prepared.run_dir
     found = read_records_file(RunFiles(run_dir).records)
     outcomes = with_causes(outcomes, found.records)  # a cause for every op that did not pass
     identity, per_device = _identity(run_dir)
-    info = _run_info(prepared, status, started, identity)
-    info["identity_per_device"] = per_device
     append_state(run_dir, plan.backend, "<run end>", plan.devices)
-    info["device_state"] = summarize_states(run_dir)
-    info["ops"] = [{**o.to_json(), "notes": "; ".join(o.notes)} for o in outcomes]  # numbers as numbers
-    if found.problems:  # never dropped silently: listed here and in report.md
-        info["records_problems"] = [{"line": p.line, "kind": p.kind, "reason": p.reason} for p in found.problems]
-    for name, text in render_outputs(plan.ops, info, found, outcomes).items():
+    info = replace(
+        _run_info(prepared, status, started, identity), identity_per_device=per_device,
+        device_state=summarize_states(run_dir),
+        ops=tuple({**o.to_json(), "notes": "; ".join(o.notes)} for o in outcomes),  # numbers as numbers
+        # never dropped silently: listed here and in report.md
+        records_problems=tuple({"line": p.line, "kind": p.kind, "reason": p.reason} for p in found.problems)
+        or None,
+    )
+    for name, text in render_outputs(plan.ops, info.to_dict(), found, outcomes).items():
         atomic_write_text(run_dir / name, text)
     write_meta(run_dir, _autotune_meta(plan, identity))
     if status != "running":
         records = list(found.records)
-        problem = write_html_report(run_dir, info, records, unreached_cases(plan.ops, records,
-                                                                            {o.op: o for o in outcomes}))
+        problem = write_html_report(run_dir, info.to_dict(), records,
+                                    unreached_cases(plan.ops, records, {o.op: o for o in outcomes}))
         if problem:
-            info["report_html"] = problem
-    write_run_info(run_dir, info)
+            info = replace(info, report_html=problem)
+    info.dump(RunFiles(run_dir).run_info)
     remove_run_cache(plan.options, run_dir)
     return info
 
@@ -325,14 +309,14 @@ def _execute_locked(prepared: Prepared, env: Mapping[str, str], out: TextIO) -> 
     append_state(run_dir, plan.backend, "<run start>", plan.devices)
     RunFiles(run_dir).records.touch()  # always there, even when no case gets a record
     if prepared.resumed:
-        started = read_run_info(RunFiles(run_dir).run_info).get("started_at", started)
+        started = RunInfo.load(RunFiles(run_dir).run_info).started_at or started
         already = read_markers(run_dir)
     for op_plan in plan.ops:
         if op_plan.op in dismissed and op_plan.op not in already:
             already[op_plan.op] = OpOutcome(op_plan.op, op_plan.device, "SKIP",
                                             notes=(f"dismissed: {dismissed[op_plan.op]}",))
             write_marker(run_dir, already[op_plan.op])  # every ended op has one, dismissed ones too
-    write_run_info(run_dir, _run_info(prepared, "running", started, {}))
+    _run_info(prepared, "running", started, {}).dump(RunFiles(run_dir).run_info)
     to_run = [o for o in plan.ops if o.op not in already]
     print(_start_line(prepared, already, to_run), file=out, flush=True)
     stop = StopToken()
@@ -375,10 +359,10 @@ def _execute_locked(prepared: Prepared, env: Mapping[str, str], out: TextIO) -> 
         file=out,
     )
     written = "run.json, records.jsonl, summary.csv, junit.xml, report.md, report.html, ops_status.csv"
-    if info.get("report_html"):
-        print(info["report_html"], file=out)
+    if info.report_html:
+        print(info.report_html, file=out)
         written = written.replace(" report.html,", "")
-    print(f"device: {info['identity'].get('device_name', '?')}; reports: {run_dir}/ ({written})", file=out)
+    print(f"device: {info.identity.get('device_name', '?')}; reports: {run_dir}/ ({written})", file=out)
     if found.corrupt:  # something other than the op processes wrote into records.jsonl
         print(f"error: {found.corrupt_message()}", file=out)
     return EXIT_FAILED if bad or found.corrupt else EXIT_OK

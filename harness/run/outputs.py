@@ -12,6 +12,7 @@ from typing import Any
 from harness.backends.base import Peaks
 from harness.errors import UsageError
 from harness.results.render import Unreached, render_csv, render_junit, render_markdown
+from harness.results.runinfo import RunInfo
 from harness.results.schema import Measurement, shape_str
 from harness.results.store import RecordsFile, atomic_write_text
 from harness.run.decide import INTERRUPTED, PENDING, OpOutcome, render_status, with_causes
@@ -32,13 +33,14 @@ def _stored_open(o: Mapping[str, Any]) -> int | None:
     return None if value is None else int(value)
 
 
-def stored_ops(info: Mapping[str, Any]) -> tuple[OpPlan, ...]:
+def stored_ops(info: Mapping[str, Any] | RunInfo) -> tuple[OpPlan, ...]:
     """The op plans a run.json holds (KeyError, TypeError or ValueError when it is damaged)."""
+    plan = info.plan if isinstance(info, RunInfo) else info["plan"]
     return tuple(
         OpPlan(op=str(o["op"]), device=str(o["device"]), dtypes=tuple(str(d) for d in o["dtypes"]),
                shapes=tuple(tuple(int(x) for x in s) for s in o["shapes"]), provider=str(o["provider"]),
                autotuned=o.get("autotuned"), supported_dtypes=_stored_dtypes(o), open_cases=_stored_open(o))
-        for o in info["plan"]
+        for o in plan
     )
 
 

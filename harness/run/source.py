@@ -15,6 +15,7 @@ from typing import Any, Protocol
 
 from harness.backends.base import Backend
 from harness.options import RunOptions
+from harness.results.runinfo import RunInfo
 from harness.run.context import OpRunner
 from harness.run.plan import OpPlan
 from harness.run.plugins import PluginPlan
@@ -51,7 +52,7 @@ class Source(Protocol):
         """Whether a new run with these options takes its ops from this source."""
         ...
 
-    def made(self, info: Mapping[str, Any]) -> bool:
+    def made(self, info: RunInfo) -> bool:
         """Whether the stored run (its run.json) took its ops from this source."""
         ...
 
@@ -59,7 +60,7 @@ class Source(Protocol):
         """Validate the options this source reads and choose the ops (``all_ops``: ``--all``)."""
         ...
 
-    def reopen(self, info: Mapping[str, Any], options: RunOptions, backend: Backend) -> Chosen:
+    def reopen(self, info: RunInfo, options: RunOptions, backend: Backend) -> Chosen:
         """The choice stored in a run.json, for a resume (KeyError, TypeError or ValueError when the
         file cannot give it)."""
         ...

@@ -30,6 +30,7 @@ from harness.backends.base import Backend, capture_denied
 from harness.contract import PYTEST_OFF, SUITE_SPEC_OPTION, SuiteFacts, op_file_stem
 from harness.errors import EnvironmentProblem, UsageError
 from harness.options import RunOptions
+from harness.results.runinfo import RunInfo
 from harness.results.store import read_records
 from harness.run.context import BatchContext
 from harness.run.decide import AttemptExit
@@ -246,8 +247,8 @@ class SuiteSource:
     def claims(self, options: RunOptions) -> bool:
         return bool(options.suite)
 
-    def made(self, info: Mapping[str, Any]) -> bool:
-        return "suite" in info
+    def made(self, info: RunInfo) -> bool:
+        return "suite" in info.sections
 
     def choose(self, options: RunOptions, backend: Backend, env: Mapping[str, str], all_ops: bool) -> Chosen:
         assert options.suite is not None
@@ -275,15 +276,16 @@ class SuiteSource:
                       dismissed=dismissed, digest_facts=suite_digest_facts(tree, plans),
                       shard_launcher=runner.shard_launch)
 
-    def reopen(self, info: Mapping[str, Any], options: RunOptions, backend: Backend) -> Chosen:
-        tree = locate_suite(Path(info["suite"]["path"]))
+    def reopen(self, info: RunInfo, options: RunOptions, backend: Backend) -> Chosen:
+        facts = info.sections["suite"]
+        tree = locate_suite(Path(facts["path"]))
         inventory = read_inventory(tree)
         catalog = op_catalog(inventory)
         ops = [catalog.get(o.op) or resolve_nodes(inventory, [o.op])[0] for o in stored_ops(info)]
         plans = plan_suite_ops(tree, inventory, ops, backend, options)
-        runner = SuiteRunner(tree, plans, installed=info["suite"].get("installed"),
+        runner = SuiteRunner(tree, plans, installed=facts.get("installed"),
                              features=suite_features(backend, options))
-        return Chosen(options=options, level=str(info["level"]), plugins=suite_plugins(backend, options),
+        return Chosen(options=options, level=info.level, plugins=suite_plugins(backend, options),
                       runner=runner, shard_launcher=runner.shard_launch)
 
 

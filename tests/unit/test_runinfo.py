@@ -14,6 +14,7 @@ from harness.options import RunOptions
 from harness.results.runinfo import (
     ALIKE_FIELDS,
     RUN_SCHEMA_VERSION,
+    RunInfo,
     alike_values,
     fingerprint,
     read_run_info,
@@ -106,3 +107,27 @@ def test_the_fingerprint_changes_with_each_alike_field_and_nothing_else() -> Non
     for label, info in changed.items():
         assert fingerprint(info) != fingerprint(base), label
         assert alike_values(info)[label] != alike_values(base)[label]
+
+
+def test_run_info_reads_back_what_it_wrote_and_keeps_what_it_does_not_type(tmp_path: Path) -> None:
+    info = RunInfo(run_id="r", status="complete", backend="cpu", devices=("cpu",), level="smoke", timer="cpu",
+                   plan=({"op": "add", "device": "cpu", "dtypes": ["float32"], "shapes": [[8]],
+                          "provider": "builtin", "autotuned": False},),
+                   ops=({"op": "add", "status": "PASS"},),
+                   sections={"suite": {"path": "/fg/benchmark"}, "merged_from": ["a", "b"]}).with_fingerprint()
+    path = tmp_path / "run.json"
+    info.dump(path)
+    data = json.loads(path.read_text())
+    assert data["suite"] == {"path": "/fg/benchmark"} and data["devices"] == ["cpu"]
+    assert "shard" not in data and "report_html" not in data  # optional fields left out are not written
+    assert data["finished_at"] is None and data["fingerprint"] == fingerprint(data)
+    assert RunInfo.load(path) == info
+    assert read_run_info(path) == data
+
+
+def test_a_typed_field_of_another_shape_is_refused_by_name(tmp_path: Path) -> None:
+    path = tmp_path / "run.json"
+    RunInfo(run_id="r", status="running", backend="cpu", devices=("cpu",)).dump(path)
+    path.write_text(path.read_text().replace('"devices": [\n    "cpu"\n  ]', '"devices": "cpu"'))
+    with pytest.raises(UsageError, match="devices 'cpu' is not what `harness run` writes"):
+        RunInfo.load(path)
