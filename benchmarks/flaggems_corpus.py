@@ -96,6 +96,7 @@ sys.path.insert(0, str(REPO))
 
 from harness.child.process import times_path  # noqa: E402
 from harness.contract import RunFiles  # noqa: E402
+from harness.results.triage import CAUSES_COLUMNS, causes_rows, read_folder  # noqa: E402
 from harness.run.caches import cache_env  # noqa: E402
 from harness.suite.inventory import read_inventory  # noqa: E402
 from harness.suite.layout import locate_suite  # noqa: E402
@@ -1187,6 +1188,9 @@ def cmd_merge(dirs: Sequence[Path], out: Path) -> None:
     write_csv(out / "triage.csv", [row for p in parts for row in read_csv(p.parent / f"triage-{part_number(p)}.csv")
                                    if final.get(row["op"], {}).get("part") == str(p)],
               ("op", "case", "status", "message"))
+    # Each op and case that did not pass with its cause (harness/results/causes.py), from the merged CSVs.
+    ops, cases, _ = read_folder(out)
+    write_csv(out / "causes.csv", causes_rows(ops, cases), CAUSES_COLUMNS)
     for name in ("caliber.csv", "throughput.csv"):
         found = [d / name for d in dirs if (d / name).is_file()]
         if found:

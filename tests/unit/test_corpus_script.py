@@ -122,6 +122,9 @@ def test_merge_keeps_each_op_once_from_the_part_it_ended_in_and_orders_parts_by_
                                                                                                   ("b", "PASS")]
     assert [r["status"] for r in csv.DictReader((merged / "summary.csv").open())] == ["error", "pass"]
     assert [r["message"] for r in csv.DictReader((merged / "triage.csv").open())] == ["from part 10"]
+    causes = list(csv.DictReader((merged / "causes.csv").open()))
+    assert [(r["op"], bool(r["case"]), r["status"]) for r in causes] == [("a", False, "ERROR"), ("a", True, "error")]
+    assert all(r["cause"] for r in causes)
 
 
 def test_the_timeline_splits_each_ended_op_into_before_during_and_after_its_session(tmp_path: Path) -> None:
