@@ -1,4 +1,4 @@
-"""The pure parts of benchmarks/flaggems_corpus.py: the stratified sample, its parts, the projection."""
+"""benchmarks/flaggems_corpus.py and the sample and projection it draws on (harness/suite/projection.py)."""
 
 from __future__ import annotations
 
@@ -7,9 +7,9 @@ from typing import Any
 
 import pytest
 
-from benchmarks.flaggems_corpus import category, lpt_makespan, parts_of, project, stratified_sample
 from harness.suite.inventory import read_inventory
 from harness.suite.layout import locate_suite
+from harness.suite.projection import category, lpt_makespan, parts_of, project, stratified_sample
 from harness.suite.select import all_ops
 from tests.data.fake_flaggems_suite import write_fake_suite
 
@@ -40,7 +40,7 @@ def test_the_projection_gives_unsampled_ops_their_strata_mean_and_shards_longest
 
 
 def test_the_projection_interval_resamples_each_stratum_and_holds_the_projection(tmp_path: Path) -> None:
-    from benchmarks.flaggems_corpus import project_interval
+    from harness.suite.projection import project_interval
 
     inventory = read_inventory(locate_suite(write_fake_suite(tmp_path).benchmark))
     ops = all_ops(inventory)
