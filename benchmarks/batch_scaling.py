@@ -45,7 +45,7 @@ from harness.options import resolve_run_options  # noqa: E402
 from harness.results.schema import Measurement  # noqa: E402
 from harness.results.store import read_records  # noqa: E402
 from harness.run.execute import execute  # noqa: E402
-from harness.run.plan import shard_ops  # noqa: E402
+from harness.run.plan import share_ops  # noqa: E402
 from harness.sources import prepare  # noqa: E402
 
 TARGET_RATIO = 1.8
@@ -62,7 +62,7 @@ def _run(label: str, devices: Sequence[str], args: argparse.Namespace, work: Pat
     options = resolve_run_options(cli, env={}, config={})  # this script's choices only, no pyproject
     prepared = prepare(options, env)
     if pseudo:  # the CPU backend has one device; label two for a dry run of the sharding
-        plan = replace(prepared.plan, devices=tuple(devices), ops=shard_ops(prepared.plan.ops, devices))
+        plan = replace(prepared.plan, devices=tuple(devices), ops=share_ops(prepared.plan.ops, devices))
         prepared = replace(prepared, plan=plan)
     run_env = dict(env)
     run_env["TRITON_CACHE_DIR"] = str(work / f"{label}-triton-cache")  # a cold compile cache per run

@@ -127,7 +127,7 @@ def test_suite_shards_on_two_machines_merge_into_one_run_holding_every_op_once(t
     assert shards[0]["ops"] and shards[1]["ops"] and not set(shards[0]["ops"]) & set(shards[1]["ops"])
     assert sorted(shards[0]["ops"] + shards[1]["ops"]) == sorted(selection)
     assert shards[0]["plan_digest"] == shards[1]["plan_digest"]
-    assert prepare_resume(parts[0], env).shard == shards[0]  # a resumed part stays that part
+    assert prepare_resume(parts[0], env).part == shards[0]  # a resumed part stays that part
 
     assert "2/2 missing" in harness("merge", str(parts[0]), "--out", str(tmp_path / "half")).stderr
     refused = harness("merge", str(parts[0]), str(other), "--out", str(tmp_path / "mixed"))

@@ -3,10 +3,10 @@ their recorded configs become the one set the measurement replays.
 
 A sweep splits an op's cases over N processes (each on a device of ``--sweep-devices``); each
 tunes its share and records what the autotuners chose (an :class:`OpAutotune`, the format of
-``autotune/<op>.json``). :func:`merge_shards` joins them: a (kernel, key) tuned by two
+``autotune/<op>.json``). :func:`merge_processes` joins them: a (kernel, key) tuned by two
 processes that chose differently is a :class:`Conflict` (cases of different shapes can share a
 key: FlagGems' LibTuner rounds keys, a kernel may key on one dimension only); the choice of
-the lowest shard is kept, so the result does not depend on which process finished first.
+the lowest sweep process is kept, so the result does not depend on which process finished first.
 Files of a sweep (RUN/sweep/<op>/): ``shard-<i>.json`` (what a process tuned),
 ``configs.json`` (merged: what the measurement replays), ``sweep.json`` (:class:`SweepSummary`).
 """
@@ -24,10 +24,10 @@ from harness.contract import op_file_stem
 __all__ = [
     "SWEEP_DIR",
     "Conflict",
-    "ShardOutcome",
+    "ProcessOutcome",
     "SweepFiles",
     "SweepSummary",
-    "merge_shards",
+    "merge_processes",
     "open_shares",
     "split_cases",
 ]
@@ -55,27 +55,27 @@ class SweepFiles:
     def summary(self) -> Path:
         return self.folder / "sweep.json"
 
-    def shard(self, index: int) -> Path:
-        """What shard ``index`` tuned (autotune format)."""
+    def process_configs(self, index: int) -> Path:
+        """What sweep process ``index`` tuned (autotune format)."""
         return self.folder / f"shard-{index}.json"
 
-    def shard_result(self, index: int) -> Path:
-        """How shard ``index``'s cases went (written by the tune plugin)."""
+    def process_result(self, index: int) -> Path:
+        """How sweep process ``index``'s cases went (written by the tune plugin)."""
         return self.folder / f"shard-{index}.result.json"
 
-    def shard_spec(self, index: int) -> Path:
+    def process_spec(self, index: int) -> Path:
         return self.folder / f"shard-{index}.spec.json"
 
-    def shard_exit(self, index: int) -> Path:
+    def process_exit(self, index: int) -> Path:
         return self.folder / f"shard-{index}.exit"
 
-    def shard_log(self, index: int) -> Path:
+    def process_log(self, index: int) -> Path:
         return self.folder / f"shard-{index}.log"
 
 
 def split_cases(case_ids: Sequence[str], devices: Sequence[str]) -> list[tuple[str, tuple[str, ...]]]:
-    """(device, cases) per shard, one shard per entry of ``devices`` (an id may repeat), the
-    cases dealt round-robin in plan order; shards left without a case are dropped."""
+    """(device, cases) per sweep process, one sweep process per entry of ``devices`` (an id may repeat), the
+    cases dealt round-robin in plan order; sweep processes left without a case are dropped."""
     if not devices:
         raise ValueError("a sweep needs at least one device")
     shares: list[list[str]] = [[] for _ in devices]
@@ -85,8 +85,8 @@ def split_cases(case_ids: Sequence[str], devices: Sequence[str]) -> list[tuple[s
 
 
 def open_shares(devices: Sequence[str]) -> list[tuple[str, tuple[str, ...]]]:
-    """(device, share) per shard of an op whose process finds its own cases (a suite's benchmark):
-    the op's process numbers its candidate calls 0, 1, 2... and shard k of N takes the calls ``i``
+    """(device, share) per sweep process of an op whose process finds its own cases (a suite's benchmark):
+    the op's process numbers its candidate calls 0, 1, 2... and sweep process k of N takes the calls ``i``
     with ``i % N == k`` (harness.child.suite_tune); each share is said in words."""
     if not devices:
         raise ValueError("a sweep needs at least one device")
@@ -96,7 +96,7 @@ def open_shares(devices: Sequence[str]) -> list[tuple[str, tuple[str, ...]]]:
 
 @dataclass(frozen=True)
 class Conflict:
-    """A (kernel, key) that two shards tuned to different configs; ``kept`` is the shard whose
+    """A (kernel, key) that two sweep processes tuned to different configs; ``kept`` is the sweep process whose
     config the measurement replays."""
 
     kernel: str
@@ -112,16 +112,16 @@ def _same(a: TunedConfig, b: TunedConfig) -> bool:
     return a.to_json() == b.to_json()
 
 
-def merge_shards(op: str, shards: Sequence[OpAutotune]) -> tuple[OpAutotune, tuple[Conflict, ...]]:
-    """One record of every shard's configs; per (kernel, key) the lowest shard's choice wins."""
+def merge_processes(op: str, procs: Sequence[OpAutotune]) -> tuple[OpAutotune, tuple[Conflict, ...]]:
+    """One record of every sweep process's configs; per (kernel, key) the lowest sweep process's choice wins."""
     chosen: dict[tuple[str, tuple[str, ...]], tuple[int, TunedConfig]] = {}
     differing: dict[tuple[str, tuple[str, ...]], list[int]] = {}
     tuners: dict[str, tuple[str, ...]] = {}
     notes: list[str] = []
-    for index, shard in enumerate(shards):
-        tuners.update({k: v for k, v in shard.tuners.items() if k not in tuners})
-        notes += [f"shard {index}: {n}" for n in shard.notes]
-        for config in shard.configs:
+    for index, proc in enumerate(procs):
+        tuners.update({k: v for k, v in proc.tuners.items() if k not in tuners})
+        notes += [f"shard {index}: {n}" for n in proc.notes]
+        for config in proc.configs:
             slot = (config.kernel, config.key)
             if slot not in chosen:
                 chosen[slot] = (index, config)
@@ -134,7 +134,7 @@ def merge_shards(op: str, shards: Sequence[OpAutotune]) -> tuple[OpAutotune, tup
 
 
 @dataclass(frozen=True)
-class ShardOutcome:
+class ProcessOutcome:
     index: int
     device: str
     cases: tuple[str, ...]
@@ -151,16 +151,16 @@ class SweepSummary:
 
     op: str
     devices: tuple[str, ...]
-    shards: tuple[ShardOutcome, ...]
+    processes: tuple[ProcessOutcome, ...]
     keys: int = 0  # distinct (kernel, key) pairs tuned
     conflicts: tuple[Conflict, ...] = ()
     elapsed_s: float = 0.0
-    failed: str = ""  # the reason the op fails, when a shard failed
+    failed: str = ""  # the reason the op fails, when a sweep process failed
     extra: Mapping[str, Any] = field(default_factory=dict)
 
     @property
     def compile_s(self) -> float | None:
-        times = [s.compile_s for s in self.shards if s.compile_s is not None]
+        times = [s.compile_s for s in self.processes if s.compile_s is not None]
         return sum(times) if times else None
 
     def note(self) -> str:
@@ -172,7 +172,7 @@ class SweepSummary:
             return f"sweep on {where} failed: {self.failed}"
         conflicts = (f"; {len(self.conflicts)} key(s) tuned differently by two shards (kept the lower "
                      f"shard's choice; {SWEEP_DIR}/{op_file_stem(self.op)}/sweep.json)") if self.conflicts else ""
-        return (f"sweep: {len(self.shards)} shard(s) on {where} tuned {self.keys} key(s) in "
+        return (f"sweep: {len(self.processes)} shard(s) on {where} tuned {self.keys} key(s) in "
                 f"{self.elapsed_s:.1f} s{conflicts}; measured replaying them")
 
     def to_json(self) -> dict[str, Any]:
@@ -180,7 +180,7 @@ class SweepSummary:
             "format_version": 1,
             "op": self.op,
             "devices": list(self.devices),
-            "shards": [{**asdict(s), "cases": list(s.cases)} for s in self.shards],
+            "shards": [{**asdict(s), "cases": list(s.cases)} for s in self.processes],
             "keys": self.keys,
             "conflicts": [c.to_json() for c in self.conflicts],
             "elapsed_s": round(self.elapsed_s, 3),

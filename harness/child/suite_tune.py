@@ -1,14 +1,14 @@
-"""FlagGems' ``get_latency`` in a sweep shard of a suite op: its share of FlagGems' calls runs once,
+"""FlagGems' ``get_latency`` in a sweep process of a suite op: its share of FlagGems' calls runs once,
 so the autotuners (Triton's, FlagGems' LibTuner) tune their keys; nothing is timed or checked and
 no record is written (harness/run/sweep.py; the measurement that follows replays what was tuned).
 
 A suite op's cases are not known before its process runs (FlagGems' benchmark makes its inputs),
-so a shard's share cannot be a list of case ids. It is the op process's own numbering: every
+so a sweep process's share cannot be a list of case ids. It is the op process's own numbering: every
 FlagGems call of the op (the second call of a pair, or a FlagGems call alone), numbered 0, 1, 2...
-in the order FlagGems' loops make them; shard ``index`` of ``count`` runs the calls whose number
+in the order FlagGems' loops make them; sweep process ``index`` of ``count`` runs the calls whose number
 ``i`` has ``i % count == index``, and lets the others (and every torch call) return at once.
-FlagGems' inputs are seeded per benchmark function and its loops are deterministic, so every shard
-numbers the same calls alike (a call a shard skips may leave the random state elsewhere; values
+FlagGems' inputs are seeded per benchmark function and its loops are deterministic, so every sweep process
+numbers the same calls alike (a call a sweep process skips may leave the random state elsewhere; values
 change, shapes and dtypes, which make the autotune keys, do not).
 """
 
@@ -43,7 +43,7 @@ class _NoRows(RowWriter):
 
 
 class TuneSeam(LatencySeam):
-    """The sweep shard's answer to ``get_latency`` (and ``set_dtypes``, as the measurement's)."""
+    """The sweep process's answer to ``get_latency`` (and ``set_dtypes``, as the measurement's)."""
 
     def __init__(self, ctx: RowContext, timers: SuiteTimers, dtypes: tuple[str, ...], index: int, count: int,
                  recorder: RowHook | None, under_gems: Callable[[], bool] = lambda: False,
@@ -52,7 +52,7 @@ class TuneSeam(LatencySeam):
         self.index, self.count = index, max(count, 1)
         self.recorder = recorder  # the autotune hook: begin() before each call of the share, written() after
         self.synchronize = synchronize
-        self.calls = 0  # FlagGems calls seen, this shard's or not
+        self.calls = 0  # FlagGems calls seen, this sweep process's or not
         self.outcomes: dict[str, str] = {}  # row case id (or pytest node) -> "ok" | "skip: ..." | "error: ..."
 
     def mine(self, number: int) -> bool:
@@ -86,7 +86,7 @@ class TuneSeam(LatencySeam):
             outcome = "ok"
         except KeyboardInterrupt:
             raise
-        except Exception as exc:  # noqa: BLE001 - the shard's result says which call failed and why
+        except Exception as exc:  # noqa: BLE001 - the sweep process's result says which call failed and why
             outcome = f"error: FlagGems' call raised {type(exc).__name__}: {str(exc)[:500]}"
         finally:
             if self.recorder is not None:
@@ -104,7 +104,7 @@ class TuneSeam(LatencySeam):
         self.deferred = None
 
     def item_outcome(self, status: str, message: str) -> None:
-        """A benchmark function that failed or skipped outside the calls: an error fails the shard
+        """A benchmark function that failed or skipped outside the calls: an error fails the sweep process
         (the measurement would error on it too), a skip is noted."""
         if status == "skip" and self.item_rows:
             return

@@ -37,7 +37,7 @@ from harness.run.plan import (
     RunPlan,
     make_run_id,
     plan_digest,
-    plan_shard,
+    plan_part,
 )
 from harness.run.plugins import check_extra_plugins
 from harness.run.progress import make_progress
@@ -54,7 +54,7 @@ from harness.run.source import Chosen, Source
 from harness.run.spawn import StopToken, stop_on_signals
 from harness.run.sweep import SweepStep, resolve_sweep_devices
 
-__all__ = ["Prepared", "checked_replay", "execute", "finalize", "prepare", "prepare_resume", "shard_part",
+__all__ = ["Prepared", "checked_replay", "execute", "finalize", "prepare", "prepare_resume", "run_part",
            "sweep_step"]
 
 
@@ -70,7 +70,7 @@ class Prepared:
     dismissed: Mapping[str, str] = field(default_factory=dict)  # op id -> reason (in plan.ops, never run)
     runner: OpRunner = field(default_factory=CaseRunner)
     sweep: SweepStep | None = None  # --sweep-devices (harness.run.sweep)
-    shard: Mapping[str, Any] | None = None  # run.json's "shard" entry (--shard K/N), else None
+    part: Mapping[str, Any] | None = None  # which part of a --shard K/N split (run.json's "shard"), else None
 
 
 def prepare(options: RunOptions, env: Mapping[str, str], source: Source, all_ops: bool = False) -> Prepared:
@@ -92,14 +92,14 @@ def prepare(options: RunOptions, env: Mapping[str, str], source: Source, all_ops
                    ops=chosen.plan_ops(devices), options=chosen.options)
     whole = Prepared(plan=plan, run_dir=run_dir.absolute(), dismissed=dict(chosen.dismissed), runner=chosen.runner,
                      sweep=_with_launcher(sweep_step(options, backend, devices, env), chosen))
-    return shard_part(whole, chosen.digest_facts) if options.shard is not None else whole
+    return run_part(whole, chosen.digest_facts) if options.shard is not None else whole
 
 
 def _with_launcher(sweep: SweepStep | None, chosen: Chosen) -> SweepStep | None:
     """The run's sweep, its processes started as the source starts them."""
-    if sweep is None or chosen.shard_launcher is None:
+    if sweep is None or chosen.sweep_launcher is None:
         return sweep
-    return replace(sweep, launcher=chosen.shard_launcher)
+    return replace(sweep, launcher=chosen.sweep_launcher)
 
 
 def sweep_step(options: RunOptions, backend: Backend, devices: Sequence[str],
@@ -115,7 +115,7 @@ def sweep_step(options: RunOptions, backend: Backend, devices: Sequence[str],
     return SweepStep(resolve_sweep_devices(options.sweep_devices, backend, devices, env))
 
 
-def shard_part(whole: Prepared, digest_extra: Mapping[str, Any] | None = None) -> Prepared:
+def run_part(whole: Prepared, digest_extra: Mapping[str, Any] | None = None) -> Prepared:
     """Only this machine's part of a prepared whole run (--shard K/N): the harness's own ops and a
     suite's alike. ``whole.plan.ops`` holds every selected op (dismissed ones too); the part keeps
     its runner and sweep, and run.json's ``shard`` says which part of which whole (``digest_extra``:
@@ -125,9 +125,9 @@ def shard_part(whole: Prepared, digest_extra: Mapping[str, Any] | None = None) -
     index, count = plan.options.shard
     digest = plan_digest(plan.ops, plan.options, plan.level, plan.timer, digest_extra)
     seconds = read_op_seconds(Path(plan.options.shard_weights)) if plan.options.shard_weights else None
-    ops, shard = plan_shard(plan.ops, index, count, plan.devices, digest, weightless=dismissed, seconds=seconds)
+    ops, part = plan_part(plan.ops, index, count, plan.devices, digest, weightless=dismissed, seconds=seconds)
     mine = {o.op: dismissed[o.op] for o in ops if o.op in dismissed}
-    return replace(whole, plan=replace(plan, ops=ops), dismissed=mine, shard=shard.to_dict())
+    return replace(whole, plan=replace(plan, ops=ops), dismissed=mine, part=part.to_dict())
 
 
 def read_op_seconds(path: Path) -> dict[str, float]:
@@ -183,7 +183,7 @@ def prepare_resume(run_dir: Path, env: Mapping[str, str], sources: Sequence[Sour
                        devices=info.devices, ops=stored_ops(info), options=stored)
         return Prepared(plan=plan, run_dir=run_dir.absolute(), resumed=True, dismissed=dict(info.dismissed),
                         runner=chosen.runner,
-                        sweep=_with_launcher(sweep_step(stored, backend, info.devices, env), chosen), shard=info.shard)
+                        sweep=_with_launcher(sweep_step(stored, backend, info.devices, env), chosen), part=info.shard)
 
     return _stored(path, build)
 
@@ -220,7 +220,7 @@ def _run_info(prepared: Prepared, status: str, started: str, identity: dict[str,
         plan=tuple(_stored_plan(o) for o in plan.ops),
         dismissed=dict(prepared.dismissed), started_at=started,
         finished_at=None if status == "running" else _now(),
-        shard=None if prepared.shard is None else dict(prepared.shard),
+        shard=None if prepared.part is None else dict(prepared.part),
         sections=prepared.runner.run_info(identity),
     ).with_fingerprint()
 

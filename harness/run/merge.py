@@ -49,11 +49,11 @@ from harness.run.decide import INTERRUPTED, PENDING, OpOutcome, render_status, w
 from harness.run.plan import make_run_id, plan_digest
 from harness.run.rundir import read_markers, write_marker
 
-__all__ = ["ShardRun", "check_shards", "merge_runs", "merged_info", "read_shard", "software_differences"]
+__all__ = ["PartRun", "check_parts", "merge_runs", "merged_info", "read_part", "software_differences"]
 
 
 @dataclass(frozen=True)
-class ShardRun:
+class PartRun:
     """One part as read from its run directory."""
 
     path: Path
@@ -80,52 +80,52 @@ def _stored_digest(info: Mapping[str, Any], source: str) -> str:
     return plan_digest(stored_ops(info), options, str(info.get("level")), str(info.get("timer")))
 
 
-def read_shard(path: Path) -> ShardRun:
+def read_part(path: Path) -> PartRun:
     """A run directory as a part: its ``shard`` entry, or part 1/1 when it was not sharded."""
     info = read_run_info(RunFiles(path).run_info)
-    shard = info.get("shard")
+    part = info.get("shard")
     plan_ops = tuple(str(o.get("op")) for o in info.get("plan", []) if isinstance(o, Mapping))
-    if shard is None:
-        return ShardRun(path=path, info=info, index=1, count=1,
+    if part is None:
+        return PartRun(path=path, info=info, index=1, count=1,
                         digest=_stored_digest(info, f"{path}/run.json"), ops=plan_ops, all_ops=plan_ops)
     try:
-        return ShardRun(path=path, info=info, index=int(shard["index"]), count=int(shard["count"]),
-                        digest=str(shard["plan_digest"]), ops=tuple(shard["ops"]),
-                        all_ops=tuple(shard["all_ops"]))
+        return PartRun(path=path, info=info, index=int(part["index"]), count=int(part["count"]),
+                        digest=str(part["plan_digest"]), ops=tuple(part["ops"]),
+                        all_ops=tuple(part["all_ops"]))
     except (KeyError, TypeError, ValueError):
-        raise UsageError(f"{path}/run.json: its 'shard' entry is damaged ({shard!r}). Run that part "
+        raise UsageError(f"{path}/run.json: its 'shard' entry is damaged ({part!r}). Run that part "
                          "again with `harness run --shard K/N`.") from None
 
 
-def _differences(first: ShardRun, other: ShardRun) -> str:
+def _differences(first: PartRun, other: PartRun) -> str:
     mine, theirs = alike_values(first.info), alike_values(other.info)
     return ", ".join(f"{label} {mine[label] or '?'} vs {theirs[label] or '?'}"
                      for label in mine if mine[label] != theirs[label])
 
 
-def software_differences(shards: Sequence[ShardRun]) -> list[str]:
+def software_differences(parts: Sequence[PartRun]) -> list[str]:
     """One line per part whose software (torch, Triton, driver, flag_gems, harness) differs from
     part 1's, naming each difference (pure)."""
-    first = shards[0]
+    first = parts[0]
     return [f"part {s.label} ({s.path}): " + "; ".join(f"{k} {a!r} in part {first.label}, {b!r} here"
                                                        for k, a, b in found)
-            for s in shards[1:] if (found := environment_differences(first.info, s.info))]
+            for s in parts[1:] if (found := environment_differences(first.info, s.info))]
 
 
-def check_shards(shards: Sequence[ShardRun], allow_mismatch: bool = False) -> list[ShardRun]:
+def check_parts(parts: Sequence[PartRun], allow_mismatch: bool = False) -> list[PartRun]:
     """The parts in order 1..N, or UsageError naming what does not fit (pure). Parts measured
     with different software are refused unless ``allow_mismatch``: the merged run.json states one
     set of versions, which compare, gate and history then trust."""
-    if not shards:
+    if not parts:
         raise UsageError("harness merge: give the run directories of the parts to merge.")
-    for s in shards:
+    for s in parts:
         if s.info.get("status") == "running":
             raise UsageError(
                 f"Part {s.where()} is still running, or ended without writing its reports (status "
                 f"running). Finish it first: `harness run --resume {s.path}`."
             )
-    first = shards[0]
-    for s in shards[1:]:
+    first = parts[0]
+    for s in parts[1:]:
         if s.info.get("fingerprint", fingerprint(s.info)) != first.info.get("fingerprint", fingerprint(first.info)):
             raise UsageError(
                 f"Runs {first.path} and {s.path} are not alike ({_differences(first, s) or 'fingerprints differ'}): "
@@ -148,7 +148,7 @@ def check_shards(shards: Sequence[ShardRun], allow_mismatch: bool = False) -> li
                 f"{s.info.get('git_commit')}: a merged run must measure one version of the code. "
                 "Run every part from the same commit."
             )
-    differences = software_differences(shards)
+    differences = software_differences(parts)
     if differences and not allow_mismatch:
         raise UsageError(
             f"The parts measured with different software ({' | '.join(differences)}): a merged run states "
@@ -156,7 +156,7 @@ def check_shards(shards: Sequence[ShardRun], allow_mismatch: bool = False) -> li
             "torch, Triton, driver, flag_gems and harness, or pass --allow-mismatch to merge them anyway "
             "(run.json then lists the differences under software_mismatch)."
         )
-    runs = check_runs(shards)
+    runs = check_runs(parts)
     by_index = {k: group[-1] for k, group in runs.items()}
     missing = [k for k in range(1, first.count + 1) if k not in by_index]
     if missing:
@@ -181,17 +181,17 @@ def check_shards(shards: Sequence[ShardRun], allow_mismatch: bool = False) -> li
     return ordered
 
 
-def _started(run: ShardRun) -> tuple[str, str]:
+def _started(run: PartRun) -> tuple[str, str]:
     return (str(run.info.get("started_at") or ""), str(run.info.get("finished_at") or ""))
 
 
-def check_runs(shards: Sequence[ShardRun]) -> dict[int, tuple[ShardRun, ...]]:
+def check_runs(parts: Sequence[PartRun]) -> dict[int, tuple[PartRun, ...]]:
     """Each part's runs, earliest first: one run per part, or a part and its reruns (pure).
     Refused: one run given twice (the same directory or the same run id), and two runs of one
     part that cannot be ordered by run.json's start and end times."""
-    seen: dict[str, ShardRun] = {}
-    groups: dict[int, list[ShardRun]] = {}
-    for s in shards:
+    seen: dict[str, PartRun] = {}
+    groups: dict[int, list[PartRun]] = {}
+    for s in parts:
         keys = [f"path {s.path}"] + ([f"run id {s.info['run_id']}"] if s.info.get("run_id") else [])
         for key in keys:
             if key in seen:
@@ -199,7 +199,7 @@ def check_runs(shards: Sequence[ShardRun]) -> dict[int, tuple[ShardRun, ...]]:
                                  f"({key}). Give each run once.")
         seen.update(dict.fromkeys(keys, s))
         groups.setdefault(s.index, []).append(s)
-    ordered: dict[int, tuple[ShardRun, ...]] = {}
+    ordered: dict[int, tuple[PartRun, ...]] = {}
     for index, group in sorted(groups.items()):
         group.sort(key=_started)
         for earlier, later in zip(group, group[1:], strict=False):
@@ -215,13 +215,13 @@ def _done(outcome: OpOutcome | None) -> bool:
     return outcome is not None and outcome.done
 
 
-def choose_sources(runs: Mapping[int, Sequence[ShardRun]],
-                   outcomes: Mapping[Path, Mapping[str, OpOutcome]]) -> tuple[dict[str, ShardRun], list[str]]:
+def choose_sources(runs: Mapping[int, Sequence[PartRun]],
+                   outcomes: Mapping[Path, Mapping[str, OpOutcome]]) -> tuple[dict[str, PartRun], list[str]]:
     """Which run each op is taken from, and one line per op a later run superseded (pure).
     ``runs``: each part's runs, earliest first (:func:`check_runs`); ``outcomes``: each run's op
     rows by op. An op comes from the latest run of its part that ended it; when none did, from
     the latest run."""
-    source: dict[str, ShardRun] = {}
+    source: dict[str, PartRun] = {}
     superseded: list[str] = []
     for group in runs.values():
         latest = group[-1]
@@ -237,7 +237,7 @@ def choose_sources(runs: Mapping[int, Sequence[ShardRun]],
     return source, superseded
 
 
-def check_cases(records: Mapping[Path, Sequence[Measurement]], runs: Sequence[ShardRun]) -> None:
+def check_cases(records: Mapping[Path, Sequence[Measurement]], runs: Sequence[PartRun]) -> None:
     """Refuse a case present in two parts: a run's records of an op that is not in its part, or
     one case recorded by runs of two different parts (pure)."""
     parts_of: dict[tuple[str, str], str] = {}
@@ -255,9 +255,9 @@ def check_cases(records: Mapping[Path, Sequence[Measurement]], runs: Sequence[Sh
                                  f"{run.path}). Run those parts again.")
 
 
-def _device(shard: ShardRun, device: str) -> str:
+def _device(part: PartRun, device: str) -> str:
     """A device named with its part: devices of different machines share numbers."""
-    return f"{shard.label}:{device}"
+    return f"{part.label}:{device}"
 
 
 def _row_outcome(row: Mapping[str, Any]) -> OpOutcome | None:
@@ -271,23 +271,23 @@ def _row_outcome(row: Mapping[str, Any]) -> OpOutcome | None:
         return None
 
 
-def _outcomes(shard: ShardRun) -> dict[str, OpOutcome]:
+def _outcomes(part: PartRun) -> dict[str, OpOutcome]:
     """The part's op rows by op, in plan order: its completion markers (exact), else the row
     run.json keeps (dismissed ops have no marker), else PENDING."""
-    markers = read_markers(shard.path)
-    rows = {o.op: o for o in map(_row_outcome, shard.info.get("ops") or []) if o is not None}
+    markers = read_markers(part.path)
+    rows = {o.op: o for o in map(_row_outcome, part.info.get("ops") or []) if o is not None}
     found: dict[str, OpOutcome] = {}
-    for entry in shard.info.get("plan", []):
+    for entry in part.info.get("plan", []):
         op = str(entry.get("op"))
         outcome = markers.get(op) or rows.get(op) or OpOutcome(op, str(entry.get("device", "")), PENDING)
-        found[op] = replace(outcome, device=_device(shard, outcome.device))
+        found[op] = replace(outcome, device=_device(part, outcome.device))
     return found
 
 
-def _status(shards: Sequence[ShardRun], outcomes: Sequence[OpOutcome] = ()) -> str:
+def _status(parts: Sequence[PartRun], outcomes: Sequence[OpOutcome] = ()) -> str:
     """The merged run's status: interrupted while an op of the plan was not ended, else from the
     ops' and the parts' statuses."""
-    statuses = {str(s.info.get("status")) for s in shards}
+    statuses = {str(s.info.get("status")) for s in parts}
     if any(not o.done for o in outcomes) or (not outcomes and "interrupted" in statuses):
         return "interrupted"
     if any(o.failed for o in outcomes) or "complete-with-failures" in statuses:
@@ -295,35 +295,35 @@ def _status(shards: Sequence[ShardRun], outcomes: Sequence[OpOutcome] = ()) -> s
     return "complete" if outcomes or statuses == {"complete"} else "complete-with-failures"
 
 
-def merged_info(shards: Sequence[ShardRun], run_id: str, outcomes: Sequence[OpOutcome],
-                reruns: Sequence[ShardRun] = (), superseded: Sequence[str] = ()) -> dict[str, Any]:
+def merged_info(parts: Sequence[PartRun], run_id: str, outcomes: Sequence[OpOutcome],
+                reruns: Sequence[PartRun] = (), superseded: Sequence[str] = ()) -> dict[str, Any]:
     """run.json of the merged run: part 1's identity and options, every part's plan and ops, the
     runs merged (parts, then earlier runs of a part that a rerun superseded, ``reruns``), and
     where parts were merged despite different software, the differences (pure)."""
-    first = shards[0]
+    first = parts[0]
     info = {k: v for k, v in first.info.items() if k != "shard"}
     plan: list[dict[str, Any]] = []
     per_device: dict[str, Any] = {}
     dismissed: dict[str, Any] = {}
-    for s in shards:
+    for s in parts:
         for entry in s.info.get("plan", []):
             plan.append({**entry, "device": _device(s, str(entry.get("device", ""))), "shard": s.label})
         for device, ident in (s.info.get("identity_per_device") or {}).items():
             per_device[_device(s, device)] = ident
         dismissed.update(s.info.get("dismissed") or {})
-    starts = [str(s.info["started_at"]) for s in shards if s.info.get("started_at")]
-    ends = [str(s.info["finished_at"]) for s in shards if s.info.get("finished_at")]
+    starts = [str(s.info["started_at"]) for s in parts if s.info.get("started_at")]
+    ends = [str(s.info["finished_at"]) for s in parts if s.info.get("finished_at")]
     order = {op: i for i, op in enumerate(first.all_ops)}
     plan.sort(key=lambda entry: order.get(str(entry.get("op")), len(order)))
     info.update(
         run_id=run_id,
-        status=_status(shards, outcomes),
-        devices=[_device(s, str(d)) for s in shards for d in s.info.get("devices", [])],
+        status=_status(parts, outcomes),
+        devices=[_device(s, str(d)) for s in parts for d in s.info.get("devices", [])],
         plan=plan,
         ops=[o.row() for o in outcomes],
         dismissed=dismissed,
         identity_per_device=per_device,
-        device_state={s.label: s.info.get("device_state") for s in shards},
+        device_state={s.label: s.info.get("device_state") for s in parts},
         started_at=min(starts) if starts else None,
         finished_at=max(ends) if ends else None,
         merged_from=[
@@ -332,27 +332,27 @@ def merged_info(shards: Sequence[ShardRun], run_id: str, outcomes: Sequence[OpOu
              "container": s.info.get("container"), "status": s.info.get("status"),
              "started_at": s.info.get("started_at"), "finished_at": s.info.get("finished_at"),
              **({"rerun_of": s.label} if s in reruns else {})}
-            for s in [*shards, *reruns]
+            for s in [*parts, *reruns]
         ],
         plan_digest=first.digest,
     )
     if superseded:
         info["superseded"] = list(superseded)
-    mismatch = software_differences(shards)
+    mismatch = software_differences(parts)
     if mismatch:
         info["software_mismatch"] = mismatch
     info["fingerprint"] = fingerprint(info)
     return info
 
 
-def _copy_autotune(shards: Sequence[ShardRun], out: Path, run_id: str) -> None:
-    for s in shards:
+def _copy_autotune(parts: Sequence[PartRun], out: Path, run_id: str) -> None:
+    for s in parts:
         folder = s.path / AUTOTUNE_DIR
         for path in sorted(folder.glob("*.json")) if folder.is_dir() else ():
             if path.name != META_FILE:
                 (out / AUTOTUNE_DIR).mkdir(parents=True, exist_ok=True)
                 shutil.copyfile(path, out / AUTOTUNE_DIR / path.name)
-    meta = shards[0].path / AUTOTUNE_DIR / META_FILE
+    meta = parts[0].path / AUTOTUNE_DIR / META_FILE
     if meta.is_file():
         try:
             write_meta(out, replace(read_meta(meta), run_id=run_id))
@@ -371,8 +371,8 @@ def merge_runs(dirs: Sequence[Path], out: Path, run_id: str | None = None,
     """Merge the parts in ``dirs`` into ``out``; returns the merged run.json."""
     from harness.run.outputs import stored_ops, unreached_cases
 
-    given = [read_shard(Path(d)) for d in dirs]
-    shards = check_shards(given, allow_mismatch)
+    given = [read_part(Path(d)) for d in dirs]
+    parts = check_parts(given, allow_mismatch)
     _check_out(out)
     groups = check_runs(given)
     every = [r for group in groups.values() for r in group]
@@ -380,15 +380,15 @@ def merge_runs(dirs: Sequence[Path], out: Path, run_id: str | None = None,
     source, superseded = choose_sources(groups, outcomes_of)
     found = {r.path: read_records(RunFiles(r.path).records) for r in every}
     check_cases(found, every)
-    run_id = run_id or make_run_id(str(shards[0].info.get("backend", "run")))
+    run_id = run_id or make_run_id(str(parts[0].info.get("backend", "run")))
     # In the whole run's op order, as an unsharded run lists them.
-    order = {op: i for i, op in enumerate(shards[0].all_ops)}
+    order = {op: i for i, op in enumerate(parts[0].all_ops)}
     records = sorted((replace(r, run_id=run_id) for run in every for r in found[run.path] if source.get(r.op) is run),
                      key=lambda r: order.get(r.op, len(order)))
     outcomes = with_causes(sorted((outcomes_of[s.path][op] for op, s in source.items()),
                                   key=lambda o: order.get(o.op, len(order))), records)
-    reruns = [r for r in every if r not in shards]
-    info = merged_info(shards, run_id, outcomes, reruns, superseded)
+    reruns = [r for r in every if r not in parts]
+    info = merged_info(parts, run_id, outcomes, reruns, superseded)
     out.mkdir(parents=True, exist_ok=True)
     lines = "".join(json.dumps(r.to_dict(), sort_keys=True, allow_nan=False) + "\n" for r in records)
     atomic_write_text(RunFiles(out).records, lines)
@@ -415,7 +415,7 @@ def merge_runs(dirs: Sequence[Path], out: Path, run_id: str | None = None,
         counts: dict[str, int] = {}
         for r in records:
             counts[r.status] = counts.get(r.status, 0) + 1
-        print(f"merged {len(shards)} part(s) of plan {shards[0].digest} into {out}: run {run_id}, "
+        print(f"merged {len(parts)} part(s) of plan {parts[0].digest} into {out}: run {run_id}, "
               f"status {info['status']}, {len(records)} case(s) "
               + ", ".join(f"{k} {v}" for k, v in sorted(counts.items())), file=stdout)
         if problem:

@@ -19,17 +19,17 @@ from harness.run.plugins import PluginPlan, plan_plugins
 __all__ = [
     "OpPlan",
     "RunPlan",
-    "ShardPlan",
+    "PartPlan",
     "assign_device",
-    "assign_shards",
+    "assign_parts",
     "make_run_id",
     "plan_digest",
     "plan_for",
     "plan_ops",
     "plan_run",
-    "plan_shard",
+    "plan_part",
     "resolve_level",
-    "shard_ops",
+    "share_ops",
     "warm_profiler_for",
 ]
 
@@ -114,14 +114,14 @@ def _rank(key: str) -> int:
 
 def assign_device(op_id: str, devices: Sequence[str]) -> str:
     """The device an op ranks first (rendezvous hashing): independent of the order ops or devices
-    were named in. :func:`shard_ops` starts from this choice and balances the load."""
+    were named in. :func:`share_ops` starts from this choice and balances the load."""
     return max(dict.fromkeys(devices), key=lambda d: _rank(f"{op_id}\x00{d}"))
 
 
 OP_START_COST = 1.0  # an op process's start (interpreter, torch import), in units of one plain case
 
 
-def shard_ops(ops: Sequence[OpPlan], devices: Sequence[str]) -> tuple[OpPlan, ...]:
+def share_ops(ops: Sequence[OpPlan], devices: Sequence[str]) -> tuple[OpPlan, ...]:
     """Give every op a device, stable and balanced.
 
     Each op ranks the devices by a hash of (op id, device) (rendezvous hashing), so its
@@ -135,7 +135,7 @@ def shard_ops(ops: Sequence[OpPlan], devices: Sequence[str]) -> tuple[OpPlan, ..
     """
     devices = list(dict.fromkeys(devices))
     if not devices:
-        raise ValueError("shard_ops needs at least one device")
+        raise ValueError("share_ops needs at least one device")
     weight = {o.op: OP_START_COST + o.expected_cases * max(o.case_cost, 0.0) for o in ops}
     cap = sum(weight.values()) / len(devices) + 1e-9
     load = dict.fromkeys(devices, 0.0)
@@ -185,7 +185,7 @@ def plan_ops(
                 supported_dtypes=tuple(op.dtypes),
             )
         )
-    return shard_ops(plans, devices)
+    return share_ops(plans, devices)
 
 
 def plan_run(
@@ -207,21 +207,21 @@ def plan_run(
 # -- shards: parts of one run for several machines (--shard K/N, joined by `harness merge`) ------
 
 
-def _shard_name(index: int) -> str:
+def _part_name(index: int) -> str:
     return f"shard {index}"
 
 
-def assign_shards(ops: Sequence[OpPlan], count: int, weightless: Collection[str] = ()) -> dict[str, int]:
-    """op id -> shard (1..count): :func:`shard_ops` with the shards as the "devices".
+def assign_parts(ops: Sequence[OpPlan], count: int, weightless: Collection[str] = ()) -> dict[str, int]:
+    """op id -> shard (1..count): :func:`share_ops` with the shards as the "devices".
 
     The same selection gives the same parts on every machine (nothing here depends on the
     machine, the order ops were named in, or the devices). Ops in ``weightless`` (dismissed:
     never run) weigh only their start, so they do not unbalance the parts.
     """
     if count < 1:
-        raise ValueError("assign_shards needs at least one shard")
+        raise ValueError("assign_parts needs at least one shard")
     weighed = [replace(o, case_cost=0.0) if o.op in weightless else o for o in ops]
-    placed = shard_ops(weighed, [_shard_name(k) for k in range(1, count + 1)])
+    placed = share_ops(weighed, [_part_name(k) for k in range(1, count + 1)])
     return {o.op: int(o.device.rsplit(" ", 1)[1]) for o in placed}
 
 
@@ -245,7 +245,7 @@ def plan_digest(ops: Sequence[OpPlan], options: RunOptions, level: str, timer: s
 
 
 @dataclass(frozen=True)
-class ShardPlan:
+class PartPlan:
     """One part of a run: which ops it runs, and what identifies the whole it is part of."""
 
     index: int  # 1-based
@@ -266,7 +266,7 @@ class ShardPlan:
 
 def weigh_by_seconds(ops: Sequence[OpPlan], seconds: Mapping[str, float]) -> tuple[OpPlan, ...]:
     """The ops with their weights set to their measured wall time (``seconds``: op -> seconds, an
-    earlier run's ops_status.csv), so that shard_ops balances time. An op without a measured time
+    earlier run's ops_status.csv), so that share_ops balances time. An op without a measured time
     gets its planned weight converted to seconds at the rate the measured ops show (their seconds
     over their planned weights); with no op measured, the ops are returned as they are (pure)."""
     def planned(o: OpPlan) -> float:
@@ -284,7 +284,7 @@ def weigh_by_seconds(ops: Sequence[OpPlan], seconds: Mapping[str, float]) -> tup
     return tuple(weighed)
 
 
-def plan_shard(
+def plan_part(
     ops: Sequence[OpPlan],
     index: int,
     count: int,
@@ -292,15 +292,15 @@ def plan_shard(
     digest: str,
     weightless: Collection[str] = (),
     seconds: Mapping[str, float] | None = None,
-) -> tuple[tuple[OpPlan, ...], ShardPlan]:
+) -> tuple[tuple[OpPlan, ...], PartPlan]:
     """The ops of part ``index`` of ``count``, spread again over this machine's ``devices``;
     parts balanced by ``seconds`` (an earlier run's time per op, :func:`weigh_by_seconds`) when
     given, else by the planned cost."""
     if not 1 <= index <= count:
         raise UsageError(f"shard {index}/{count}: K must be between 1 and N.")
-    parts = assign_shards(weigh_by_seconds(ops, seconds) if seconds else ops, count, weightless)
+    parts = assign_parts(weigh_by_seconds(ops, seconds) if seconds else ops, count, weightless)
     mine = [o for o in ops if parts[o.op] == index]
-    placed = shard_ops(mine, devices) if mine else ()
-    shard = ShardPlan(index=index, count=count, ops=tuple(o.op for o in mine),
+    placed = share_ops(mine, devices) if mine else ()
+    part = PartPlan(index=index, count=count, ops=tuple(o.op for o in mine),
                       all_ops=tuple(o.op for o in ops), digest=digest)
-    return tuple(placed), shard
+    return tuple(placed), part

@@ -19,7 +19,7 @@ from harness.results.runinfo import RunInfo
 from harness.run.context import OpRunner
 from harness.run.plan import OpPlan
 from harness.run.plugins import PluginPlan
-from harness.run.sweep import ShardLauncher
+from harness.run.sweep import SweepLauncher
 
 __all__ = ["Chosen", "Source"]
 
@@ -37,7 +37,7 @@ class Chosen:
     plan_ops: Callable[[Sequence[str]], tuple[OpPlan, ...]] | None = None
     dismissed: Mapping[str, str] = field(default_factory=dict)  # op id -> reason (planned, never run)
     digest_facts: Mapping[str, Any] | None = None  # what the op plans cannot say (harness.run.plan.plan_digest)
-    shard_launcher: ShardLauncher | None = None  # how a sweep process of this source starts (else the cases')
+    sweep_launcher: SweepLauncher | None = None  # how a sweep process of this source starts (else the cases')
 
 
 class Source(Protocol):

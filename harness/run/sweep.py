@@ -2,18 +2,18 @@
 
 With ``--sweep-devices N|IDS``, before an autotuned op is measured (``run_op`` calls
 :meth:`SweepStep.run` before its first attempt), its cases are dealt over the sweep devices;
-one process per share (a *shard*, on its device) calls each case's candidate once, so its
-autotuners tune that case's keys, and records what they chose. The shards' records are merged
-(harness.autotune.sweep.merge_shards: keys tuned twice with different choices are counted)
+one process per share (a *sweep process*, on its device) calls each case's candidate once, so its
+autotuners tune that case's keys, and records what they chose. The sweep processes' records are merged
+(harness.autotune.sweep.merge_processes: keys tuned twice with different choices are counted)
 into RUN/sweep/<op>/configs.json, and every attempt of the op replays that file on the op's own
-device. A shard that fails fails the op with its reason: nothing is tuned live instead.
+device. A sweep process that fails fails the op with its reason: nothing is tuned live instead.
 
-Shards use the op processes of the executor (harness.run.spawn: their own process groups,
-device pinning, the run's caches, --op-timeout, the stop token). A shard holds its device
+Sweep processes use the op processes of the executor (harness.run.spawn: their own process groups,
+device pinning, the run's caches, --op-timeout, the stop token). A sweep process holds its device
 exclusively: :class:`harness.run.context.DeviceLocks` makes a sweep wait until no op is being measured on any of
-its devices, and no op starts on them while it runs. What a shard process runs is a
-:data:`ShardLauncher`; :func:`case_shard_launch` runs the harness's own cases, and a library's
-suite passes its own (harness.suite.runner.SuiteRunner.shard_launch; docs/batch.md, "Sweep"). An
+its devices, and no op starts on them while it runs. What a sweep process runs is a
+:data:`SweepLauncher`; :func:`case_sweep_launch` runs the harness's own cases, and a library's
+suite passes its own (harness.suite.runner.SuiteRunner.sweep_launch; docs/batch.md, "Sweep"). An
 op whose cases are open (a suite's benchmark) is shared by call number instead of case id
 (harness.autotune.sweep.open_shares).
 """
@@ -29,10 +29,10 @@ from pathlib import Path
 
 from harness.autotune.store import OpAutotune, read_op_autotune
 from harness.autotune.sweep import (
-    ShardOutcome,
+    ProcessOutcome,
     SweepFiles,
     SweepSummary,
-    merge_shards,
+    merge_processes,
     open_shares,
     split_cases,
 )
@@ -49,11 +49,11 @@ from harness.run.plan import OpPlan
 from harness.run.spawn import Launch, child_env, end_group, read_exit, reap_group, start, wait_exit
 
 __all__ = [
-    "ShardLauncher",
+    "SweepLauncher",
     "SweepStep",
-    "case_shard_launch",
+    "case_sweep_launch",
     "resolve_sweep_devices",
-    "shard_plugins",
+    "sweep_plugins",
     "sweep_task",
 ]
 
@@ -61,8 +61,8 @@ __all__ = [
 
 def resolve_sweep_devices(value: str, backend: Backend, run_devices: Sequence[str],
                           env: Mapping[str, str]) -> tuple[str, ...]:
-    """The device of each shard: N shards dealt over the run's devices, or the ids given (an id
-    may repeat: two shards on one device). Ids are read as ``--devices`` reads them (indices
+    """The device of each sweep process: N sweep processes dealt over the run's devices, or the ids given (an id
+    may repeat: two sweep processes on one device). Ids are read as ``--devices`` reads them (indices
     into an inherited visibility variable); on the cpu backend they are labels."""
     text = value.strip()
     if text.isdigit():
@@ -83,8 +83,8 @@ def resolve_sweep_devices(value: str, backend: Backend, run_devices: Sequence[st
     return tuple(enumerate_devices(backend, ids, env))
 
 
-def shard_plugins(modules: Sequence[str]) -> list[str]:
-    """A shard's pytest plugins: the run's, less timing, wall, IR and records, plus tune."""
+def sweep_plugins(modules: Sequence[str]) -> list[str]:
+    """A sweep process's pytest plugins: the run's, less timing, wall, IR and records, plus tune."""
     dropped = ("timing", "wall", "ir", "records")
     kept = [m for m in modules if m.rsplit(".", 1)[-1] not in dropped or not m.startswith("harness.child.plugins.")]
     if "harness.child.plugins.autotune" not in kept:  # a sweep records configs, whatever the toggles say
@@ -95,16 +95,16 @@ def shard_plugins(modules: Sequence[str]) -> list[str]:
     return args
 
 
-ShardLauncher = Callable[[BatchContext, OpPlan, int, str, Sequence[str]], Launch]
+SweepLauncher = Callable[[BatchContext, OpPlan, int, str, Sequence[str]], Launch]
 
 
 def sweep_task(files: SweepFiles, index: int, count: int) -> SweepTask:
     """The spec section of the ``index``-th of ``count`` sweep processes of an op."""
-    return SweepTask(configs_out=str(files.shard(index)), result=str(files.shard_result(index)), index=index,
+    return SweepTask(configs_out=str(files.process_configs(index)), result=str(files.process_result(index)), index=index,
                      count=count)
 
 
-def case_shard_launch(ctx: BatchContext, op_plan: OpPlan, index: int, device: str, cases: Sequence[str]) -> Launch:
+def case_sweep_launch(ctx: BatchContext, op_plan: OpPlan, index: int, device: str, cases: Sequence[str]) -> Launch:
     """A sweep process of the harness's own cases: tune_cases.py over ``cases`` only."""
     plan = ctx.plan
     files = SweepFiles(ctx.run_dir, op_plan.op)
@@ -112,16 +112,16 @@ def case_shard_launch(ctx: BatchContext, op_plan: OpPlan, index: int, device: st
     wanted = set(cases)
     skip = [c.case_id for c in op_plan.cases() if c.case_id not in wanted]
     count = len(ctx.sweep.devices) if ctx.sweep is not None else 1
-    ctx.child_spec(op_plan, device, skip, sweep=sweep_task(files, index, count)).dump(files.shard_spec(index))
+    ctx.child_spec(op_plan, device, skip, sweep=sweep_task(files, index, count)).dump(files.process_spec(index))
     args = (str(TUNE_FILE), "-q", "-rN", *PYTEST_OFF, "--noconftest", "-c", os.devnull,
-            "--rootdir", str(ctx.run_dir), *shard_plugins(plan.plugins.modules),
-            SPEC_OPTION, str(files.shard_spec(index)))
-    return Launch(pytest_args=args, exit_path=files.shard_exit(index),
+            "--rootdir", str(ctx.run_dir), *sweep_plugins(plan.plugins.modules),
+            SPEC_OPTION, str(files.process_spec(index)))
+    return Launch(pytest_args=args, exit_path=files.process_exit(index),
                   header=f"sweep shard {index} of {op_plan.op} on device {device}: {len(cases)} case(s)")
 
 
 @dataclass(frozen=True)
-class _Shard:
+class _SweepProcess:
     index: int
     device: str
     cases: tuple[str, ...]
@@ -129,10 +129,10 @@ class _Shard:
 
 @dataclass
 class SweepStep:
-    """The sweep of a run: its devices and how a shard's process is launched."""
+    """The sweep of a run: its devices and how a sweep process is launched."""
 
     devices: tuple[str, ...]
-    launcher: ShardLauncher = case_shard_launch
+    launcher: SweepLauncher = case_sweep_launch
     extra_env: Mapping[str, str] = field(default_factory=dict)
 
     def applies(self, op_plan: OpPlan) -> bool:
@@ -145,36 +145,36 @@ class SweepStep:
 
     def run(self, ctx: BatchContext, op_plan: OpPlan) -> SweepSummary | None:
         """Tune the op's cases over the sweep devices; None when a stop cut it short. A summary
-        with ``failed`` set when a shard failed (the op then fails with that reason)."""
+        with ``failed`` set when a sweep process failed (the op then fails with that reason)."""
         files = SweepFiles(ctx.run_dir, op_plan.op)
         earlier = _earlier(files)
         if earlier is not None:
             return earlier
         shares = (open_shares(self.devices) if op_plan.is_open
                   else split_cases([c.case_id for c in op_plan.cases()], self.devices))
-        shards = [_Shard(i, d, c) for i, (d, c) in enumerate(shares)]
+        procs = [_SweepProcess(i, d, c) for i, (d, c) in enumerate(shares)]
         files.folder.mkdir(parents=True, exist_ok=True)
         begin = time.monotonic()
-        with ctx.locks.sweeping(op_plan.device, [s.device for s in shards]):
-            ends = self._run_shards(ctx, op_plan, shards, files)
+        with ctx.locks.sweeping(op_plan.device, [s.device for s in procs]):
+            ends = self._run_processes(ctx, op_plan, procs, files)
         if ends is None:
             return None
-        summary = _summarise(op_plan.op, self.devices, shards, ends, files, ctx.plan.options.op_timeout)
+        summary = _summarise(op_plan.op, self.devices, procs, ends, files, ctx.plan.options.op_timeout)
         del begin
         write_json(files.summary, summary.to_json())
         return summary
 
-    def _run_shards(self, ctx: BatchContext, op_plan: OpPlan, shards: Sequence[_Shard],
+    def _run_processes(self, ctx: BatchContext, op_plan: OpPlan, procs: Sequence[_SweepProcess],
                     files: SweepFiles) -> list[tuple[AttemptExit, float]] | None:
         plan = ctx.plan
         started = []
-        for shard in shards:
-            launch = self.launcher(ctx, op_plan, shard.index, shard.device, shard.cases)
-            env = child_env(plan.backend, shard.device, ctx.parent_env, tune_cache_env(ctx.cache_dir, shard.index))
-            env[SWEEP_INDEX_ENV] = str(shard.index)
-            env.update(op_marks(ctx.run_dir, op_plan.op))  # what a shard leaves behind is found (run.leftovers)
+        for proc in procs:
+            launch = self.launcher(ctx, op_plan, proc.index, proc.device, proc.cases)
+            env = child_env(plan.backend, proc.device, ctx.parent_env, tune_cache_env(ctx.cache_dir, proc.index))
+            env[SWEEP_INDEX_ENV] = str(proc.index)
+            env.update(op_marks(ctx.run_dir, op_plan.op))  # what a sweep process leaves behind is found (run.leftovers)
             env.update(self.extra_env)
-            started.append((start(launch, env, files.shard_log(shard.index), hold=False), launch.exit_path,
+            started.append((start(launch, env, files.process_log(proc.index), hold=False), launch.exit_path,
                             time.monotonic()))
         deadline = time.monotonic() + plan.options.op_timeout
         ends: list[tuple[AttemptExit, float]] = []
@@ -199,56 +199,56 @@ def _earlier(files: SweepFiles) -> SweepSummary | None:
         return None
     try:
         data = read_json(files.summary)
-        return SweepSummary(op=str(data["op"]), devices=tuple(data["devices"]), shards=(),
+        return SweepSummary(op=str(data["op"]), devices=tuple(data["devices"]), processes=(),
                             keys=int(data.get("keys", 0)), elapsed_s=float(data.get("elapsed_s", 0.0)),
                             extra={"reused": True})
     except (OSError, ValueError, KeyError, TypeError):
         return None
 
 
-def _shard_reason(shard: _Shard, end: AttemptExit, result: Mapping[str, object] | None, timeout: float) -> str:
-    """Why a shard failed, or "" when it did not."""
+def _process_reason(proc: _SweepProcess, end: AttemptExit, result: Mapping[str, object] | None, timeout: float) -> str:
+    """Why a sweep process failed, or "" when it did not."""
     cases = result.get("cases") if isinstance(result, Mapping) else None
     errors = [f"{case}: {text.removeprefix('error: ')}" for case, text in (cases or {}).items()
               if isinstance(text, str) and text.startswith("error")] if isinstance(cases, Mapping) else []
     if end.timed_out or end.pytest_exit is None:
-        return f"shard {shard.index} on device {shard.device}: {classify_exit(end, [], timeout_s=timeout).note}"
+        return f"shard {proc.index} on device {proc.device}: {classify_exit(end, [], timeout_s=timeout).note}"
     if errors:
         more = f" (and {len(errors) - 1} more)" if len(errors) > 1 else ""
-        return f"shard {shard.index} on device {shard.device}: {errors[0]}{more}"
+        return f"shard {proc.index} on device {proc.device}: {errors[0]}{more}"
     if end.pytest_exit not in (0, 5):
-        return f"shard {shard.index} on device {shard.device}: pytest exited with code {end.pytest_exit}"
+        return f"shard {proc.index} on device {proc.device}: pytest exited with code {end.pytest_exit}"
     if result is None:
-        return f"shard {shard.index} on device {shard.device}: it wrote no result"
+        return f"shard {proc.index} on device {proc.device}: it wrote no result"
     return ""
 
 
-def _summarise(op: str, devices: Sequence[str], shards: Sequence[_Shard], ends: Sequence[tuple[AttemptExit, float]],
+def _summarise(op: str, devices: Sequence[str], procs: Sequence[_SweepProcess], ends: Sequence[tuple[AttemptExit, float]],
                files: SweepFiles, timeout: float = 0.0) -> SweepSummary:
-    outcomes: list[ShardOutcome] = []
+    outcomes: list[ProcessOutcome] = []
     records: list[OpAutotune] = []
     failed = ""
-    for shard, (end, elapsed) in zip(shards, ends, strict=True):
+    for proc, (end, elapsed) in zip(procs, ends, strict=True):
         try:
-            result = read_json(files.shard_result(shard.index))
+            result = read_json(files.process_result(proc.index))
         except (OSError, ValueError):
             result = None
-        reason = _shard_reason(shard, end, result if isinstance(result, Mapping) else None, timeout)
+        reason = _process_reason(proc, end, result if isinstance(result, Mapping) else None, timeout)
         record = OpAutotune(op=op)
-        if not reason and files.shard(shard.index).is_file():
+        if not reason and files.process_configs(proc.index).is_file():
             try:
-                record = read_op_autotune(files.shard(shard.index))
+                record = read_op_autotune(files.process_configs(proc.index))
             except ValueError as exc:
-                reason = f"shard {shard.index} on device {shard.device}: its configs cannot be read ({exc})"
+                reason = f"shard {proc.index} on device {proc.device}: its configs cannot be read ({exc})"
         failed = failed or reason
         compile_ms = result.get("compile_ms") if isinstance(result, Mapping) else None
-        outcomes.append(ShardOutcome(shard.index, shard.device, shard.cases, ok=not reason, reason=reason,
+        outcomes.append(ProcessOutcome(proc.index, proc.device, proc.cases, ok=not reason, reason=reason,
                                      configs=len(record.configs), elapsed_s=round(elapsed, 3),
                                      compile_s=compile_ms / 1e3 if isinstance(compile_ms, int | float) else None))
         records.append(record)
-    merged, conflicts = merge_shards(op, records)
+    merged, conflicts = merge_processes(op, records)
     if not failed:
         write_json(files.configs, merged.to_json())
-    return SweepSummary(op=op, devices=tuple(devices), shards=tuple(outcomes),
+    return SweepSummary(op=op, devices=tuple(devices), processes=tuple(outcomes),
                         keys=len({(c.kernel, c.key) for c in merged.configs}), conflicts=conflicts,
                         elapsed_s=max((e for _, e in ends), default=0.0), failed=failed)

@@ -9,7 +9,7 @@ harness.child.plugins.suite times every call with the harness's timers, checks F
 outputs against torch's and appends the records itself; rows carry provider ``flaggems-suite``.
 
 The run's toolbox applies as to the harness's own ops: ``--replay-from`` and the parallel autotune
-sweep (``--sweep-devices``: :meth:`SuiteRunner.shard_launch` starts FlagGems' pytest for a shard's
+sweep (``--sweep-devices``: :meth:`SuiteRunner.sweep_launch` starts FlagGems' pytest for a shard's
 share of the op's calls), the optional features ``autotune``, ``ir`` and ``wall`` (carried out by the
 suite plugin, planned by :func:`suite_features`), compat plugins and ``--extra-plugin`` modules.
 """
@@ -35,7 +35,7 @@ from harness.results.store import read_records
 from harness.run.context import BatchContext
 from harness.run.decide import AttemptExit
 from harness.run.outputs import stored_ops
-from harness.run.plan import OpPlan, shard_ops
+from harness.run.plan import OpPlan, share_ops
 from harness.run.plugins import OPTIONAL_PLUGINS, PluginPlan, plan_plugins
 from harness.run.select import read_dismiss_file, read_ops_file
 from harness.run.source import Chosen
@@ -266,15 +266,15 @@ class SuiteSource:
                              unreadable=inventory.unreadable)
 
         def planned(devices: Sequence[str]) -> tuple[OpPlan, ...]:
-            return shard_ops([OpPlan(op=p.op.id, device=devices[0], dtypes=tuple(opts.dtypes), shapes=(),
+            return share_ops([OpPlan(op=p.op.id, device=devices[0], dtypes=tuple(opts.dtypes), shapes=(),
                                      provider=SUITE_PROVIDER, open_cases=p.expected_rows) for p in plans.values()],
                              devices)
 
-        # --shard K/N: the harness's own split (harness.run.plan.assign_shards), each op weighed as over
+        # --shard K/N: the harness's own split (harness.run.plan.assign_parts), each op weighed as over
         # --devices (its start plus its expected rows); the digest adds what the op plans cannot say.
         return Chosen(options=opts, level=level, plugins=plugins, runner=runner, plan_ops=planned,
                       dismissed=dismissed, digest_facts=suite_digest_facts(tree, plans),
-                      shard_launcher=runner.shard_launch)
+                      sweep_launcher=runner.sweep_launch)
 
     def reopen(self, info: RunInfo, options: RunOptions, backend: Backend) -> Chosen:
         facts = info.sections["suite"]
@@ -286,7 +286,7 @@ class SuiteSource:
         runner = SuiteRunner(tree, plans, installed=facts.get("installed"),
                              features=suite_features(backend, options))
         return Chosen(options=options, level=info.level, plugins=suite_plugins(backend, options),
-                      runner=runner, shard_launcher=runner.shard_launch)
+                      runner=runner, sweep_launcher=runner.sweep_launch)
 
 
 SUITE = SuiteSource()
@@ -374,9 +374,9 @@ class SuiteRunner:
                       header=f"FlagGems suite ({self.tree.ref or self.tree.layout}) {suite_op.op.id}, attempt "
                              f"{attempt} on device {op_plan.device}")
 
-    def shard_launch(self, ctx: BatchContext, op_plan: OpPlan, index: int, device: str,
+    def sweep_launch(self, ctx: BatchContext, op_plan: OpPlan, index: int, device: str,
                      cases: Sequence[str]) -> Launch:
-        """A sweep shard of a suite op (a harness.run.sweep.ShardLauncher): FlagGems' pytest on the
+        """A sweep shard of a suite op (a harness.run.sweep.SweepLauncher): FlagGems' pytest on the
         op's nodes, the suite plugin in tune mode running FlagGems' calls numbered ``i`` with
         ``i % N == index`` once each (N: the sweep's shard count; harness.child.suite_tune), recording
         what the autotuners chose into ``shard-<index>.json`` and each call's outcome into
@@ -386,9 +386,9 @@ class SuiteRunner:
         self._work(ctx, op_plan.op).mkdir(parents=True, exist_ok=True)  # a --shapes-file copy goes there
         count = len(ctx.sweep.devices) if ctx.sweep is not None else 1
         ctx.child_spec(op_plan, device, sweep=sweep_task(files, index, count),
-                       suite=self._facts(ctx, op_plan.op)).dump(files.shard_spec(index))
-        args = self._command(ctx, op_plan.op, files.shard_spec(index))
-        return Launch(pytest_args=tuple(args), exit_path=files.shard_exit(index), cwd=files.folder,
+                       suite=self._facts(ctx, op_plan.op)).dump(files.process_spec(index))
+        args = self._command(ctx, op_plan.op, files.process_spec(index))
+        return Launch(pytest_args=tuple(args), exit_path=files.process_exit(index), cwd=files.folder,
                       preload=(self.tree.package,),
                       header=f"sweep shard {index} of {op_plan.op} (FlagGems suite) on device {device}: "
                              f"{'; '.join(cases)}")

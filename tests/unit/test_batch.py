@@ -32,7 +32,7 @@ from harness.run.decide import (
     render_status,
     should_retry,
 )
-from harness.run.plan import OP_START_COST, OpPlan, RunPlan, plan_run, shard_ops
+from harness.run.plan import OP_START_COST, OpPlan, RunPlan, plan_run, share_ops
 from harness.run.plugins import plan_plugins
 from harness.run.rundir import read_markers, repair_records_tail, write_marker
 from harness.run.spawn import StopToken
@@ -120,21 +120,21 @@ def _plans(ops: tuple[str, ...] = BUILTIN, shapes: int = 2, device: str = "?") -
 
 
 def test_sharding_ignores_the_order_ops_and_devices_were_given_in() -> None:
-    forward = {o.op: o.device for o in shard_ops(_plans(), ["0", "1", "2"])}
-    backward = {o.op: o.device for o in shard_ops(_plans(BUILTIN[::-1]), ["2", "1", "0"])}
+    forward = {o.op: o.device for o in share_ops(_plans(), ["0", "1", "2"])}
+    backward = {o.op: o.device for o in share_ops(_plans(BUILTIN[::-1]), ["2", "1", "0"])}
     assert forward == backward
 
 
 def test_sharding_keeps_plan_order_and_everything_else() -> None:
     plans = _plans()
-    sharded = shard_ops(plans, ["0", "1"])
+    sharded = share_ops(plans, ["0", "1"])
     assert [o.op for o in sharded] == list(BUILTIN)
     assert all(s.shapes == p.shapes and s.dtypes == p.dtypes for s, p in zip(sharded, plans, strict=True))
 
 
 @pytest.mark.parametrize("devices", [["0", "1"], ["0", "1", "2", "3"], ["5", "6"]])
 def test_sharding_balances_equal_ops_evenly(devices: list[str]) -> None:
-    counts = Counter(o.device for o in shard_ops(_plans(), devices))
+    counts = Counter(o.device for o in share_ops(_plans(), devices))
     assert set(counts) == set(devices)
     assert max(counts.values()) - min(counts.values()) <= 1
 
@@ -143,7 +143,7 @@ def test_sharding_balances_weight_not_op_counts() -> None:
     heavy = [OpPlan("big", "?", ("float32",), tuple((i + 1,) for i in range(6)), "builtin")]
     light = _plans(("a", "b", "c", "d", "e", "f"), shapes=1)
     load: defaultdict[str, float] = defaultdict(float)  # weights are float: case_cost
-    for o in shard_ops(heavy + light, ["0", "1"]):
+    for o in share_ops(heavy + light, ["0", "1"]):
         load[o.device] += OP_START_COST + len(o.cases()) * o.case_cost
     # weights: big 1 + 6 = 7, each light op 1 + 1 = 2; the best split is 9 against 10
     assert sorted(load.values()) == [9, 10]
@@ -156,7 +156,7 @@ def test_sharding_weighs_an_expensive_op_by_its_case_cost() -> None:
     shapes = {"softmax": 4, "layer_norm": 4, "rms_norm": 4, "gelu": 3, "silu_and_mul": 3, "add": 4, "sum": 4}
     plans = [OpPlan(op, "?", ("bfloat16",), tuple((i + 1,) for i in range(n)), "builtin") for op, n in shapes.items()]
     plans.append(OpPlan("mm", "?", ("bfloat16",), tuple((i + 1, 1, 1) for i in range(4)), "builtin", case_cost=4.5))
-    sharded = shard_ops(plans, ["0", "1"])
+    sharded = share_ops(plans, ["0", "1"])
     load: defaultdict[str, float] = defaultdict(float)  # weights are float: case_cost
     for o in sharded:
         load[o.device] += OP_START_COST + len(o.cases()) * o.case_cost
@@ -175,10 +175,10 @@ def test_plan_carries_the_ops_case_cost() -> None:
 
 
 def test_one_device_takes_everything_and_duplicates_are_ignored() -> None:
-    assert {o.device for o in shard_ops(_plans(), ["0"])} == {"0"}
-    assert {o.device for o in shard_ops(_plans(), ["0", "0", "1"])} <= {"0", "1"}
+    assert {o.device for o in share_ops(_plans(), ["0"])} == {"0"}
+    assert {o.device for o in share_ops(_plans(), ["0", "0", "1"])} <= {"0", "1"}
     with pytest.raises(ValueError):
-        shard_ops(_plans(), [])
+        share_ops(_plans(), [])
 
 
 # -- status file and markers --------------------------------------------------------------------

@@ -20,7 +20,7 @@ from harness.run.batch import capture_off_reason, run_op
 from harness.run.context import BatchContext
 from harness.run.decide import AttemptExit, OpOutcome
 from harness.run.outputs import stored_ops, unreached_cases
-from harness.run.plan import OpPlan, RunPlan, shard_ops
+from harness.run.plan import OpPlan, RunPlan, share_ops
 from harness.run.plugins import plan_plugins
 from harness.run.spawn import Launch, StopToken
 
@@ -141,7 +141,7 @@ def test_an_op_pytest_found_nothing_in_is_a_skip_and_is_reported_unreached(scrip
 def test_open_ops_shard_by_their_expected_rows_and_survive_run_json() -> None:
     heavy = OpPlan("a", "0", (), (), "s", open_cases=100)
     light = [OpPlan(f"b{i}", "0", (), (), "s", open_cases=10) for i in range(10)]
-    sharded = {o.op: o.device for o in shard_ops([heavy, *light], ["0", "1"])}
+    sharded = {o.op: o.device for o in share_ops([heavy, *light], ["0", "1"])}
     assert sum(1 for o in light if sharded[o.op] != sharded["a"]) == 10  # the heavy one alone on its device
     stored = {"plan": [{"op": "a", "device": "1", "dtypes": [], "shapes": [], "provider": "s", "open_cases": 100}]}
     (back,) = stored_ops(stored)

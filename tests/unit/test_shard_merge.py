@@ -14,8 +14,8 @@ from harness.errors import UsageError
 from harness.options import RunOptions, resolve_run_options
 from harness.results.runinfo import fingerprint
 from harness.run.decide import OpOutcome
-from harness.run.merge import ShardRun, check_shards, merged_info
-from harness.run.plan import OpPlan, assign_shards, plan_digest, plan_shard
+from harness.run.merge import PartRun, check_parts, merged_info
+from harness.run.plan import OpPlan, assign_parts, plan_digest, plan_part
 
 # -- the option ----------------------------------------------------------------------------------
 
@@ -59,15 +59,15 @@ OPS = [_op("add"), _op("softmax", 6), _op("mm", 2, cost=20.0), _op("sum", 3), _o
 
 def test_every_op_goes_to_exactly_one_shard_and_the_parts_do_not_depend_on_order() -> None:
     for count in (1, 2, 3, 5):
-        parts = assign_shards(OPS, count)
+        parts = assign_parts(OPS, count)
         assert set(parts) == {o.op for o in OPS}
         assert set(parts.values()) <= set(range(1, count + 1))
         for shuffled in itertools.islice(itertools.permutations(OPS), 0, 40, 7):
-            assert assign_shards(list(shuffled), count) == parts
+            assert assign_parts(list(shuffled), count) == parts
 
 
 def test_parts_are_balanced_by_cost_not_by_op_count() -> None:
-    parts = assign_shards(OPS, 2)
+    parts = assign_parts(OPS, 2)
     weight = {o.op: 1.0 + len(o.cases()) * o.case_cost for o in OPS}
     loads = [sum(w for op, w in weight.items() if parts[op] == k) for k in (1, 2)]
     # mm alone (41) outweighs any three of the others: its part holds it and few else.
@@ -80,14 +80,14 @@ def test_more_parts_than_ops_leaves_some_parts_empty_but_valid() -> None:
     ops = OPS[:2]
     seen = []
     for k in range(1, 6):
-        mine, shard = plan_shard(ops, k, 5, ["0"], digest="d")
+        mine, shard = plan_part(ops, k, 5, ["0"], digest="d")
         assert shard.all_ops == ("add", "softmax") and shard.label == f"{k}/5"
         seen += [o.op for o in mine]
     assert sorted(seen) == ["add", "softmax"]
 
 
 def test_a_part_spreads_its_own_ops_over_this_machines_devices() -> None:
-    mine, shard = plan_shard(OPS, 2, 2, ["0", "1"], digest="d")  # part 1 holds mm alone
+    mine, shard = plan_part(OPS, 2, 2, ["0", "1"], digest="d")  # part 1 holds mm alone
     assert [o.op for o in mine] == list(shard.ops)
     assert {o.device for o in mine} <= {"0", "1"} and len({o.device for o in mine}) == 2
     assert shard.to_dict() == {"index": 2, "count": 2, "ops": list(shard.ops),
@@ -96,9 +96,9 @@ def test_a_part_spreads_its_own_ops_over_this_machines_devices() -> None:
 
 def test_dismissed_ops_weigh_only_their_start() -> None:
     heavy = [_op("mm", 50, cost=10.0), _op("add"), _op("sum")]
-    counted = assign_shards(heavy, 2)
+    counted = assign_parts(heavy, 2)
     assert counted["add"] == counted["sum"] != counted["mm"]  # mm's 500 cases fill a part alone
-    dismissed = assign_shards(heavy, 2, weightless={"mm"})
+    dismissed = assign_parts(heavy, 2, weightless={"mm"})
     assert dismissed["add"] != dismissed["sum"]  # mm never runs: add and sum are what to balance
 
 
@@ -114,7 +114,7 @@ CORPUS = [_open(f"bench_{i:03d}", 1 + (i * 37) % 23 + (150 if i % 97 == 0 else 0
 
 @pytest.mark.parametrize("count", [2, 3, 8])
 def test_suite_ops_are_dealt_once_each_balanced_by_expected_rows_and_stably(count: int) -> None:
-    parts = assign_shards(CORPUS, count)
+    parts = assign_parts(CORPUS, count)
     assert sorted(parts) == sorted(o.op for o in CORPUS)  # every op in exactly one part
     assert set(parts.values()) == set(range(1, count + 1))  # and every part gets work
     weight = {o.op: 1.0 + o.expected_cases for o in CORPUS}  # as over --devices: its start plus its rows
@@ -122,18 +122,18 @@ def test_suite_ops_are_dealt_once_each_balanced_by_expected_rows_and_stably(coun
     assert max(loads) - min(loads) <= max(weight.values())
     shuffled = list(CORPUS)
     random.Random(count).shuffle(shuffled)
-    assert assign_shards(shuffled, count) == parts  # machines may list the selection in any order
+    assert assign_parts(shuffled, count) == parts  # machines may list the selection in any order
     # Each machine plans only its part from the whole selection, and the parts are the split.
     for k in range(1, count + 1):
-        mine, shard = plan_shard(shuffled, k, count, ["0", "1"], digest="d")
+        mine, shard = plan_part(shuffled, k, count, ["0", "1"], digest="d")
         assert {o.op for o in mine} == {op for op, part in parts.items() if part == k} == set(shard.ops)
 
 
 def test_a_heavy_suite_op_fills_its_part_and_dismissed_ones_weigh_nothing() -> None:
     ops = [_open("mm", 400), *(_open(f"unary_{i}", 6) for i in range(20))]
-    parts = assign_shards(ops, 2)
+    parts = assign_parts(ops, 2)
     assert [op for op, part in parts.items() if part == parts["mm"]] == ["mm"]  # rows, not op count
-    dismissed = assign_shards(ops, 2, weightless={"mm"})
+    dismissed = assign_parts(ops, 2, weightless={"mm"})
     assert sum(1 for part in dismissed.values() if part == 1) in (10, 11)
 
 
@@ -167,21 +167,21 @@ def _info(**over: Any) -> dict[str, Any]:
 
 
 def _shard(index: int, count: int = 3, ops: tuple[str, ...] = (), digest: str = "d",
-           all_ops: tuple[str, ...] = ("a", "b", "c"), **info: Any) -> ShardRun:
+           all_ops: tuple[str, ...] = ("a", "b", "c"), **info: Any) -> PartRun:
     ops = ops or (all_ops[index - 1],)
     plan = [{"op": op, "device": "0", "dtypes": ["float32"], "shapes": [[8]], "provider": "builtin"} for op in ops]
-    return ShardRun(path=Path(f"/runs/s{index}"), info=_info(plan=plan, run_id=f"r{index}", **info),
+    return PartRun(path=Path(f"/runs/s{index}"), info=_info(plan=plan, run_id=f"r{index}", **info),
                     index=index, count=count, digest=digest, ops=ops, all_ops=all_ops)
 
 
-def _refusal(shards: list[ShardRun]) -> str:
+def _refusal(shards: list[PartRun]) -> str:
     with pytest.raises(UsageError) as err:
-        check_shards(shards)
+        check_parts(shards)
     return err.value.message
 
 
 def test_parts_in_any_order_come_back_in_order() -> None:
-    assert [s.index for s in check_shards([_shard(3), _shard(1), _shard(2)])] == [1, 2, 3]
+    assert [s.index for s in check_parts([_shard(3), _shard(1), _shard(2)])] == [1, 2, 3]
 
 
 def test_a_missing_part_is_named_with_what_was_given() -> None:
@@ -218,7 +218,7 @@ def test_overlapping_or_incomplete_parts_are_refused() -> None:
 
 
 def test_merged_run_json_names_every_part_and_keeps_the_fingerprint() -> None:
-    shards = check_shards([_shard(2, status="complete-with-failures"), _shard(1), _shard(3)])
+    shards = check_parts([_shard(2, status="complete-with-failures"), _shard(1), _shard(3)])
     outcomes = [OpOutcome(op, f"{s.label}:0", "PASS") for s in shards for op in s.ops]
     info: Mapping[str, Any] = merged_info(shards, "merged", outcomes)
     assert info["run_id"] == "merged" and "shard" not in info
@@ -240,10 +240,10 @@ def test_parts_made_with_different_software_are_refused_unless_allowed_and_then_
     assert "different software" in message and "--allow-mismatch" in message
     assert "part 2/3 (/runs/s2): flag_gems '5.3.4' in part 1/3, '5.3.3' here" in message
     assert "part 3/3 (/runs/s3): torch '2.11.0' in part 1/3, '2.12.0' here" in message
-    shards = check_shards(parts, allow_mismatch=True)
+    shards = check_parts(parts, allow_mismatch=True)
     info = merged_info(shards, "merged", [OpOutcome(op, "0", "PASS") for s in shards for op in s.ops])
     assert len(info["software_mismatch"]) == 2 and info["fingerprint"] == fingerprint(parts[0].info)
-    assert "software_mismatch" not in merged_info(check_shards([_shard(1), _shard(2), _shard(3)]), "m", [])
+    assert "software_mismatch" not in merged_info(check_parts([_shard(1), _shard(2), _shard(3)]), "m", [])
 
 
 def test_compare_refuses_a_run_merged_from_parts_of_different_software_unless_allowed(tmp_path: Path) -> None:

@@ -9,7 +9,7 @@ import pytest
 
 from harness.errors import UsageError
 from harness.run.execute import read_op_seconds
-from harness.run.plan import OpPlan, assign_shards, plan_shard, weigh_by_seconds
+from harness.run.plan import OpPlan, assign_parts, plan_part, weigh_by_seconds
 
 
 def _open(name: str, rows: int) -> OpPlan:
@@ -27,12 +27,12 @@ def _loads(parts: dict[str, int], count: int) -> list[float]:
 
 
 def test_parts_weighed_by_last_nights_times_balance_that_time() -> None:
-    plain = _loads(assign_shards(OPS, 2), 2)
-    weighed = _loads(assign_shards(weigh_by_seconds(OPS, SECONDS), 2), 2)
+    plain = _loads(assign_parts(OPS, 2), 2)
+    weighed = _loads(assign_parts(weigh_by_seconds(OPS, SECONDS), 2), 2)
     total = sum(SECONDS.values())
     assert max(weighed) <= total / 2 + 10.0  # within one short op of even
     assert max(plain) >= max(weighed)
-    parts = assign_shards(weigh_by_seconds(OPS, SECONDS), 2)
+    parts = assign_parts(weigh_by_seconds(OPS, SECONDS), 2)
     assert parts["op03"] != parts["op17"]  # the two long ops never share a part
     assert sorted(parts) == sorted(o.op for o in OPS)
 
@@ -45,9 +45,9 @@ def test_an_op_last_night_did_not_run_is_weighed_at_the_measured_rate() -> None:
 
 
 def test_every_part_keeps_its_planned_ops_unchanged() -> None:
-    mine, shard = plan_shard(OPS, 1, 2, ["0"], digest="d", seconds=SECONDS)
+    mine, shard = plan_part(OPS, 1, 2, ["0"], digest="d", seconds=SECONDS)
     assert all(o.case_cost == OPS[0].case_cost for o in mine)  # the weights only choose the parts
-    other, _ = plan_shard(OPS, 2, 2, ["0"], digest="d", seconds=SECONDS)
+    other, _ = plan_part(OPS, 2, 2, ["0"], digest="d", seconds=SECONDS)
     assert sorted(o.op for o in [*mine, *other]) == sorted(o.op for o in OPS)
 
 

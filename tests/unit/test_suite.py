@@ -15,7 +15,7 @@ import yaml
 from harness.backends import get_backend
 from harness.errors import EnvironmentProblem, UsageError
 from harness.options import DTYPES, SUITE_DTYPES, RunOptions, resolve_run_options
-from harness.run.plan import assign_shards
+from harness.run.plan import assign_parts
 from harness.run.plugins import PluginPlan
 from harness.sources import prepare
 from harness.suite.inventory import Inventory, read_inventory
@@ -393,7 +393,7 @@ def test_the_measuring_process_replays_and_a_sweep_shard_tunes_its_share(v53: Fa
                          cap_ms=250.0)
     plans = plan_suite_ops(tree, inv53, ops(inv53, "mm"), get_backend("cpu"), options)
     runner = SuiteRunner(tree, plans, features=suite_features(get_backend("cpu"), options))
-    sweep = SweepStep(("cpu", "cpu", "cpu"), launcher=runner.shard_launch)
+    sweep = SweepStep(("cpu", "cpu", "cpu"), launcher=runner.sweep_launch)
     ctx = _ctx(runner, tmp_path, options, sweep)
     op_plan = ctx.plan.ops[0]  # type: ignore[attr-defined]
 
@@ -411,7 +411,7 @@ def test_the_measuring_process_replays_and_a_sweep_shard_tunes_its_share(v53: Fa
                                                  "-p no:hypothesispytest -q -rN -s -W "
                                                  "ignore::pytest.PytestUnknownMarkWarning")
 
-    shard = runner.shard_launch(ctx, op_plan, 2, "cpu", ("its calls i with i % 3 == 2",))  # type: ignore[arg-type]
+    shard = runner.sweep_launch(ctx, op_plan, 2, "cpu", ("its calls i with i % 3 == 2",))  # type: ignore[arg-type]
     folder = tmp_path / "sweep" / "mm"
     spec = ChildSpec.load(folder / "shard-2.spec.json")
     assert spec.cap_ms == 250.0
@@ -431,19 +431,19 @@ def test_shard_k_of_n_deals_a_suite_selection_as_the_harness_deals_its_own_ops(v
     options = RunOptions(backend="cpu", suite=str(v53.benchmark), dtypes=(), dismiss=str(dismiss),
                          out=str(tmp_path / "run"))
     whole = prepare(options, env, all_ops=True)
-    assert whole.shard is None
-    # The split is the built-in ops' (assign_shards), each op weighed by its expected rows.
-    expected = assign_shards(whole.plan.ops, 3, weightless=whole.dismissed)
+    assert whole.part is None
+    # The split is the built-in ops' (assign_parts), each op weighed by its expected rows.
+    expected = assign_parts(whole.plan.ops, 3, weightless=whole.dismissed)
     parts = [prepare(replace(options, shard=(k, 3)), env, all_ops=True)
              for k in (1, 2, 3)]
     for k, part in enumerate(parts, start=1):
-        assert part.shard is not None and part.shard["index"] == k and part.shard["count"] == 3
-        assert part.shard["ops"] == [o.op for o in part.plan.ops] == [op for op, p in expected.items() if p == k]
-        assert part.shard["all_ops"] == [o.op for o in whole.plan.ops]
+        assert part.part is not None and part.part["index"] == k and part.part["count"] == 3
+        assert part.part["ops"] == [o.op for o in part.plan.ops] == [op for op, p in expected.items() if p == k]
+        assert part.part["all_ops"] == [o.op for o in whole.plan.ops]
         assert {o.op: o.open_cases for o in part.plan.ops} == {o.op: o.open_cases for o in whole.plan.ops
                                                                if expected[o.op] == k}
-        assert set(part.dismissed) <= set(part.shard["ops"]) and part.runner is not None
-    shards = [dict(p.shard or {}) for p in parts]
+        assert set(part.dismissed) <= set(part.part["ops"]) and part.runner is not None
+    shards = [dict(p.part or {}) for p in parts]
     assert sorted(op for shard in shards for op in shard["ops"]) == sorted(o.op for o in whole.plan.ops)
     assert "mm" in next(p.dismissed for p, shard in zip(parts, shards, strict=True) if "mm" in shard["ops"])
     assert len({shard["plan_digest"] for shard in shards}) == 1
@@ -452,7 +452,7 @@ def test_shard_k_of_n_deals_a_suite_selection_as_the_harness_deals_its_own_ops(v
     def digest_of(suite: FakeSuite, **over: object) -> str:
         changed = RunOptions(**{**options.to_dict(), "suite": str(suite.benchmark), "shard": (1, 3), **over})
         prepared = prepare(changed, {"PYTHONPATH": str(suite.site)}, all_ops=True)
-        return str((prepared.shard or {}).get("plan_digest"))
+        return str((prepared.part or {}).get("plan_digest"))
 
     # The same tree elsewhere (another machine's checkout) is the same plan; another tag, other
     # shapes (the same number of them), other dtypes or budgets are not, and merge refuses them.
@@ -474,7 +474,7 @@ def test_a_suite_run_is_swept_with_the_suites_own_shard_processes(v53: FakeSuite
                          out=str(tmp_path / "run"))
     prepared = prepare(options, env)
     assert prepared.sweep is not None and prepared.sweep.devices == ("cpu", "cpu")
-    assert prepared.sweep.launcher == prepared.runner.shard_launch  # type: ignore[attr-defined]
+    assert prepared.sweep.launcher == prepared.runner.sweep_launch  # type: ignore[attr-defined]
     assert prepared.sweep.applies(prepared.plan.ops[0])
     source = tmp_path / "rec"
     (source / "autotune").mkdir(parents=True)

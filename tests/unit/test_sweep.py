@@ -8,16 +8,16 @@ from pathlib import Path
 import pytest
 
 from harness.autotune.store import OpAutotune, TunedConfig
-from harness.autotune.sweep import SweepFiles, merge_shards, open_shares, split_cases
+from harness.autotune.sweep import SweepFiles, merge_processes, open_shares, split_cases
 from harness.backends import get_backend
 from harness.errors import UsageError
 from harness.run.context import DeviceLocks
 from harness.run.decide import AttemptExit
 from harness.run.sweep import (
-    _Shard,
-    _shard_reason,
+    _process_reason,
+    _SweepProcess,
     resolve_sweep_devices,
-    shard_plugins,
+    sweep_plugins,
 )
 
 
@@ -43,7 +43,7 @@ def _cfg(key: int, block: int) -> TunedConfig:
 def test_merging_keeps_the_lowest_shard_and_counts_keys_tuned_differently() -> None:
     shards = [OpAutotune("op", {"k": ("n",)}, (_cfg(128, 32), _cfg(256, 32))),
               OpAutotune("op", {"k": ("n",)}, (_cfg(128, 16), _cfg(512, 16), _cfg(256, 32)), notes=("n1",))]
-    merged, conflicts = merge_shards("op", shards)
+    merged, conflicts = merge_processes("op", shards)
     assert {c.key[0]: c.kwargs["BLOCK"] for c in merged.configs} == {"int:128": 32, "int:256": 32, "int:512": 16}
     assert [(c.key, c.kept, c.others) for c in conflicts] == [(("int:128",), 0, (1,))]  # 256 agreed
     assert merged.notes == ("shard 1: n1",) and merged.tuners == {"k": ("n",)}
@@ -62,20 +62,20 @@ def test_sweep_devices_are_a_count_over_the_run_devices_or_ids() -> None:
 def test_a_shard_runs_without_timing_records_or_ir_but_always_records_configs() -> None:
     modules = ["harness.child.plugins.session", "harness.child.plugins.ir", "harness.child.plugins.timing",
                "harness.child.plugins.wall", "harness.child.plugins.records", "my.timing"]
-    args = shard_plugins(modules)
+    args = sweep_plugins(modules)
     assert args[1::2] == ["harness.child.plugins.session", "my.timing", "harness.child.plugins.autotune",
                           "harness.child.plugins.tune"]
 
 
 def test_why_a_shard_failed() -> None:
-    shard = _Shard(1, "3", ("a", "b"))
-    assert _shard_reason(shard, AttemptExit(0, pytest_exit=0), {"cases": {"a": "ok", "b": "skip: x"}}, 60) == ""
-    reason = _shard_reason(shard, AttemptExit(1, pytest_exit=1),
+    shard = _SweepProcess(1, "3", ("a", "b"))
+    assert _process_reason(shard, AttemptExit(0, pytest_exit=0), {"cases": {"a": "ok", "b": "skip: x"}}, 60) == ""
+    reason = _process_reason(shard, AttemptExit(1, pytest_exit=1),
                            {"cases": {"a": "error: RuntimeError: boom", "b": "error: x"}}, 60)
     assert reason == "shard 1 on device 3: a: RuntimeError: boom (and 1 more)"
-    assert "killed by SIGKILL" in _shard_reason(shard, AttemptExit(-9), None, 60)
-    assert "--op-timeout 60s" in _shard_reason(shard, AttemptExit(-15, timed_out=True), None, 60)
-    assert "wrote no result" in _shard_reason(shard, AttemptExit(0, pytest_exit=0), None, 60)
+    assert "killed by SIGKILL" in _process_reason(shard, AttemptExit(-9), None, 60)
+    assert "--op-timeout 60s" in _process_reason(shard, AttemptExit(-15, timed_out=True), None, 60)
+    assert "wrote no result" in _process_reason(shard, AttemptExit(0, pytest_exit=0), None, 60)
 
 
 def test_a_sweep_waits_for_ops_measured_on_its_devices_and_holds_them() -> None:
@@ -114,4 +114,4 @@ def test_a_sweep_waits_for_ops_measured_on_its_devices_and_holds_them() -> None:
 def test_sweep_files_live_under_the_run(tmp_path: Path) -> None:
     files = SweepFiles(tmp_path, "src:my op")
     assert files.configs == tmp_path / "sweep" / "src_my_op" / "configs.json"
-    assert files.shard(2).name == "shard-2.json"
+    assert files.process_configs(2).name == "shard-2.json"

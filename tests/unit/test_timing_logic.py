@@ -118,7 +118,7 @@ def test_the_cap_option_is_in_the_specs_of_measuring_and_sweep_processes(tmp_pat
     from harness.run.plan import OpPlan, RunPlan
     from harness.run.plugins import plan_plugins
     from harness.run.spawn import StopToken
-    from harness.run.sweep import SweepFiles, case_shard_launch
+    from harness.run.sweep import SweepFiles, case_sweep_launch
 
     options = RunOptions(cap_ms=250.0)
     cpu = get_backend("cpu")
@@ -128,10 +128,10 @@ def test_the_cap_option_is_in_the_specs_of_measuring_and_sweep_processes(tmp_pat
     ctx = BatchContext(plan, tmp_path, {}, StopToken(), None, CaseRunner())  # type: ignore[arg-type]
     CaseRunner().launch(ctx, op_plan, 1, ())
     assert ChildSpec.load(ctx.files.spec("add")).cap_ms == 250.0
-    case_shard_launch(ctx, op_plan, 0, "cpu", ("add[builtin-float32-8]",))
-    assert ChildSpec.load(SweepFiles(tmp_path, "add").shard_spec(0)).cap_ms == 250.0
-    shard = ChildSpec.load(SweepFiles(tmp_path, "add").shard_spec(0))
-    assert shard.sweep is not None and shard.sweep.configs_out == str(SweepFiles(tmp_path, "add").shard(0))
+    case_sweep_launch(ctx, op_plan, 0, "cpu", ("add[builtin-float32-8]",))
+    assert ChildSpec.load(SweepFiles(tmp_path, "add").process_spec(0)).cap_ms == 250.0
+    shard = ChildSpec.load(SweepFiles(tmp_path, "add").process_spec(0))
+    assert shard.sweep is not None and shard.sweep.configs_out == str(SweepFiles(tmp_path, "add").process_configs(0))
     assert shard.skip_cases == () and ChildSpec.load(ctx.files.spec("add")).sweep is None
     assert ChildSpec.load(ctx.files.spec("add")).capture_off == ""
     CaseRunner().launch(ctx, op_plan, 2, (), capture_off="poisoned earlier")  # a retry after a poisoned attempt

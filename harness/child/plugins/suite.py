@@ -25,9 +25,9 @@ records the configs FlagGems' autotuners (LibTuner, Triton's) chose, per row, in
 ``autotune/<op>.json``, and seeds them from ``--replay-from`` or a sweep's merged configs before
 the first benchmark runs (each row's ``autotune`` marker says what happened); ``ir`` keeps the
 kernels compiled during each row (``ir/<op>/<case>/``, the row's ``ir``); ``wall`` times each
-call a second time as a user makes it. In a sweep shard (spec ``mode: tune``) the plugin answers
-``get_latency`` with :class:`harness.child.suite_tune.TuneSeam` instead: the shard's share of
-FlagGems' calls runs once, and ``shard_result`` says how each went.
+call a second time as a user makes it. In a sweep process (spec ``mode: tune``) the plugin answers
+``get_latency`` with :class:`harness.child.suite_tune.TuneSeam` instead: the sweep process's share of
+FlagGems' calls runs once, and ``process_result`` says how each went.
 """
 
 from __future__ import annotations
@@ -191,7 +191,7 @@ class SuitePlugin:
     module_skips: int = 0
     recorder: AutotuneRecorder | None = None
     ir: IrHook | None = None
-    compile_ms: float | None = None  # a sweep shard's compile time (its result file)
+    compile_ms: float | None = None  # a sweep process's compile time (its result file)
 
     @property
     def tuning(self) -> bool:
@@ -336,7 +336,7 @@ class SuitePlugin:
         if self.ir is not None:
             self.ir.capture.uninstall()
         if isinstance(self.seam, TuneSeam):
-            self._write_shard_result()
+            self._write_process_result()
             return
 
         state = read_state(get_backend(self.spec.backend)).get(self.spec.device)
@@ -346,8 +346,8 @@ class SuitePlugin:
                 fh.write(json.dumps(line, sort_keys=True) + "\n")
 
 
-    def _write_shard_result(self) -> None:
-        """What harness.run.sweep reads to say why a shard failed: each call's outcome."""
+    def _write_process_result(self) -> None:
+        """What harness.run.sweep reads to say why a sweep process failed: each call's outcome."""
         assert isinstance(self.seam, TuneSeam)
         compile_ms = None
         if self.ir is not None:

@@ -1,7 +1,7 @@
 """A sweep process's report: how each case of its share went, and its compile time.
 
 Loaded instead of the timing and records plugins in a sweep process (harness/run/sweep.py):
-writes ``spec.sweep.result`` when pytest finishes, so the parent can say why a shard
+writes ``spec.sweep.result`` when pytest finishes, so the parent can say why a sweep process
 failed without reading its log.
 """
 
