@@ -49,6 +49,7 @@ __all__ = [
     "SUITE_SPEC_OPTION",
     "SWEEP_INDEX_ENV",
     "TUNE_FILE",
+    "times_path",
     "Case",
     "CaseProgress",
     "ChildArgs",
@@ -111,6 +112,11 @@ def op_file_stem(op: str) -> str:
     return re.sub(r"[^A-Za-z0-9_.-]", "_", op)
 
 
+def times_path(exit_path: Path) -> Path:
+    """Where an op process writes its timeline, next to its exit file (``<op>.times.json``)."""
+    return exit_path.with_name(f"{exit_path.stem}.times.json")
+
+
 @dataclass(frozen=True)
 class RunFiles:
     """The paths of one run directory (absolute when ``root`` is)."""
@@ -142,6 +148,10 @@ class RunFiles:
     def exit_file(self, op: str) -> Path:
         """Where an op process writes pytest's exit status once pytest returned."""
         return self.root / "specs" / f"{op_file_stem(op)}.exit"
+
+    def times_file(self, op: str) -> Path:
+        """Where an op process writes its timeline, next to its exit file (harness.child.process)."""
+        return times_path(self.exit_file(op))
 
     def identity(self, device: str) -> Path:
         return self.root / "identity" / f"{device}.json"

@@ -40,7 +40,7 @@ import time
 from collections.abc import Callable, MutableMapping, Sequence
 from pathlib import Path
 
-from harness.contract import CANCELLED_EXIT, GO, PARENT_PID_ENV, ChildArgs
+from harness.contract import CANCELLED_EXIT, GO, PARENT_PID_ENV, ChildArgs, times_path
 
 __all__ = ["PARENT_POLL_S", "PRELOAD", "asked_time", "end_own_group", "leave", "main", "preload", "times_path",
            "warm_profiler", "watch_parent"]
@@ -132,11 +132,6 @@ def warm_profiler(times: dict[str, float]) -> None:
               "its start is paid by the op's first profiler row instead", file=sys.stderr, flush=True)
         return
     times["warmed"] = time.time()
-
-
-def times_path(exit_path: Path) -> Path:
-    """Where an op process writes its timeline, next to its exit file (``<op>.times.json``)."""
-    return exit_path.with_name(f"{exit_path.stem}.times.json")
 
 
 class _Clock:
