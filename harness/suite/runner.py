@@ -43,6 +43,7 @@ from harness.run.spawn import Launch
 from harness.run.sweep import sweep_task
 from harness.suite.inventory import Inventory, read_inventory
 from harness.suite.layout import SuiteTree, locate_suite, major_minor
+from harness.suite.replay import check_replay_version
 from harness.suite.select import SuiteOp, all_ops, op_catalog, resolve_nodes, resolve_ops
 from harness.suite.shapefile import (
     ShapePlan,
@@ -261,6 +262,7 @@ class SuiteSource:
         dismissed = _dismissed(inventory, options.dismiss, plans)
         installed = installed_version(tree.package, env)
         _check_versions(tree, installed, options.allow_version_mismatch)
+        check_replay_version(options.replay_from, tree.package, installed, options.allow_version_mismatch)
         opts = replace(options, provider=SUITE_PROVIDER, timer=plugins.timer, level=level)
         runner = SuiteRunner(tree, plans, installed=installed, features=suite_features(backend, options),
                              unreadable=inventory.unreadable)
