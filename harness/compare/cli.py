@@ -106,6 +106,9 @@ def _add_compare(sub: argparse._SubParsersAction[argparse.ArgumentParser], name:
     p.add_argument("--allow-mismatch", action="store_true",
                    help="compare runs of different backend, device model, timer, level or cache, or "
                         "of different torch, Triton, driver, flag_gems or harness versions, anyway")
+    p.add_argument("--history", metavar="DB",
+                   help="a history database (`harness history add`): each case's run-to-run spread is "
+                        "measured from its runs of base's fingerprint (4 or more), instead of assumed")
 
 
 def _add_gate_run(sub: argparse._SubParsersAction[argparse.ArgumentParser]) -> None:
@@ -284,6 +287,8 @@ def _write_comparison(comparison: Comparison, out: Path | None, stdout: TextIO,
     problem = _write_compare_html(comparison, out, title, context)
     print(markdown.splitlines()[0].lstrip("# "), file=stdout)
     print(", ".join(f"{v} {comparison.count(v)}" for v in _VERDICT_ORDER), file=stdout)
+    if comparison.resolution:
+        print(comparison.resolution, file=stdout)
     for r in comparison.regressions + comparison.failing:
         print(f"  {r.verdict}: {r.case_id}: {r.reason}", file=stdout)
     if problem:
@@ -333,12 +338,31 @@ def _checked_out(ns: argparse.Namespace) -> Path | None:
     return Path(ns.out)
 
 
+def _history_spread(ns: argparse.Namespace, spread: SpreadTable) -> SpreadTable:
+    """``spread`` with each case's spread measured from ``--history DB`` (the runs of base's
+    fingerprint), when given."""
+    if not getattr(ns, "history", None):
+        return spread
+    from harness.compare.history import HistoryStore
+    from harness.compare.spread import history_series, measured_spread
+    from harness.results.runinfo import fingerprint, read_run_info
+
+    db = Path(ns.history)
+    if not db.is_file():
+        raise UsageError(f"--history {db}: no such history database. Give the file `harness history add` "
+                         "wrote, or leave --history out.")
+    info = read_run_info(Path(ns.base) / "run.json")
+    print_of = str(info.get("fingerprint") or fingerprint(info))
+    cases = measured_spread(history_series(HistoryStore(db).export(print_of)), f"measured in {db}")
+    return spread.with_cases(cases, f"{len(cases)} case(s)' spread measured in {db}")
+
+
 def _cmd_compare(ns: argparse.Namespace, stdout: TextIO) -> int:
     from harness.compare.compare import compare_runs
 
     _checked_out(ns)
     comparison = compare_runs(Path(ns.base), Path(ns.head), _criteria(ns), ns.allow_mismatch,
-                              allow_cpu=ns.allow_cpu, spread=_spread(ns))
+                              allow_cpu=ns.allow_cpu, spread=_history_spread(ns, _spread(ns)))
     _write_comparison(comparison, Path(ns.out) if ns.out else None, stdout)
     if ns.command == "gate":
         return _gate_outcome(comparison, f"gate {ns.base} -> {ns.head}")
