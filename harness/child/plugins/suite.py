@@ -48,6 +48,7 @@ from harness.backends.state import read_state
 from harness.child.latency_seam import LatencySeam, RowContext, RowWriter, SuiteTimers
 from harness.child.outputs import dtype_name
 from harness.child.plugins.identity import probe_accelerator, probe_cpu, write_identity
+from harness.child.plugins.seeding import seed_generators
 from harness.child.plugins.timing import timers_for
 from harness.child.suite_tune import TuneSeam
 from harness.child.timing.base import device_api
@@ -302,9 +303,7 @@ class SuitePlugin:
 
     @pytest.hookimpl(tryfirst=True)
     def pytest_runtest_setup(self, item: pytest.Item) -> None:
-        import torch
-
-        torch.manual_seed(_item_seed(self.spec.seed, item.nodeid))  # FlagGems' inputs, the same every run
+        seed_generators(_item_seed(self.spec.seed, item.nodeid))  # FlagGems' inputs, the same every run
         self.seam.begin_item(item.nodeid)
 
     @pytest.hookimpl(hookwrapper=True)
