@@ -26,7 +26,7 @@ from pathlib import Path
 
 from harness.compare.compare import RunData
 from harness.errors import UsageError
-from harness.results.runinfo import environment_values, fingerprint
+from harness.results.runinfo import environment_values, fingerprint, library_commit
 from harness.results.store import csv_text
 from harness.results.trend import CaseCheck, HistoryRules, assess_case, check_run
 
@@ -45,7 +45,9 @@ __all__ = [
 # 2: runs.environment (JSON of the run's software versions); a version 1 file gains the column.
 # 3: rows.cause (why a case did not pass: "kind: evidence", harness/results/causes.py); a file of
 #    version 1 or 2 gains the column, empty for the rows it held.
-_SCHEMA_VERSION = 3
+# 4: runs.library_commit (the library commit the run measured, runinfo.library_commit); a file of
+#    an earlier version gains the column, empty for the runs it held.
+_SCHEMA_VERSION = 4
 # PRAGMA application_id of a history database ("HrnH"): what tells the harness's own SQLite file
 # from another program's, which is refused untouched. Files written before the mark was set are
 # known by their schema version and their two tables, and get the mark on their next write.
@@ -69,7 +71,7 @@ CREATE INDEX IF NOT EXISTS runs_by_fingerprint ON runs (fingerprint, started_at,
 """
 EXPORT_COLUMNS = (
     "case_id", "fingerprint", "backend", "device_name", "run_id", "started_at", "git_commit",
-    "status", "median_ms", "p10_ms", "p90_ms", "n", "torch_median_ms", "cause",
+    "status", "median_ms", "p10_ms", "p90_ms", "n", "torch_median_ms", "cause", "environment", "library_commit",
 )
 
 
@@ -154,6 +156,8 @@ class HistoryStore:
             columns = {row[1] for row in conn.execute("PRAGMA table_info(runs)")}
             if "environment" not in columns:
                 conn.execute("ALTER TABLE runs ADD COLUMN environment TEXT")
+            if "library_commit" not in columns:
+                conn.execute("ALTER TABLE runs ADD COLUMN library_commit TEXT")
             if "cause" not in {row[1] for row in conn.execute("PRAGMA table_info(rows)")}:
                 conn.execute("ALTER TABLE rows ADD COLUMN cause TEXT")
             conn.execute(f"PRAGMA user_version = {_SCHEMA_VERSION}")
@@ -184,8 +188,8 @@ class HistoryStore:
                  info.get("started_at") or _now(), _now()),
             )
             seq = cur.lastrowid
-            conn.execute("UPDATE runs SET environment = ? WHERE seq = ?",
-                         (json.dumps(environment_values(info), sort_keys=True), seq))
+            conn.execute("UPDATE runs SET environment = ?, library_commit = ? WHERE seq = ?",
+                         (json.dumps(environment_values(info), sort_keys=True), library_commit(info) or None, seq))
             rows = []
             for r in run.records:
                 c = r.candidate.summary if r.candidate and r.status == "pass" else None
@@ -238,7 +242,10 @@ class HistoryStore:
         return out
 
     def export(self, fingerprint: str | None = None, cases: Sequence[str] = ()) -> list[dict[str, object]]:
-        """Every stored value, ordered by case then time: each case's trend is contiguous."""
+        """Every stored value, ordered by case then time: each case's trend is contiguous. Each row
+        carries its run's harness commit (``git_commit``), software versions (``environment``: the
+        JSON text of runinfo.environment_values) and ``library_commit``; None where the run was
+        stored before they were kept."""
         where, args = [], []
         if fingerprint:
             where.append("runs.fingerprint = ?")
@@ -249,7 +256,8 @@ class HistoryStore:
         sql = (
             "SELECT rows.case_id, runs.fingerprint, runs.backend, runs.device_name, runs.run_id,"
             " runs.started_at, runs.git_commit, rows.status, rows.median_ms, rows.p10_ms, rows.p90_ms,"
-            " rows.n, rows.torch_median_ms, rows.cause FROM rows JOIN runs ON rows.run_seq = runs.seq"
+            " rows.n, rows.torch_median_ms, rows.cause, runs.environment, runs.library_commit"
+            " FROM rows JOIN runs ON rows.run_seq = runs.seq"
             + (" WHERE " + " AND ".join(where) if where else "")
             + " ORDER BY rows.case_id, runs.fingerprint, runs.started_at, runs.seq"
         )

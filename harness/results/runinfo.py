@@ -19,6 +19,7 @@ from __future__ import annotations
 
 import hashlib
 import json
+import re
 from collections.abc import Mapping
 from dataclasses import dataclass, field, fields, replace
 from pathlib import Path
@@ -37,6 +38,7 @@ __all__ = [
     "environment_differences",
     "environment_values",
     "fingerprint",
+    "library_commit",
     "read_run_info",
 ]
 
@@ -104,6 +106,21 @@ def environment_differences(base: Mapping[str, Any], head: Mapping[str, Any]) ->
     "absent" stands for the missing side. A field neither states is alike."""
     b, h = environment_values(base), environment_values(head)
     return [(k, b[k] or "absent", h[k] or "absent") for k in ENVIRONMENT_FIELDS if b[k] != h[k]]
+
+
+def library_commit(info: Mapping[str, Any]) -> str:
+    """The library commit a run measured, as run.json records it: the commit in its suite tree's
+    ref (``suite.ref``: benchmarks/fetch_flaggems.sh writes "TAG (DESCRIBE, COMMIT)", a checkout
+    gives ``git describe``'s "TAG-N-gHASH", setuptools-scm's version "X.Y.devN+gHASH"); "" when
+    the run names none (a run of built-in ops, a tree known only by its version or tag)."""
+    ref = _lookup(info, ("suite", "ref"))
+    if not isinstance(ref, str):
+        return ""
+    full = re.findall(r"\b[0-9a-f]{40}\b", ref)
+    if full:
+        return full[-1]
+    short = re.search(r"[-+]g([0-9a-f]{7,40})\b", ref)
+    return short.group(1) if short else ""
 
 
 def fingerprint(info: Mapping[str, Any]) -> str:

@@ -287,3 +287,81 @@ def test_the_cause_of_a_case_that_did_not_pass_is_kept_and_exported(tmp_path: Pa
     rows = {r["case_id"]: r for r in HistoryStore(db).export()}
     assert rows[failed.case_id]["cause"] == "benchmark: torch side returned None: nothing to compare"
     assert all(r["cause"] is None for k, r in rows.items() if k != failed.case_id)
+
+
+# software versions and the library commit of each night
+
+
+def _suite_night(root: Path, day: int, ref: str, torch: str = "2.13.0") -> Path:
+    """A night of a FlagGems suite run: run.json with the tree's ref and every software version."""
+    import json
+
+    path = _run(root, day, torch=torch)
+    info = json.loads((path / "run.json").read_text())
+    info["identity"].update(triton="3.7.1", driver="580.159.04", flag_gems={"version": "5.3.4", "vendor": "nvidia"})
+    info.update(harness_version="0.1.0", suite={"ref": ref, "layout": "v5.3", "package": "flag_gems"})
+    write_json(path / "run.json", info)
+    return path
+
+
+@pytest.mark.parametrize("ref,commit", [
+    (f"v5.3.4 (v5.3.4-2-gf7c55cb, {'f7c55cb2fe1fb90fc713eafa6f63d7cbb73453a9'})",
+     "f7c55cb2fe1fb90fc713eafa6f63d7cbb73453a9"),  # benchmarks/fetch_flaggems.sh's FLAGGEMS_REF
+    ("v5.3.4-166-g1a2b3c4d", "1a2b3c4d"),  # git describe of a checkout
+    ("5.3.5.dev166+g1a2b3c4.d20261201", "1a2b3c4"),  # setuptools-scm's version
+    ("v5.3.4", ""),  # a tag alone names no commit
+    ("5.3.4", ""),
+])
+def test_the_library_commit_is_read_from_the_suite_tree_ref(ref: str, commit: str) -> None:
+    from harness.results.runinfo import library_commit
+
+    assert library_commit({"run_id": "r", "suite": {"ref": ref}}) == commit
+    assert library_commit({"run_id": "r"}) == ""  # built-in ops: no library tree
+
+
+def test_each_night_keeps_its_versions_and_commits_and_export_gives_them(tmp_path: Path) -> None:
+    import json
+
+    db = tmp_path / "history.sqlite"
+    _history(["add", str(_suite_night(tmp_path, 1, f"v5.3.4 (v5.3.4, {'a' * 40})"))], db)
+    _history(["add", str(_suite_night(tmp_path, 2, f"v5.3.4 (v5.3.4-3-gbbbbbbb, {'b' * 40})", torch="2.14.0"))], db)
+    rows = [r for r in HistoryStore(db).export() if r["case_id"].startswith("softmax")]
+    assert [r["library_commit"] for r in rows] == ["a" * 40, "b" * 40]
+    assert [r["git_commit"] for r in rows] == [f"{1:040d}", f"{2:040d}"]
+    assert json.loads(str(rows[1]["environment"])) == {
+        "torch": "2.14.0", "triton": "3.7.1", "driver": "580.159.04", "flag_gems": "5.3.4", "harness": "0.1.0"}
+    _, text = _history(["export"], db)
+    written = list(csv.DictReader(io.StringIO(text)))
+    assert written[0]["library_commit"] == "a" * 40 and json.loads(written[0]["environment"])["torch"] == "2.13.0"
+
+
+def test_a_schema_3_database_gains_the_library_commit_and_keeps_its_runs(tmp_path: Path) -> None:
+    import sqlite3
+
+    from harness.compare.history import APPLICATION_ID
+
+    db = tmp_path / "v3.sqlite"
+    conn = sqlite3.connect(db)
+    conn.executescript("""
+        CREATE TABLE runs (seq INTEGER PRIMARY KEY AUTOINCREMENT, run_id TEXT NOT NULL UNIQUE,
+            fingerprint TEXT NOT NULL, backend TEXT, device_name TEXT, timer TEXT, level TEXT,
+            git_commit TEXT, started_at TEXT NOT NULL, added_at TEXT NOT NULL, environment TEXT);
+        CREATE TABLE rows (run_seq INTEGER NOT NULL REFERENCES runs(seq) ON DELETE CASCADE,
+            case_id TEXT NOT NULL, op TEXT NOT NULL, status TEXT NOT NULL, median_ms REAL, p10_ms REAL,
+            p90_ms REAL, n INTEGER, torch_median_ms REAL, cause TEXT, PRIMARY KEY (run_seq, case_id));
+        INSERT INTO runs (run_id, fingerprint, git_commit, started_at, added_at, environment)
+            VALUES ('old-night', 'fp-a', 'c0ffee', '2026-10-01T02:00:00+00:00', '2026-10-01T03:00:00+00:00',
+                    '{"torch": "2.12.0"}');
+        INSERT INTO rows (run_seq, case_id, op, status, median_ms) VALUES (1, 'softmax[x]', 'softmax', 'pass', 1.0);
+        PRAGMA user_version = 3;
+    """)
+    conn.close()
+    (old,) = HistoryStore(db).export()  # read as it is: no library commit recorded then
+    assert old["library_commit"] is None and old["environment"] == '{"torch": "2.12.0"}' and old["git_commit"] == "c0ffee"
+    _history(["add", str(_suite_night(tmp_path, 2, "v5.3.4-1-gabcdef0"))], db)
+    commits = {r["run_id"]: r["library_commit"] for r in HistoryStore(db).export()}
+    assert commits == {"old-night": None, "night-fp-a-02": "abcdef0"}
+    conn = sqlite3.connect(db)
+    assert conn.execute("PRAGMA user_version").fetchone()[0] == 4
+    assert conn.execute("PRAGMA application_id").fetchone()[0] == APPLICATION_ID
+    conn.close()

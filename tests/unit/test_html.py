@@ -649,3 +649,38 @@ def test_history_site_from_the_history_store(tmp_path: Path) -> None:
     assert "library commits" in text and "not recorded" in text  # the export has no library commit
     assert "the nights recorded no library commit: no range to bisect" in text
     assert "harness bisect --repo" not in text  # the harness's commits are no range of the library
+
+
+def test_history_site_from_the_store_marks_upgrades_and_bisects_the_library_range(tmp_path: Path) -> None:
+    """Nights stored with their software versions and library commit (run.json's identity and
+    suite ref): the site draws the torch upgrade as a marker on the one series, and the
+    regressions page gives the library's commit range and the command that bisects it."""
+    from harness.compare.compare import RunData
+    from harness.compare.history import HistoryStore
+    from harness.results.html.history import judged_points, regression_episodes
+
+    store = HistoryStore(tmp_path / "history.sqlite")
+    library = {day: hashlib.sha1(f"library {day}".encode()).hexdigest() for day in range(1, 9)}
+    for day in range(1, 9):
+        slow = 1.3 if day >= 6 else 1.0
+        run_id = f"night-{day}"
+        info = {"run_id": run_id, "status": "complete", "backend": "cuda", "timer": "graph", "level": "core",
+                "identity": {"device_name": "NVIDIA H200", "torch": "2.11.0" if day < 4 else "2.12.0",
+                             "triton": "3.6.0", "driver": "580.159.04", "flag_gems": {"version": "5.3.4"}},
+                "options": {"cache": "cold"}, "fingerprint": "fp-h200", "harness_version": "0.1.0",
+                "started_at": f"2026-11-{day:02d}T02:00:00+00:00", "git_commit": f"{day:040d}",
+                "suite": {"ref": f"v5.3.4 (v5.3.4-{day}-g{library[day][:7]}, {library[day]})"}}
+        store.add(RunData(path=tmp_path / run_id, info=info, records=(
+            record("softmax", cand_ms=0.01 * slow, run_id=run_id), record("add", cand_ms=0.02, run_id=run_id))))
+    site = render_history_site(store.export())
+    points = _dataset(Page(site["ops/softmax.html"]), "chart-trend", "points")
+    assert {p["series"] for p in points} == {"cuda · NVIDIA H200"}  # the upgrade starts no series
+    assert [p["change"] for p in points if p.get("change")] == ["torch 2.11.0 → 2.12.0"]
+    assert [p["run_id"] for p in points if p.get("change")] == ["night-4"]
+    (episode,) = [e for e in regression_episodes(judged_points(store.export())) if e["op"] == "softmax"]
+    assert (episode["first_bad_run"], episode["last_good_run"]) == ("night-6", "night-5")
+    assert episode["library_range"] == f"{library[5][:12]} .. {library[6][:12]}"
+    assert episode["bisect"] == (f"harness bisect --repo GIT_DIR --good {library[5]} --bad {library[6]} "
+                                 "-- --suite TREE --ops softmax")
+    text = _text(Page(site["regressions.html"]))
+    assert episode["bisect"] in text and "not recorded" not in text

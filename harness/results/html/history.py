@@ -3,10 +3,10 @@ a regressions page, and one page per op, all sharing one copy of the assets (ass
 
 Input is plain data: one dict per case per run, with the columns of the history export
 (harness/compare/history.py EXPORT_COLUMNS: case_id, fingerprint, backend, device_name,
-run_id, started_at, git_commit, status, median_ms, p10_ms, p90_ms, n, torch_median_ms),
-optionally ``op``, a precomputed ``check``/``reason``, ``environment`` (the run's software
-versions, a mapping or its JSON text) and ``library_commit`` (the library's commit the run
-measured). Points without a check are judged here with the history rules
+run_id, started_at, git_commit, status, median_ms, p10_ms, p90_ms, n, torch_median_ms,
+cause, ``environment``: the run's software versions, a mapping or its JSON text, and
+``library_commit``: the library's commit the run measured), any of them may be absent;
+optionally ``op`` and a precomputed ``check``/``reason``. Points without a check are judged here with the history rules
 (:func:`harness.results.trend.assess_case`).
 
 A series is one case on one backend and device model. A change of software (the
@@ -61,11 +61,13 @@ def _environment(value: Any) -> dict[str, str]:
 
 
 def _change(before: Mapping[str, Any], after: Mapping[str, Any]) -> str:
-    """What changed between two consecutive points of a series, in words ("" when nothing)."""
+    """What changed between two consecutive points of a series, in words ("" when nothing). The
+    software versions are compared where both points carry them (a night stored before versions
+    were kept says nothing about them); a version one side does not state reads "absent"."""
     old, new = before["environment"], after["environment"]
-    if old or new:
-        moved = [f"{k} {old.get(k, '?')} → {new.get(k, '?')}" for k in sorted(set(old) | set(new))
-                 if old.get(k) != new.get(k)]
+    if old and new:
+        moved = [f"{k} {old.get(k) or 'absent'} → {new.get(k) or 'absent'}" for k in sorted(set(old) | set(new))
+                 if (old.get(k) or "") != (new.get(k) or "")]
         if moved:
             return "; ".join(moved)
     if before["fingerprint"] != after["fingerprint"]:
