@@ -163,22 +163,15 @@ def _check(info: Mapping[str, Any], path: Path | str) -> None:
     wrong = [f"{k} {info[k]!r}" for k, kind in _REQUIRED.items() if not isinstance(info[k], kind)]
     if info["status"] not in RUN_STATUSES and not wrong:
         wrong.append(f"status {info['status']!r} (one of {', '.join(RUN_STATUSES)})")
-    wrong += [f"{k} {info[k]!r}" for k, kinds in _SHAPES.items() if k in info and not isinstance(info[k], kinds)]
     if wrong:
         raise UsageError(f"{path}: {'; '.join(wrong)} is not what `harness run` writes: the file is damaged. "
                          "Restore it, or run again.")
 
 
 def read_run_info(path: Path) -> dict[str, Any]:
-    """The run.json at ``path`` as a mapping, checked as :meth:`RunInfo.load` checks it."""
+    """The run.json at ``path`` as a mapping, checked as :meth:`RunInfo.load` checks it: a readable
+    JSON object of a schema this harness knows, with its required fields."""
     return _read(path)
-
-
-# The JSON types of run.json's typed fields besides the required ones (checked on read).
-_SHAPES: dict[str, type | tuple[type, ...]] = {
-    "devices": list, "level": str, "timer": str, "plugins": list, "identity": dict, "options": dict,
-    "plan": list, "dismissed": dict, "started_at": str, "shard": dict, "ops": list,
-}
 
 
 @dataclass(frozen=True)
@@ -241,11 +234,13 @@ class RunInfo:
         _check(data, source)
         known = {f.name for f in fields(cls)} - {"sections"}
         values: dict[str, Any] = {k: v for k, v in data.items() if k in known}
+        # Lists become tuples; a field of another shape is kept as read, for the reader that needs
+        # it to say what is damaged (resume: "the run's plan cannot be read").
         for name in ("devices", "plugins"):
-            if name in values:
+            if isinstance(values.get(name), list):
                 values[name] = tuple(str(x) for x in values[name])
         for name in ("plan", "ops", "records_problems"):
-            if values.get(name) is not None:
+            if isinstance(values.get(name), list):
                 values[name] = tuple(values[name])
         return cls(**values, sections={k: v for k, v in data.items() if k not in known})
 

@@ -179,11 +179,14 @@ def prepare_resume(run_dir: Path, env: Mapping[str, str], sources: Sequence[Sour
         backend = resolve_backend(info.backend)
         stored = checked_replay(options, backend.name)
         chosen = source.reopen(info, stored, backend)
+        devices = tuple(str(d) for d in info.devices)
         plan = RunPlan(run_id=info.run_id, backend=backend, level=info.level, plugins=chosen.plugins,
-                       devices=info.devices, ops=stored_ops(info), options=stored)
+                       devices=devices, ops=stored_ops(info), options=stored)
+        if not isinstance(info.dismissed, Mapping):
+            raise TypeError("dismissed is not a table")
         return Prepared(plan=plan, run_dir=run_dir.absolute(), resumed=True, dismissed=dict(info.dismissed),
                         runner=chosen.runner,
-                        sweep=_with_launcher(sweep_step(stored, backend, info.devices, env), chosen), part=info.shard)
+                        sweep=_with_launcher(sweep_step(stored, backend, devices, env), chosen), part=info.shard)
 
     return _stored(path, build)
 

@@ -125,9 +125,12 @@ def test_run_info_reads_back_what_it_wrote_and_keeps_what_it_does_not_type(tmp_p
     assert read_run_info(path) == data
 
 
-def test_a_typed_field_of_another_shape_is_refused_by_name(tmp_path: Path) -> None:
+def test_run_info_refuses_what_read_run_info_refuses(tmp_path: Path) -> None:
     path = tmp_path / "run.json"
     RunInfo(run_id="r", status="running", backend="cpu", devices=("cpu",)).dump(path)
-    path.write_text(path.read_text().replace('"devices": [\n    "cpu"\n  ]', '"devices": "cpu"'))
-    with pytest.raises(UsageError, match="devices 'cpu' is not what `harness run` writes"):
+    path.write_text(path.read_text().replace('"status": "running"', '"status": "done"'))
+    with pytest.raises(UsageError, match="status 'done'") as by_mapping:
+        read_run_info(path)
+    with pytest.raises(UsageError) as by_class:
         RunInfo.load(path)
+    assert by_class.value.message == by_mapping.value.message
