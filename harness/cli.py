@@ -10,8 +10,7 @@ import argparse
 import os
 import shutil
 import sys
-from collections.abc import Mapping, Sequence
-from dataclasses import replace
+from collections.abc import Callable, Mapping, Sequence
 from pathlib import Path
 from typing import NoReturn
 
@@ -104,9 +103,6 @@ def _cmd_run(ns: argparse.Namespace, env: Mapping[str, str]) -> int:
 
     if ns.all and (ns.ops or ns.ops_file):
         raise UsageError("--all selects every op; it cannot be combined with --ops or --ops-file.")
-    if ns.retry_failed and not ns.resume:
-        raise UsageError("--retry-failed runs again the failed ops of an earlier run: give it with "
-                         "--resume RUN_DIR.")
     if ns.resume:
         given = [f"--{k.replace('_', '-')}" for k, v in cli_values(ns).items()
                  if v not in (None, [], ()) and k != "progress"]
@@ -116,7 +112,7 @@ def _cmd_run(ns: argparse.Namespace, env: Mapping[str, str]) -> int:
                 f"{', '.join(given)} would be ignored. Drop them (only --progress may change), "
                 "or start a new run."
             )
-        prepared = replace(prepare_resume(Path(ns.resume), env), retry_failed=ns.retry_failed)
+        prepared = prepare_resume(Path(ns.resume), env)
     else:
         options = resolve_run_options(cli_values(ns), env, read_project_config())
         prepared = prepare(options, env, all_ops=bool(ns.all))
@@ -206,9 +202,23 @@ def _engine_status(env: Mapping[str, str]) -> str:
     return f"yes, at {engine.address}"
 
 
-def _cmd_doctor(env: Mapping[str, str]) -> int:
+def _doctor_packages() -> tuple[list[str], list[str]]:
+    """Print each package doctor knows and its version; (missing required, absent optional)."""
     import importlib.metadata
 
+    missing: list[str] = []
+    absent: list[str] = []
+    for name in (*DOCTOR_REQUIRED, *DOCTOR_OPTIONAL):
+        try:
+            version = importlib.metadata.version(name)
+        except importlib.metadata.PackageNotFoundError:
+            version = "MISSING" if name in DOCTOR_REQUIRED else "not installed (optional)"
+            (missing if name in DOCTOR_REQUIRED else absent).append(name)
+        print(f"  package {name:10} {version}")
+    return missing, absent
+
+
+def _cmd_doctor(env: Mapping[str, str]) -> int:
     from harness.backends import BACKENDS, detect_backend, enumerate_devices
     from harness.errors import HarnessError
 
@@ -219,15 +229,7 @@ def _cmd_doctor(env: Mapping[str, str]) -> int:
             print(f"devices: {', '.join(enumerate_devices(detected, None, env))}")
         except HarnessError as exc:
             print(f"devices: none usable ({exc.message})")
-    missing: list[str] = []
-    absent: list[str] = []
-    for name in (*DOCTOR_REQUIRED, *DOCTOR_OPTIONAL):
-        try:
-            version = importlib.metadata.version(name)
-        except importlib.metadata.PackageNotFoundError:
-            version = "MISSING" if name in DOCTOR_REQUIRED else "not installed (optional)"
-            (missing if name in DOCTOR_REQUIRED else absent).append(name)
-        print(f"  package {name:10} {version}")
+    missing, absent = _doctor_packages()
     for b in BACKENDS:
         if b.listing is None:
             continue
@@ -270,17 +272,30 @@ def _cmd_report(ns: argparse.Namespace) -> int:
     return 0
 
 
+def _cmd_merge(ns: argparse.Namespace) -> int:
+    from harness.options import check_run_id
+    from harness.results.store import check_can_write_dir
+    from harness.run.merge import merge_runs
+
+    run_id = None
+    if ns.run_id is not None:
+        try:
+            run_id = check_run_id(ns.run_id)
+        except UsageError as exc:
+            raise UsageError(f"--run-id: {exc.message}") from None
+    check_can_write_dir(Path(ns.out), f"--out {ns.out}")  # before any part is read
+    merge_runs([Path(r) for r in ns.runs], Path(ns.out), run_id, sys.stdout, allow_mismatch=ns.allow_mismatch)
+    return 0
+
+
 def _dispatch(parser: argparse.ArgumentParser, ns: argparse.Namespace, environ: Mapping[str, str]) -> int:
-    if ns.command == "run":
-        return _cmd_run(ns, environ)
-    if ns.command == "list":
-        return _cmd_list(ns, environ)
-    if ns.command == "plugins":
-        return _cmd_plugins(ns)
-    if ns.command == "doctor":
-        return _cmd_doctor(environ)
-    if ns.command == "report":
-        return _cmd_report(ns)
+    own: dict[str, Callable[[], int]] = {
+        "run": lambda: _cmd_run(ns, environ), "list": lambda: _cmd_list(ns, environ),
+        "plugins": lambda: _cmd_plugins(ns), "doctor": lambda: _cmd_doctor(environ),
+        "report": lambda: _cmd_report(ns), "merge": lambda: _cmd_merge(ns),
+    }
+    if ns.command in own:
+        return own[ns.command]()
     if ns.command == "compile":
         from harness.compile.cli import run as run_compile
 
@@ -289,21 +304,6 @@ def _dispatch(parser: argparse.ArgumentParser, ns: argparse.Namespace, environ: 
         from harness.bisect.cli import run as run_bisect
 
         return run_bisect(ns, environ)
-    if ns.command == "merge":
-        from harness.options import check_run_id
-        from harness.run.merge import merge_runs
-
-        run_id = None
-        if ns.run_id is not None:
-            try:
-                run_id = check_run_id(ns.run_id)
-            except UsageError as exc:
-                raise UsageError(f"--run-id: {exc.message}") from None
-        from harness.results.store import check_can_write_dir
-
-        check_can_write_dir(Path(ns.out), f"--out {ns.out}")  # before any part is read
-        merge_runs([Path(r) for r in ns.runs], Path(ns.out), run_id, sys.stdout, allow_mismatch=ns.allow_mismatch)
-        return 0
     if ns.command == "container":
         from harness.container.cli import run as run_container
 

@@ -152,6 +152,33 @@ def _listed(backend: Backend, run_listing: Callable[[Sequence[str]], str | None]
     return parse_listing(backend.listing, output) if output else ()
 
 
+def _explicit_devices(backend: Backend, explicit: Sequence[str], inherited: tuple[str, ...] | None,
+                      run_listing: Callable[[Sequence[str]], str | None]) -> tuple[str, ...]:
+    """``--devices`` on an accelerator: indices into an inherited visibility, else ids the
+    backend's listing CLI must know (where it lists any)."""
+    if inherited is None:
+        listed = _listed(backend, run_listing)
+        absent = [d for d in explicit if listed and d.isdigit() and d not in listed]
+        if absent:
+            raise UsageError(
+                f"--devices {' '.join(explicit)}: no {backend.name} device {', '.join(absent)} on this machine "
+                f"({backend.listing.command[0] if backend.listing else 'the listing'} lists "
+                f"{', '.join(listed)}). Choose among those, or leave --devices out to use them all."
+            )
+        return tuple(explicit)
+    picked = []
+    for item in explicit:
+        if not item.isdigit() or int(item) >= len(inherited):
+            raise UsageError(
+                f"--devices {','.join(explicit)}: {item!r} is not an index into the "
+                f"{len(inherited)} device(s) already made visible by "
+                f"{backend.visibility_key()}={','.join(inherited)}. Use indices 0.."
+                f"{len(inherited) - 1}, or unset the variable."
+            )
+        picked.append(inherited[int(item)])
+    return tuple(picked)
+
+
 def enumerate_devices(
     backend: Backend,
     explicit: Sequence[str] | None,
@@ -175,27 +202,7 @@ def enumerate_devices(
         return ("cpu",)
     inherited = read_visibility(backend, env)
     if explicit:
-        if inherited is None:
-            listed = _listed(backend, run_listing)
-            absent = [d for d in explicit if listed and d.isdigit() and d not in listed]
-            if absent:
-                raise UsageError(
-                    f"--devices {' '.join(explicit)}: no {backend.name} device {', '.join(absent)} on this machine "
-                    f"({backend.listing.command[0] if backend.listing else 'the listing'} lists "
-                    f"{', '.join(listed)}). Choose among those, or leave --devices out to use them all."
-                )
-            return tuple(explicit)
-        picked = []
-        for item in explicit:
-            if not item.isdigit() or int(item) >= len(inherited):
-                raise UsageError(
-                    f"--devices {','.join(explicit)}: {item!r} is not an index into the "
-                    f"{len(inherited)} device(s) already made visible by "
-                    f"{backend.visibility_key()}={','.join(inherited)}. Use indices 0.."
-                    f"{len(inherited) - 1}, or unset the variable."
-                )
-            picked.append(inherited[int(item)])
-        return tuple(picked)
+        return _explicit_devices(backend, explicit, inherited, run_listing)
     if inherited is not None:
         return inherited
     found = _listed(backend, run_listing)

@@ -198,10 +198,9 @@ def midpoint_threshold(ratio: float, floor: float = 0.005, ceiling: float = 9.0)
 
 
 def repeats_for_attempt(repeats: int, attempt: int) -> int:
-    """New runs a side at the ``attempt``-th try of one commit (1-based). A try is judged on its
-    runs pooled with the earlier tries' (the cache keeps them), so each try doubles the runs a
-    side judged: ``repeats``, then 2, 4, 8 times as many."""
-    return repeats if attempt == 1 else repeats * 2 ** (attempt - 2)
+    """Runs a side at the ``attempt``-th try of one commit (1-based): a noisy step is run again
+    with twice the runs."""
+    return repeats * 2 ** (attempt - 1)
 
 
 def bounds(commits: Sequence[str], marks: Mapping[str, str]) -> tuple[int, int]:

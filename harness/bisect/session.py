@@ -37,9 +37,6 @@ STATE_VERSION = 1
 # The threshold the opening check is judged with when --threshold is not given: the smallest
 # change a bisection looks for.
 CHECK_THRESHOLD = 0.02
-# The check runs this many times the runs a side of a step: the change it measures places the
-# threshold every step is judged against (half of it), so its error weighs on every step.
-CHECK_FACTOR = 2
 
 
 @dataclass(frozen=True)
@@ -61,11 +58,9 @@ class StepRun:
 
 
 class StepRunner(Protocol):
-    def run(self, tested: Commit, attempt: int, repeats: int, device: str | None, threshold: float,
-            earlier: Sequence[str] = ()) -> StepRun:
+    def run(self, tested: Commit, repeats: int, device: str | None, threshold: float) -> StepRun:
         """Run ``tested`` against the good commit interleaved, ``repeats`` runs a side, on
-        ``device`` (None: the run arguments' own), as its ``attempt``-th try; judge each row with
-        ``threshold`` on these runs pooled with those of the ``earlier`` tries (their ``where``)."""
+        ``device`` (None: the run arguments' own), and judge each row with ``threshold``."""
 
 
 @dataclass(frozen=True)
@@ -73,7 +68,7 @@ class Settings:
     metric: str = "speed"
     threshold: float | None = None  # a fraction; None: half the change the check saw
     repeats: int = 2  # runs a side at a commit's first try
-    max_attempts: int = 5  # tries of a noisy commit before it is skipped
+    max_attempts: int = 4  # tries of a noisy commit before it is skipped
     devices: tuple[str | None, ...] = (None,)  # one probe per device in each round
 
 
@@ -91,8 +86,8 @@ class BisectResult:
     marks: dict[str, str] = field(default_factory=dict)
 
 
-def _attempt(run: StepRun, repeats: int, pooled: int) -> dict[str, Any]:
-    return {"repeats": repeats, "pooled_repeats": pooled, "runs": run.runs, "seconds": round(run.seconds, 3), "cached": run.cached,
+def _attempt(run: StepRun, repeats: int) -> dict[str, Any]:
+    return {"repeats": repeats, "runs": run.runs, "seconds": round(run.seconds, 3), "cached": run.cached,
             "where": run.where, "rows": [r.to_json() for r in run.rows]}
 
 
@@ -104,9 +99,8 @@ def _test(commit: Commit, runner: StepRunner, settings: Settings, check: Check, 
     judgement = None
     for attempt in range(1, settings.max_attempts + 1):
         repeats = repeats_for_attempt(settings.repeats, attempt)
-        pooled = repeats + sum(int(a["repeats"]) for a in attempts)
-        run = runner.run(commit, attempt, repeats, device, threshold, [str(a["where"]) for a in attempts])
-        attempts.append(_attempt(run, repeats, pooled))
+        run = runner.run(commit, repeats, device, threshold)
+        attempts.append(_attempt(run, repeats))
         judgement = judge_step(run.rows, settings.metric, check, threshold)
         if judgement.mark != NOISY:
             break
@@ -128,11 +122,10 @@ def _check(bad: Commit, runner: StepRunner, settings: Settings,
     attempts: list[dict[str, Any]] = []
     found = Check(False, "", (), None, "not run")
     for attempt in range(1, settings.max_attempts + 1):
-        repeats = repeats_for_attempt(CHECK_FACTOR * settings.repeats, attempt)
-        pooled = repeats + sum(int(a["repeats"]) for a in attempts)
-        say(f"bisect: check: {bad.sha[:12]} (bad) against good, {pooled} run(s) a side")
-        run = runner.run(bad, attempt, repeats, settings.devices[0], threshold, [str(a["where"]) for a in attempts])
-        attempts.append(_attempt(run, repeats, pooled))
+        repeats = repeats_for_attempt(settings.repeats, attempt)
+        say(f"bisect: check: {bad.sha[:12]} (bad) against good, {repeats} run(s) a side")
+        run = runner.run(bad, repeats, settings.devices[0], threshold)
+        attempts.append(_attempt(run, repeats))
         found = judge_check(run.rows, settings.metric)
         if found.changed or not any(r.verdict in ("noisy", "drift") for r in run.rows):
             break

@@ -61,17 +61,14 @@ def _vendor_path(root: str, host_path: str) -> str:
     return "/" + posixpath.relpath(host_path, root).lstrip("/")
 
 
-def probe_host(backend: Backend, device_root: str, runtimes: Iterable[str]) -> HostView:
-    """Look under ``device_root`` for everything ``backend``'s passthrough may need."""
-    pt = backend.passthrough
-    root = device_root or "/"
-    view = HostView(device_root=root)
-    wanted = set(pt.shared_nodes) | set(pt.all_device_nodes) | set(pt.host_nodes)
+def _per_device_nodes(backend: Backend, view: HostView, wanted: set[str]) -> set[int]:
+    """Add the per-device nodes found on the host to ``wanted``; the device indices the first
+    template names."""
     ids: set[int] = set()
-    for position, template in enumerate(pt.per_device_nodes):
+    for position, template in enumerate(backend.passthrough.per_device_nodes):
         pattern, regex = device_templates_index(template)
         for found in glob.glob(view.host_path(pattern)):
-            vendor = _vendor_path(root, found)
+            vendor = _vendor_path(view.device_root, found)
             match = regex.match(vendor)
             if match is None:
                 continue
@@ -79,6 +76,16 @@ def probe_host(backend: Backend, device_root: str, runtimes: Iterable[str]) -> H
             if position == 0:  # the first template names the devices
                 index = match.groupdict().get("index")
                 ids.add(int(index) if index is not None else int(match.group("render")) - 128)
+    return ids
+
+
+def probe_host(backend: Backend, device_root: str, runtimes: Iterable[str]) -> HostView:
+    """Look under ``device_root`` for everything ``backend``'s passthrough may need."""
+    pt = backend.passthrough
+    root = device_root or "/"
+    view = HostView(device_root=root)
+    wanted = set(pt.shared_nodes) | set(pt.all_device_nodes) | set(pt.host_nodes)
+    ids = _per_device_nodes(backend, view, wanted)
     for pattern in pt.device_siblings:
         wanted.update(_vendor_path(root, found) for found in glob.glob(view.host_path(pattern)))
     nodes = {}

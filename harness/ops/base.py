@@ -146,11 +146,17 @@ def op_problems(op: OpInfo) -> list[str]:
         if value is not None and not isinstance(value, str):
             problems.append(f"{name} must be a string, got {value!r}")
     if isinstance(op, OpSpec):
-        for name in ("baseline", "candidate", "make_inputs", "bytes_moved", "flops"):
-            if not callable(getattr(op, name)):
-                problems.append(f"{name} must be callable, got {getattr(op, name)!r}")
-        tolerances = op.tolerances
-        if not isinstance(tolerances, Mapping) or not all(
-                isinstance(k, str) and isinstance(v, Tolerance) for k, v in tolerances.items()):
-            problems.append(f"tolerances must map dtype names to Tolerance(atol, rtol), got {tolerances!r}")
+        problems += _spec_problems(op)
+    return problems
+
+
+def _spec_problems(op: OpSpec) -> list[str]:
+    """What is wrong with an OpSpec's callables and tolerances."""
+    problems = [f"{name} must be callable, got {getattr(op, name)!r}"
+                for name in ("baseline", "candidate", "make_inputs", "bytes_moved", "flops")
+                if not callable(getattr(op, name))]
+    tolerances = op.tolerances
+    if not isinstance(tolerances, Mapping) or not all(
+            isinstance(k, str) and isinstance(v, Tolerance) for k, v in tolerances.items()):
+        problems.append(f"tolerances must map dtype names to Tolerance(atol, rtol), got {tolerances!r}")
     return problems

@@ -103,25 +103,28 @@ def _raised(exc: BaseException) -> str:
     return f"{type(exc).__name__}: {exc}"
 
 
+def _declared_ops(module: Any, ref: str) -> Any:
+    """What a user's module offers as its ops: ``harness_ops()``'s result, else ``HARNESS_OPS``."""
+    if hasattr(module, "harness_ops"):
+        try:
+            return module.harness_ops()
+        except (Exception, SystemExit) as exc:
+            raise UsageError(f"--ops-module {ref!r}: harness_ops() raised {_raised(exc)}. Fix the "
+                             "function; it must return a list of harness.ops.base.OpSpec (docs/ops.md).") from None
+    if hasattr(module, "HARNESS_OPS"):
+        return module.HARNESS_OPS
+    raise UsageError(
+        f"--ops-module {ref!r} defines neither HARNESS_OPS nor harness_ops(). "
+        "Expose a list of harness.ops.base.OpSpec under one of these names (docs/ops.md)."
+    )
+
+
 def load_user_ops(ref: str) -> list[OpSpec]:
     from harness.providers.declarative import is_declaration_file, load_declared
 
     if is_declaration_file(ref):  # a declarative ops YAML (docs/flaggems.md), no code
         return list(load_declared(ref).ops)
-    module = _import_user_module(ref)
-    if hasattr(module, "harness_ops"):
-        try:
-            found = module.harness_ops()
-        except (Exception, SystemExit) as exc:
-            raise UsageError(f"--ops-module {ref!r}: harness_ops() raised {_raised(exc)}. Fix the "
-                             "function; it must return a list of harness.ops.base.OpSpec (docs/ops.md).") from None
-    elif hasattr(module, "HARNESS_OPS"):
-        found = module.HARNESS_OPS
-    else:
-        raise UsageError(
-            f"--ops-module {ref!r} defines neither HARNESS_OPS nor harness_ops(). "
-            "Expose a list of harness.ops.base.OpSpec under one of these names (docs/ops.md)."
-        )
+    found = _declared_ops(_import_user_module(ref), ref)
     try:
         if isinstance(found, str | bytes | OpSpec | Mapping):
             raise TypeError

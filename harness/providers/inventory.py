@@ -15,10 +15,13 @@ import sys
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 from pathlib import Path
-from typing import TextIO
+from typing import TYPE_CHECKING, TextIO
 
 from harness.ops.base import OpSpec
 from harness.providers.vendors import gems_vendor_env
+
+if TYPE_CHECKING:
+    from harness.providers.flaggems import GemsBinding
 
 __all__ = ["Inventory", "list_flaggems_ops", "query_inventory", "render_listing"]
 
@@ -86,6 +89,19 @@ def _columns(rows: Sequence[Sequence[str]]) -> list[str]:
     return ["  ".join(cell.ljust(w) for cell, w in zip(row, widths, strict=True)).rstrip() for row in rows]
 
 
+def _binding_status(binding: GemsBinding, inventory: Inventory, covered: set[str]) -> str:
+    """A harness op's FlagGems status in the listing; the FlagGems function it covers joins ``covered``."""
+    if inventory.unavailable:
+        return "unknown"
+    if binding.aten is None:
+        covered.add(binding.function or "")
+        return "direct call"
+    fn = (inventory.registrations or {}).get(binding.aten)
+    if fn:
+        covered.add(fn)
+    return f"registered ({fn})" if fn else "NOT registered: cases skip"
+
+
 def render_listing(catalog: Mapping[str, OpSpec], inventory: Inventory, width: int = 100) -> str:
     """The harness ops that run through FlagGems, then what FlagGems registers without a case."""
     from harness.providers.flaggems import binding_for
@@ -103,16 +119,7 @@ def render_listing(catalog: Mapping[str, OpSpec], inventory: Inventory, width: i
         binding = binding_for(op)
         if binding is None:
             continue
-        if inventory.unavailable:
-            status = "unknown"
-        elif binding.aten is not None:
-            fn = (inventory.registrations or {}).get(binding.aten)
-            status = f"registered ({fn})" if fn else "NOT registered: cases skip"
-            if fn:
-                covered.add(fn)
-        else:
-            status = "direct call"
-            covered.add(binding.function or "")
+        status = _binding_status(binding, inventory, covered)
         rows.append([op.id, op.source[:24], binding.target, binding.how, status])
     lines.append("")
     lines.append("harness cases (--provider flaggems):")

@@ -190,6 +190,15 @@ def _most_common(causes: Sequence[Cause]) -> tuple[Cause, int]:
     return next(c for c in causes if c.kind == kind), counts[kind]
 
 
+def _crash_cause(said: str, failing: Sequence[Cause]) -> Cause:
+    """The cause of an op whose process crashed: a poisoned capture, memory, or unknown."""
+    if "poisoned" in said or any(c.kind == "harness" and "capture" in c.evidence for c in failing):
+        return Cause("harness", f"a graph capture poisoned the device context: {said}")
+    if _OOM.search(said):
+        return Cause("environment", f"out of memory: {said}")
+    return Cause("unknown", f"the op's process ended early: {said or 'no note'}")
+
+
 def op_cause(status: str, notes: Sequence[str], records: Sequence[CaseFacts]) -> Cause | None:
     """The cause of an op that did not pass, from its status (ops_status.csv), its row's notes
     and its records; None for a passing op (pure)."""
@@ -204,11 +213,7 @@ def op_cause(status: str, notes: Sequence[str], records: Sequence[CaseFacts]) ->
         return Cause("environment", f"op timeout: {said or 'no exit within --op-timeout'}")
     failing = [c for r in records if r.status != "pass" for c in [r.cause or case_cause(r)] if c is not None]
     if status == "CRASH":
-        if "poisoned" in said or any(c.kind == "harness" and "capture" in c.evidence for c in failing):
-            return Cause("harness", f"a graph capture poisoned the device context: {said}")
-        if _OOM.search(said):
-            return Cause("environment", f"out of memory: {said}")
-        return Cause("unknown", f"the op's process ended early: {said or 'no note'}")
+        return _crash_cause(said, failing)
     if failing:
         first, count = _most_common(failing)
         of = f"{count} of {len(failing)} case(s) not passing" if len(failing) > 1 else "its one case"

@@ -137,6 +137,29 @@ def _properties(r: Measurement) -> dict[str, str]:
     return props
 
 
+def _unreached_case(item: Unreached, classname: str) -> TestCase:
+    """A planned case without a record: skipped, or an error of type not-run."""
+    tc = TestCase(name=item.case_id, classname=classname, elapsed_sec=0.0)
+    if item.status == "skip":
+        tc.add_skipped_info(message=item.message)
+    else:
+        tc.add_error_info(message=item.message, error_type="not-run")
+    return tc
+
+
+def _record_case(r: Measurement, classname: str, numbers: Mapping[str, str]) -> TestCase:
+    """One record's testcase: its numbers in system-out, its status as JUnit's."""
+    tc = TestCase(name=r.case_id, classname=classname, elapsed_sec=max(r.duration_s, 0.0),
+                  stdout="\n".join(f"{k}={v}" for k, v in numbers.items()))
+    if r.status == "fail":
+        tc.add_failure_info(message=r.message or "correctness check failed", failure_type="mismatch")
+    elif r.status == "error":
+        tc.add_error_info(message=r.message or "error", error_type="error")
+    elif r.status == "skip":
+        tc.add_skipped_info(message=r.message or "skipped")
+    return tc
+
+
 def render_junit(
     records: Sequence[Measurement],
     unreached: Sequence[Unreached] = (),
@@ -162,30 +185,11 @@ def render_junit(
             props["op_status"] = op_notes[op]
         for item in items:
             if isinstance(item, Unreached):
-                tc = TestCase(name=item.case_id, classname=f"{suite_name}.{op}", elapsed_sec=0.0)
-                if item.status == "skip":
-                    tc.add_skipped_info(message=item.message)
-                else:
-                    tc.add_error_info(message=item.message, error_type="not-run")
-                cases.append(tc)
+                cases.append(_unreached_case(item, f"{suite_name}.{op}"))
                 continue
-            r: Measurement = item
-            numbers = _properties(r)
-            for k, v in numbers.items():
-                props[f"{r.case_id}.{k}"] = v
-            tc = TestCase(
-                name=r.case_id,
-                classname=f"{suite_name}.{op}",
-                elapsed_sec=max(r.duration_s, 0.0),
-                stdout="\n".join(f"{k}={v}" for k, v in numbers.items()),
-            )
-            if r.status == "fail":
-                tc.add_failure_info(message=r.message or "correctness check failed", failure_type="mismatch")
-            elif r.status == "error":
-                tc.add_error_info(message=r.message or "error", error_type="error")
-            elif r.status == "skip":
-                tc.add_skipped_info(message=r.message or "skipped")
-            cases.append(tc)
+            numbers = _properties(item)
+            props.update({f"{item.case_id}.{k}": v for k, v in numbers.items()})
+            cases.append(_record_case(item, f"{suite_name}.{op}", numbers))
         suites.append(TestSuite(name=f"{suite_name}.{op}", test_cases=cases, properties=props or None))
     if not suites:
         suites.append(TestSuite(name=suite_name, test_cases=[]))
@@ -278,6 +282,21 @@ def _causes_section(records: Sequence[Measurement], run_info: Mapping[str, Any])
     return ["## Causes", "", *found, ""] if found else []
 
 
+def _markdown_note(r: Measurement, row: Mapping[str, Any]) -> str:
+    """A record's notes cell in report.md: fallback, dispatch-bound, then the first line of a
+    failure's message before the record's own notes."""
+    note = str(row["notes"])
+    if r.fallback:
+        note = f"fallback {row['fallback']}; {note}".strip("; ")
+    bound = dispatch_bound(r)
+    if bound is not None:
+        note = f"dispatch-bound (wall {bound:.1f}x device); {note}".strip("; ")
+    if r.status in ("fail", "error") and r.message:
+        first = next((part for part in r.message.splitlines() if part.strip()), "")
+        note = (first[:120] + ("; " + note if note else ""))
+    return note
+
+
 def render_markdown(records: Sequence[Measurement], run_info: Mapping[str, Any], unreached: Sequence[Unreached] = (),
                     record_problems: Sequence[str] = ()) -> str:
     """report.md; ``record_problems`` are the lines of records.jsonl that are not records
@@ -306,16 +325,8 @@ def render_markdown(records: Sequence[Measurement], run_info: Mapping[str, Any],
     ]
     for r in records:
         row = _row(r)
-        note = row["notes"]
-        if r.fallback:
-            note = f"fallback {row['fallback']}; {note}".strip("; ")
-        bound = dispatch_bound(r)
-        if bound is not None:
-            note = f"dispatch-bound (wall {bound:.1f}x device); {note}".strip("; ")
+        note = _markdown_note(r, row)
         wall = f"{row['baseline_wall_ms']} / {row['candidate_wall_ms']}" if r.candidate_wall else ""
-        if r.status in ("fail", "error") and r.message:
-            first = next((part for part in r.message.splitlines() if part.strip()), "")
-            note = (first[:120] + ("; " + note if note else ""))
         lines.append(
             f"| {_cell(r.op)} | {_cell(r.provider)} | {_cell(r.dtype)} | {row['shape']} | {r.timer} | "
             f"{r.status.upper()} | {row['baseline_median_ms']} | {row['candidate_median_ms']} | {row['speedup']} | "

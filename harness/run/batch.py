@@ -222,6 +222,28 @@ def capture_off_reason(timer: str, poisoned: bool) -> str:
             "this attempt captures no graph")
 
 
+def _attempt_notes(attempt: int, verdict: Verdict, end: AttemptExit, retry: bool, missing: Sequence[str],
+                   earlier: Collection[FailureKey], capture_off: str, found: Sequence[str]) -> list[str]:
+    """What the op's row says about one attempt: its verdict (with why it is not retried), a
+    capture left off, the runner's notes, processes it left behind."""
+    notes: list[str] = []
+    if retry or attempt > 1:
+        tail = ""
+        if not retry and verdict.status in RETRIED_STATUSES and missing:
+            repeated = failure_key(verdict, missing) in earlier
+            tail = " (the same failure again: not retried)" if repeated else " (no retries left)"
+        notes.append(f"attempt {attempt} {verdict.status}" + (f": {verdict.note}" if verdict.note else "") + tail)
+    elif verdict.note:
+        notes.append(verdict.note)
+    if capture_off:
+        notes.append(f"attempt {attempt} captured no graph: an earlier attempt poisoned the device context")
+    notes.extend(n for n in found if n not in notes)
+    if end.leftovers:
+        notes.append(f"attempt {attempt} left processes running outside its process group; "
+                     f"ended them: {end.leftovers}")
+    return notes
+
+
 def run_op(ctx: BatchContext, op_plan: OpPlan, on_attempt: Callable[[int], None]) -> OpOutcome:
     """Attempts until the op ends or should not be retried; INTERRUPTED when a stop cut in."""
     begin = time.monotonic()
@@ -270,20 +292,8 @@ def run_op(ctx: BatchContext, op_plan: OpPlan, on_attempt: Callable[[int], None]
                             ctx.files, op_plan.op)
         missing = _missing(op_plan, facts, end, attempts)
         retry = should_retry(verdict, attempts, missing, earlier)
-        if retry or attempts > 1:
-            tail = ""
-            if not retry and verdict.status in RETRIED_STATUSES and missing:
-                repeated = failure_key(verdict, missing) in earlier
-                tail = " (the same failure again: not retried)" if repeated else " (no retries left)"
-            notes.append(f"attempt {attempts} {verdict.status}" + (f": {verdict.note}" if verdict.note else "") + tail)
-        elif verdict.note:
-            notes.append(verdict.note)
-        if capture_off:
-            notes.append(f"attempt {attempts} captured no graph: an earlier attempt poisoned the device context")
-        notes.extend(n for n in found if n not in notes)
-        if end.leftovers:
-            notes.append(f"attempt {attempts} left processes running outside its process group; "
-                         f"ended them: {end.leftovers}")
+        notes += _attempt_notes(attempts, verdict, end, retry, missing, earlier, capture_off,
+                                [n for n in found if n not in notes])
         if not retry:
             break
         earlier.add(failure_key(verdict, missing))
@@ -330,6 +340,17 @@ class BatchResult:
 OpFunction = Callable[[BatchContext, OpPlan, Callable[[int], None]], OpOutcome]
 
 
+def _prestart_ahead(ctx: BatchContext, following: Sequence[OpPlan]) -> None:
+    """Pre-start the device's next ops that are not held yet."""
+    for ahead in following:
+        if ctx.is_held(ahead.op):  # pre-started while an op before this one ran
+            continue
+        try:
+            prestart_op(ctx, ahead)
+        except Exception as exc:  # noqa: BLE001 - the op then starts fresh when its turn comes
+            ctx.events.note(f"could not pre-start {ahead.op}: {type(exc).__name__}: {exc}")
+
+
 def _device_worker(ctx: BatchContext, share: Sequence[OpPlan], board: _Board, run_one: OpFunction) -> None:
     todo = [o for o in share if not board.outcomes[o.op].done]
     try:
@@ -345,13 +366,7 @@ def _device_worker(ctx: BatchContext, share: Sequence[OpPlan], board: _Board, ru
                 board.set(OpOutcome(o.op, o.device, RUNNING, attempt, notes=(f"attempt {attempt} running",)))
                 ctx.events.attempt_started(o.device, o.op, attempt)
                 if ctx.prestart and attempt == 1 and not ctx.stop.requested:
-                    for ahead in following:
-                        if ctx.is_held(ahead.op):  # pre-started while an op before this one ran
-                            continue
-                        try:
-                            prestart_op(ctx, ahead)
-                        except Exception as exc:  # noqa: BLE001 - the op then starts fresh when its turn comes
-                            ctx.events.note(f"could not pre-start {ahead.op}: {type(exc).__name__}: {exc}")
+                    _prestart_ahead(ctx, following)
 
             try:
                 with ctx.locks.measuring(op_plan.device):
@@ -374,6 +389,24 @@ def _device_worker(ctx: BatchContext, share: Sequence[OpPlan], board: _Board, ru
 def _harness_fault(op_plan: OpPlan, exc: Exception) -> OpOutcome:
     return OpOutcome(op_plan.op, op_plan.device, "ERROR",
                      notes=(f"the harness failed while running this op: {type(exc).__name__}: {exc}",))
+
+
+def _settle(plan: RunPlan, run_dir: Path, board: _Board, events: BatchEvents, stop: StopToken) -> None:
+    """After every device thread: the torn last line a stop left, ops no thread ended (a harness
+    fault), processes of this run still alive; then ops_status.csv."""
+    if stop.requested:
+        dropped = repair_records_tail(RunFiles(run_dir).records)
+        if dropped:
+            events.note(f"records.jsonl: dropped a torn last line ({dropped} bytes) left by a stopped process")
+    else:  # every op must have ended; one that did not was lost to a harness fault
+        for o in plan.ops:
+            if not board.outcomes[o.op].done and BUDGET_NOTE not in board.outcomes[o.op].notes:
+                board.outcomes[o.op] = replace(board.outcomes[o.op], status="ERROR",
+                                               notes=("never ended: its device worker stopped early",))
+    stray = end_marked(find_marked(run_dir), run_dir)  # anything of this run still alive
+    if stray:
+        events.note(f"ended process(es) left running by this run's ops: {describe(stray)}")
+    board.flush()
 
 
 def run_batch(
@@ -425,19 +458,7 @@ def run_batch(
     for t in threads:
         while t.is_alive():  # a timed join keeps the main thread free to run signal handlers
             t.join(timeout=0.2)
-    if stop.requested:
-        dropped = repair_records_tail(records)
-        if dropped:
-            events.note(f"records.jsonl: dropped a torn last line ({dropped} bytes) left by a stopped process")
-    if not stop.requested:  # every op must have ended; one that did not was lost to a harness fault
-        for o in plan.ops:
-            if not board.outcomes[o.op].done and BUDGET_NOTE not in board.outcomes[o.op].notes:
-                board.outcomes[o.op] = replace(board.outcomes[o.op], status="ERROR",
-                                               notes=("never ended: its device worker stopped early",))
-    stray = end_marked(find_marked(run_dir), run_dir)  # anything of this run still alive
-    if stray:
-        events.note(f"ended process(es) left running by this run's ops: {describe(stray)}")
-    board.flush()
+    _settle(plan, run_dir, board, events, stop)
     outcomes = tuple(board.outcomes[o.op] for o in plan.ops)
     interrupted = (stop.reason or "stopped") if stop.requested and not all(o.done for o in outcomes) else ""
     unstarted = [o.op for o in outcomes if BUDGET_NOTE in o.notes]

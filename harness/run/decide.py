@@ -157,21 +157,8 @@ def classify_exit(
     if end.timed_out and end.pytest_exit is None:
         return Verdict("TIMEOUT", f"no exit within --op-timeout{limit}; process group ended (SIGTERM, then SIGKILL)")
     if end.pytest_exit is None:
-        if end.returncode < 0:
-            return Verdict("CRASH", f"killed by {signal_name(-end.returncode)}")
-        if end.returncode == POISONED_EXIT:
-            return Verdict("CRASH", "device context poisoned; op process stopped")
-        if end.returncode == UNRECORDED_EXIT:
-            return Verdict("ERROR", "a record could not be written whole to records.jsonl (a full disk, a file "
-                                    "size limit or a quota; the op log names the cause); op process stopped")
-        return Verdict("CRASH", f"exited with code {end.returncode} before pytest finished (os._exit or a native fatal error)")
-    after = ""
-    if end.timed_out or end.lingered_s is not None:
-        waited = f"--op-timeout{limit}" if end.timed_out else f"{end.lingered_s:g}s"
-        after = f"; then hung after pytest finished: process group ended after {waited}"
-    elif end.returncode != end.pytest_exit:
-        after = (f"; then {'killed by ' + signal_name(-end.returncode) if end.returncode < 0 else f'exit code {end.returncode}'}"
-                 " at interpreter exit")
+        return _before_pytest_ended(end)
+    after = _after_pytest(end, limit)
     code = end.pytest_exit
     if code in (2, 3, 4):
         what = {2: "interrupted or a collection error", 3: "internal error", 4: "usage error"}[code]
@@ -179,6 +166,35 @@ def classify_exit(
     if poisoned:  # pytest finished, so the poisoned row is an earlier attempt's (or a resumed run's)
         return Verdict("CRASH", "a row an earlier attempt measured poisoned the device context (marked poisoned); "
                                 f"this attempt ran to its end{after}")
+    return _from_records(code, statuses, after)
+
+
+def _before_pytest_ended(end: AttemptExit) -> Verdict:
+    """An op process that ended before pytest returned: a signal, a poisoned context, a record
+    not written whole, or an exit of its own."""
+    if end.returncode < 0:
+        return Verdict("CRASH", f"killed by {signal_name(-end.returncode)}")
+    if end.returncode == POISONED_EXIT:
+        return Verdict("CRASH", "device context poisoned; op process stopped")
+    if end.returncode == UNRECORDED_EXIT:
+        return Verdict("ERROR", "a record could not be written whole to records.jsonl (a full disk, a file "
+                                "size limit or a quota; the op log names the cause); op process stopped")
+    return Verdict("CRASH", f"exited with code {end.returncode} before pytest finished (os._exit or a native fatal error)")
+
+
+def _after_pytest(end: AttemptExit, limit: str) -> str:
+    """What the process did after pytest returned (hung, or ended otherwise), for the verdict's note."""
+    if end.timed_out or end.lingered_s is not None:
+        waited = f"--op-timeout{limit}" if end.timed_out else f"{end.lingered_s:g}s"
+        return f"; then hung after pytest finished: process group ended after {waited}"
+    if end.returncode != end.pytest_exit:
+        return (f"; then {'killed by ' + signal_name(-end.returncode) if end.returncode < 0 else f'exit code {end.returncode}'}"
+                " at interpreter exit")
+    return ""
+
+
+def _from_records(code: int, statuses: Sequence[str], after: str) -> Verdict:
+    """pytest returned ``code`` and the op's records have ``statuses``."""
     counts = {s: statuses.count(s) for s in ("pass", "fail", "error", "skip")}
     if counts["error"]:
         return Verdict("ERROR", f"{counts['error']} case(s) raised{after}")

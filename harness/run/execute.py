@@ -46,7 +46,6 @@ from harness.run.rundir import (
     check_out_dir,
     read_markers,
     refuse_live_ops,
-    reopen_failed,
     run_dir_for,
     run_lock,
     write_marker,
@@ -72,7 +71,6 @@ class Prepared:
     runner: OpRunner = field(default_factory=CaseRunner)
     sweep: SweepStep | None = None  # --sweep-devices (harness.run.sweep)
     part: Mapping[str, Any] | None = None  # which part of a --shard K/N split (run.json's "shard"), else None
-    retry_failed: bool = False  # --resume --retry-failed: ops that did not pass run again
 
 
 def prepare(options: RunOptions, env: Mapping[str, str], source: Source, all_ops: bool = False) -> Prepared:
@@ -316,11 +314,6 @@ def _execute_locked(prepared: Prepared, env: Mapping[str, str], out: TextIO) -> 
     if prepared.resumed:
         started = RunInfo.load(RunFiles(run_dir).run_info).started_at or started
         already = read_markers(run_dir)
-        if prepared.retry_failed:
-            again = sorted(op for op, o in already.items() if o.failed)
-            already = reopen_failed(run_dir, already)
-            print(f"--retry-failed: running again {len(again)} op(s) that did not pass"
-                  + (f": {', '.join(again)}" if again else ""), file=out, flush=True)
     for op_plan in plan.ops:
         if op_plan.op in dismissed and op_plan.op not in already:
             already[op_plan.op] = OpOutcome(op_plan.op, op_plan.device, "SKIP",
@@ -355,6 +348,11 @@ def _execute_locked(prepared: Prepared, env: Mapping[str, str], out: TextIO) -> 
             return EXIT_INTERRUPTED
         bad = [x for x in outcomes if x.failed]
         info = finalize(prepared, outcomes, "complete-with-failures" if bad else "complete", started)
+    return _print_end(outcomes, info, run_dir, out, failed=bool(bad))
+
+
+def _print_end(outcomes: Sequence[OpOutcome], info: RunInfo, run_dir: Path, out: TextIO, failed: bool) -> int:
+    """The run's closing lines (cases and ops by status, where the reports are) and its exit status."""
     found = read_records_file(RunFiles(run_dir).records)
     records = found.records
     counts: dict[str, int] = {}
@@ -375,4 +373,4 @@ def _execute_locked(prepared: Prepared, env: Mapping[str, str], out: TextIO) -> 
     print(f"device: {info.identity.get('device_name', '?')}; reports: {run_dir}/ ({written})", file=out)
     if found.corrupt:  # something other than the op processes wrote into records.jsonl
         print(f"error: {found.corrupt_message()}", file=out)
-    return EXIT_FAILED if bad or found.corrupt else EXIT_OK
+    return EXIT_FAILED if failed or found.corrupt else EXIT_OK

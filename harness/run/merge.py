@@ -112,6 +112,32 @@ def software_differences(parts: Sequence[PartRun]) -> list[str]:
             for s in parts[1:] if (found := environment_differences(first.info, s.info))]
 
 
+def _check_one_split(first: PartRun, s: PartRun) -> None:
+    """``s`` and ``first`` are parts of one split: alike runs, the same split, plan and commit."""
+    if s.info.get("fingerprint", fingerprint(s.info)) != first.info.get("fingerprint", fingerprint(first.info)):
+        raise UsageError(
+            f"Runs {first.path} and {s.path} are not alike ({_differences(first, s) or 'fingerprints differ'}): "
+            "parts of one run share backend, device model, timer, level, cache and provider. Merge "
+            "only the parts of one `harness run --shard K/N` split."
+        )
+    if s.count != first.count:
+        raise UsageError(
+            f"{first.path} is part {first.label} but {s.path} is part {s.label}: parts of "
+            "different splits. Merge the N runs of one --shard K/N split."
+        )
+    if s.digest != first.digest:
+        raise UsageError(
+            f"{first.path} and {s.path} are parts of different run plans (ops, shapes, dtypes, "
+            "seed or timing budgets differ). Run every part with the same arguments but --shard."
+        )
+    if s.info.get("git_commit") != first.info.get("git_commit"):
+        raise UsageError(
+            f"{first.path} ran commit {first.info.get('git_commit')} but {s.path} ran "
+            f"{s.info.get('git_commit')}: a merged run must measure one version of the code. "
+            "Run every part from the same commit."
+        )
+
+
 def check_parts(parts: Sequence[PartRun], allow_mismatch: bool = False) -> list[PartRun]:
     """The parts in order 1..N, or UsageError naming what does not fit (pure). Parts measured
     with different software are refused unless ``allow_mismatch``: the merged run.json states one
@@ -126,28 +152,7 @@ def check_parts(parts: Sequence[PartRun], allow_mismatch: bool = False) -> list[
             )
     first = parts[0]
     for s in parts[1:]:
-        if s.info.get("fingerprint", fingerprint(s.info)) != first.info.get("fingerprint", fingerprint(first.info)):
-            raise UsageError(
-                f"Runs {first.path} and {s.path} are not alike ({_differences(first, s) or 'fingerprints differ'}): "
-                "parts of one run share backend, device model, timer, level, cache and provider. Merge "
-                "only the parts of one `harness run --shard K/N` split."
-            )
-        if s.count != first.count:
-            raise UsageError(
-                f"{first.path} is part {first.label} but {s.path} is part {s.label}: parts of "
-                "different splits. Merge the N runs of one --shard K/N split."
-            )
-        if s.digest != first.digest:
-            raise UsageError(
-                f"{first.path} and {s.path} are parts of different run plans (ops, shapes, dtypes, "
-                "seed or timing budgets differ). Run every part with the same arguments but --shard."
-            )
-        if s.info.get("git_commit") != first.info.get("git_commit"):
-            raise UsageError(
-                f"{first.path} ran commit {first.info.get('git_commit')} but {s.path} ran "
-                f"{s.info.get('git_commit')}: a merged run must measure one version of the code. "
-                "Run every part from the same commit."
-            )
+        _check_one_split(first, s)
     differences = software_differences(parts)
     if differences and not allow_mismatch:
         raise UsageError(
@@ -167,6 +172,12 @@ def check_parts(parts: Sequence[PartRun], allow_mismatch: bool = False) -> list[
             f"{missing[0]}/{first.count}` and the same arguments."
         )
     ordered = [by_index[k] for k in range(1, first.count + 1)]
+    _check_ops_once(ordered, first.all_ops)
+    return ordered
+
+
+def _check_ops_once(ordered: Sequence[PartRun], all_ops: Sequence[str]) -> None:
+    """Every op of the plan is in exactly one part."""
     owner: dict[str, str] = {}
     for s in ordered:
         for op in s.ops:
@@ -174,11 +185,10 @@ def check_parts(parts: Sequence[PartRun], allow_mismatch: bool = False) -> list[
                 raise UsageError(f"Op {op} is in part {owner[op]} and in part {s.label}; the parts "
                                  "overlap, so they are not one split. Run the parts again.")
             owner[op] = s.label
-    unplanned = [op for op in first.all_ops if op not in owner]
+    unplanned = [op for op in all_ops if op not in owner]
     if unplanned:
         raise UsageError(f"Op(s) {', '.join(unplanned)} of the run plan are in no part: the parts "
                          "were not made by the same harness. Run the parts again.")
-    return ordered
 
 
 def _started(run: PartRun) -> tuple[str, str]:

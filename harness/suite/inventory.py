@@ -371,6 +371,21 @@ def _bool(node: ast.expr | None) -> bool:
     return isinstance(node, ast.Constant) and node.value is True
 
 
+def _param_marks(call: ast.Call, marks_found: list[str], skips: list[str]) -> None:
+    """The marks of a parametrize's ``pytest.param(..., marks=...)`` entries: op marks into
+    ``marks_found``, skips described into ``skips``."""
+    for sub in ast.walk(call):
+        if not (isinstance(sub, ast.Call) and _src(sub.func) == "pytest.param"):
+            continue
+        marks = _keyword(sub, "marks")
+        for value in _mark_values(marks) if marks is not None else []:
+            inner = _mark(value)
+            if inner and inner[0] not in BUILTIN_MARKS:
+                marks_found.append(inner[0])
+            elif inner and inner[0] in SKIP_MARKS:
+                skips.append("param " + _describe_skip(*inner))
+
+
 class _FileReader:
     def __init__(self, reader: _Reader, scope: _Scope) -> None:
         self.reader, self.scope = reader, scope
@@ -384,17 +399,21 @@ class _FileReader:
                         self.local[alias.asname or alias.name] = reader.dtypes.known[alias.name]
             if not (isinstance(node, ast.Assign) and len(node.targets) == 1 and isinstance(node.targets[0], ast.Name)):
                 continue
-            name = node.targets[0].id
-            value = reader.dtypes.evaluate(node.value, self.local)
-            if value is not None:
-                self.local[name] = value
-            if name == "pytestmark":
-                for item in _mark_values(node.value):
-                    found = _mark(item)
-                    if found and found[0] in SKIP_MARKS:
-                        self.module_skips.append("module " + _describe_skip(*found))
-            elif _mark(node.value):
-                self.mark_vars[name] = node.value
+            self._assigned(node.targets[0].id, node.value)
+
+    def _assigned(self, name: str, value_node: ast.expr) -> None:
+        """A module-level ``name = value``: a dtype list, the module's pytestmark, or a mark kept in a
+        variable for decorators to use."""
+        value = self.reader.dtypes.evaluate(value_node, self.local)
+        if value is not None:
+            self.local[name] = value
+        if name == "pytestmark":
+            for item in _mark_values(value_node):
+                found = _mark(item)
+                if found and found[0] in SKIP_MARKS:
+                    self.module_skips.append("module " + _describe_skip(*found))
+        elif _mark(value_node):
+            self.mark_vars[name] = value_node
 
     def functions(self) -> list[BenchFunction]:
         return [self.function(node) for node in self.scope.tree.body
@@ -426,16 +445,7 @@ class _FileReader:
             elif name in SKIP_MARKS:
                 skips.append(_describe_skip(name, call))
             elif name == "parametrize" and call is not None:
-                for sub in ast.walk(call):
-                    if not (isinstance(sub, ast.Call) and _src(sub.func) == "pytest.param"):
-                        continue
-                    marks = _keyword(sub, "marks")
-                    for value in _mark_values(marks) if marks is not None else []:
-                        inner = _mark(value)
-                        if inner and inner[0] not in BUILTIN_MARKS:
-                            param_marks.append(inner[0])
-                        elif inner and inner[0] in SKIP_MARKS:
-                            skips.append("param " + _describe_skip(*inner))
+                _param_marks(call, param_marks, skips)
         return BenchFunction(file=self.scope.name, function=node.name, line=node.lineno,
                              op_marks=tuple(op_marks), param_marks=tuple(dict.fromkeys(param_marks)),
                              skips=tuple(skips), builds=tuple(self.builds(node)))
@@ -454,6 +464,16 @@ class _FileReader:
                     found[names.value.strip()] = value
         return found
 
+    def _body_dtypes(self, body: ast.FunctionDef, local: Mapping[str, tuple[str, ...]]) -> dict[str, tuple[str, ...]]:
+        """``local`` with the dtype lists a function's body assigns to names."""
+        body_local = dict(local)
+        for sub in ast.walk(body):
+            if isinstance(sub, ast.Assign) and len(sub.targets) == 1 and isinstance(sub.targets[0], ast.Name):
+                value = self.reader.dtypes.evaluate(sub.value, body_local)
+                if value is not None:
+                    body_local[sub.targets[0].id] = value
+        return body_local
+
     def builds(self, node: ast.FunctionDef) -> list[BenchBuild]:
         bodies: list[tuple[ast.FunctionDef, dict[str, ast.expr]]] = [(node, {})]
         seen = {node.name}
@@ -466,12 +486,7 @@ class _FileReader:
         local = {**self.local, **self._parametrized(node)}
         found: list[BenchBuild] = []
         for body, bound in bodies:
-            body_local = dict(local)
-            for sub in ast.walk(body):
-                if isinstance(sub, ast.Assign) and len(sub.targets) == 1 and isinstance(sub.targets[0], ast.Name):
-                    value = self.reader.dtypes.evaluate(sub.value, body_local)
-                    if value is not None:
-                        body_local[sub.targets[0].id] = value
+            body_local = self._body_dtypes(body, local)
             for sub in ast.walk(body):
                 if isinstance(sub, ast.Call) and isinstance(sub.func, (ast.Name, ast.Attribute)):
                     build = self.build(sub, bound, body_local)
