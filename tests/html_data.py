@@ -1,5 +1,8 @@
 """Data for the HTML report tests: small synthetic runs, and a cuda run rebuilt from the
-committed H200 results (benchmarks/results/h200-core-2026-11-29: run.json + summary.csv, 90 cases).
+committed H200 results (benchmarks/results/h200-core-2026-11-29: run.json + summary.csv, 90 cases);
+at corpus scale, the committed FlagGems corpus run, a generated run and generated histories;
+and the pages built from them that the browser tests and benchmarks/page_speed.py open
+(``build_pages``, ``build_thousand_op_site``).
 
 Everything here is deterministic: the same call gives the same records, so pages built from
 them can be compared byte for byte.
@@ -450,3 +453,63 @@ def nightly_history(n_ops: int = 40, nights: int = 30, cases_per_op: int = 2,
                         "p90_ms": None if failed else median * 1.03, "n": 50, "torch_median_ms": base * 1.4,
                     })
     return points
+
+
+# ---------------------------------------------------------------------------------------------
+# The pages themselves, as the browser tests and benchmarks/page_speed.py open them
+
+
+def write_site(site: Mapping[str, str], folder: Path) -> Path:
+    """Write a history site ({relative path: text}) into ``folder``; its landing page."""
+    for rel, text in site.items():
+        (folder / rel).parent.mkdir(parents=True, exist_ok=True)
+        (folder / rel).write_text(text, encoding="utf-8")
+    return folder / "index.html"
+
+
+def build_pages(out: Path) -> dict[str, Path]:
+    """Every kind of page, written into ``out``: name -> file. Besides the small pages, at
+    corpus scale: the committed 206-op FlagGems corpus run on the H200 (``run-corpus``), the
+    generated run of 5,520 cases over 920 ops (``run-generated``) and a history of 30 nights
+    of 40 ops on two devices (``history-index``, ``history-regressions``, ``history-op``)."""
+    from harness.compare.page import render_compare_html
+    from harness.results.html import render_across_html, render_history_site, render_run_html
+
+    info = h200_info()
+    records = h200_records(info)
+    musa_info, musa_records = musa_like(info, records)
+    small_info, small_records, small_unreached = small_run()
+    corpus_info, corpus_records = corpus_run()
+    gen_info, gen_records, gen_unreached = generated_run()
+    out.mkdir(parents=True, exist_ok=True)
+    texts = {
+        "run-h200": render_run_html(info, records, [], H200_PEAKS),
+        "run-failures": render_run_html(small_info, small_records, small_unreached, H200_PEAKS),
+        "run-corpus": render_run_html(corpus_info, corpus_records, [], H200_PEAKS),
+        "run-generated": render_run_html(gen_info, gen_records, gen_unreached, H200_PEAKS),
+        "compare": render_compare_html(comparison(), title="Performance comparison (gate)"),
+        "across": render_across_html([(info, records), (musa_info, musa_records)]),
+    }
+    files = {}
+    for name, text in texts.items():
+        path = out / f"{name}.html"
+        path.write_text(text, encoding="utf-8")
+        files[name] = path
+    site = render_history_site(history_points(), commit_url="https://example.org/commit/{commit}")
+    files["small-site-index"] = write_site(site, out / "site")
+    files["small-site-op"] = out / "site" / "ops" / "softmax.html"
+    site30 = render_history_site(nightly_history(n_ops=40, nights=30),
+                                 commit_url="https://example.org/commit/{commit}")
+    files["history-index"] = write_site(site30, out / "site30")
+    files["history-regressions"] = out / "site30" / "regressions.html"
+    files["history-op"] = out / "site30" / "ops" / "op_0007.html"
+    return files
+
+
+def build_thousand_op_site(out: Path) -> Path:
+    """A generated history of 1,000 ops on 5 backends over 30 nights (150,000 points), the
+    whole site written into ``out``; its landing page."""
+    from harness.results.html import render_history_site
+
+    site = render_history_site(nightly_history(n_ops=1000, nights=30, cases_per_op=1, backends=FIVE_BACKENDS))
+    return write_site(site, out)

@@ -8,6 +8,7 @@ where the browser tests must run, as in CI), which turns the skip into a failure
 The pages are built once per session into a temporary directory. Screenshots, and
 timings.json with what the tests measured, go to HARNESS_SCREENSHOT_DIR when set
 (``HARNESS_SCREENSHOT_DIR=docs/img`` refreshes the documentation's), else next to the pages.
+The timings are recorded, not judged: the speed targets are benchmarks/page_speed.py's.
 """
 
 from __future__ import annotations
@@ -21,11 +22,7 @@ from typing import Any
 
 import pytest
 
-CHROMIUM = os.environ.get("HARNESS_CHROMIUM", "/usr/bin/chromium")
-CHROMIUM_ARGS = [
-    "--no-sandbox", "--headless", "--disable-gpu", "--disable-background-networking",
-    "--disable-component-update", "--no-first-run", "--disable-sync",
-]
+from tests.browser.drive import CHROMIUM, CHROMIUM_ARGS
 
 
 def _unavailable(reason: str) -> None:
@@ -52,79 +49,24 @@ def browser() -> Iterator[Any]:
             b.close()
 
 
-def _write_site(site: dict[str, str], folder: Path) -> Path:
-    for rel, text in site.items():
-        (folder / rel).parent.mkdir(parents=True, exist_ok=True)
-        (folder / rel).write_text(text, encoding="utf-8")
-    return folder / "index.html"
-
-
 @pytest.fixture(scope="session")
 def pages(tmp_path_factory: pytest.TempPathFactory) -> dict[str, Path]:
-    """Every kind of page, built from the test data: name -> file. Besides the small pages,
-    at corpus scale: the committed 206-op FlagGems corpus run on the H200 (``run-corpus``), a
-    generated run of 5,520 cases over 920 ops (``run-generated``) and a history of 30 nights
-    of 40 ops on two devices (``site30-*``)."""
+    """Every kind of page, built from the test data: name -> file (tests/html_data.py
+    build_pages, which benchmarks/page_speed.py builds too)."""
     pytest.importorskip("altair")
-    from harness.compare.page import render_compare_html
-    from harness.results.html import (
-        render_across_html,
-        render_history_site,
-        render_run_html,
-    )
-    from tests.html_data import (
-        H200_PEAKS,
-        comparison,
-        corpus_run,
-        generated_run,
-        h200_info,
-        h200_records,
-        history_points,
-        musa_like,
-        nightly_history,
-        small_run,
-    )
+    from tests.html_data import build_pages
 
-    out = tmp_path_factory.mktemp("pages")
-    info = h200_info()
-    records = h200_records(info)
-    musa_info, musa_records = musa_like(info, records)
-    small_info, small_records, small_unreached = small_run()
-    corpus_info, corpus_records = corpus_run()
-    gen_info, gen_records, gen_unreached = generated_run()
-    texts = {
-        "run-h200": render_run_html(info, records, [], H200_PEAKS),
-        "run-failures": render_run_html(small_info, small_records, small_unreached, H200_PEAKS),
-        "run-corpus": render_run_html(corpus_info, corpus_records, [], H200_PEAKS),
-        "run-generated": render_run_html(gen_info, gen_records, gen_unreached, H200_PEAKS),
-        "compare": render_compare_html(comparison(), title="Performance comparison (gate)"),
-        "across": render_across_html([(info, records), (musa_info, musa_records)]),
-    }
-    files = {}
-    for name, text in texts.items():
-        path = out / f"{name}.html"
-        path.write_text(text, encoding="utf-8")
-        files[name] = path
-    site = render_history_site(history_points(), commit_url="https://example.org/commit/{commit}")
-    files["small-site-index"] = _write_site(site, out / "site")
-    files["small-site-op"] = out / "site" / "ops" / "softmax.html"
-    site30 = render_history_site(nightly_history(n_ops=40, nights=30),
-                                 commit_url="https://example.org/commit/{commit}")
-    files["history-index"] = _write_site(site30, out / "site30")
-    files["history-regressions"] = out / "site30" / "regressions.html"
-    files["history-op"] = out / "site30" / "ops" / "op_0007.html"
-    return files
+    return build_pages(tmp_path_factory.mktemp("pages"))
 
 
 @pytest.fixture(scope="session")
 def thousand_op_site(tmp_path_factory: pytest.TempPathFactory) -> Path:
     """The landing page of a generated history of 1,000 ops on 5 backends over 30 nights
     (150,000 points; the whole site is written, the landing page is what the test opens)."""
-    from harness.results.html import render_history_site
-    from tests.html_data import FIVE_BACKENDS, nightly_history
+    pytest.importorskip("altair")
+    from tests.html_data import build_thousand_op_site
 
-    site = render_history_site(nightly_history(n_ops=1000, nights=30, cases_per_op=1, backends=FIVE_BACKENDS))
-    return _write_site(site, tmp_path_factory.mktemp("site1000"))
+    return build_thousand_op_site(tmp_path_factory.mktemp("site1000"))
 
 
 @pytest.fixture(scope="session")
@@ -138,7 +80,8 @@ def screenshot_dir(pages: dict[str, Path]) -> Path:
 @pytest.fixture(scope="session")
 def timings(screenshot_dir: Path) -> Iterator[dict[str, dict[str, float]]]:
     """What the tests measured (ms), per page: written to timings.json beside the screenshots
-    at the end of the session, and printed, so a run on a quiet machine can be reported."""
+    at the end of the session, and printed. No test asserts on them; benchmarks/page_speed.py
+    measures the pages against the targets."""
     found: dict[str, dict[str, float]] = {}
     yield found
     (screenshot_dir / "timings.json").write_text(json.dumps(found, indent=1, sort_keys=True) + "\n")

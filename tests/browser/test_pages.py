@@ -4,9 +4,9 @@ Every page loads offline from a file:// URL with no console error and no request
 file (a history site: its own folder), every chart draws its data, and at corpus scale (the
 committed 206-op corpus run, a generated run of 5,520 cases over 920 ops, a history of 30
 nights and one of 1,000 ops on 5 backends) each page fits a 1400 px window with one-line
-rows, is usable within 2 s, sorts and filters within 200 ms and works from the keyboard.
-What was measured is written to timings.json (conftest.py). Run with
-``python -m pytest -m browser tests/browser``.
+rows, sorts and filters to the right rows and works from the keyboard. How fast is recorded
+in timings.json (conftest.py), never asserted: benchmarks/page_speed.py measures the same
+pages against the speed targets. Run with ``python -m pytest -m browser tests/browser``.
 """
 
 from __future__ import annotations
@@ -17,96 +17,13 @@ from typing import Any
 
 import pytest
 
+from tests.browser.drive import ALL_CHARTS_DONE, GRID_ACTIONS, WINDOW, Opened
+
 pytestmark = pytest.mark.browser
 
 PAGES = ("run-h200", "run-failures", "run-corpus", "run-generated", "compare", "across",
          "small-site-index", "small-site-op", "history-index", "history-regressions", "history-op")
 BIG = ("run-corpus", "run-generated", "across", "compare", "history-index", "history-regressions", "history-op")
-LOCAL = ("file:", "data:", "blob:", "about:")
-WINDOW = {"width": 1400, "height": 900}
-LOAD_MS, ACTION_MS, LANDING_MS = 2000, 200, 1000
-
-ALL_CHARTS_DONE = "() => window.harnessChartsDone !== undefined"
-
-CHART_STATE = """() => Array.from(document.querySelectorAll('div.chart[data-spec]')).map(d => {
-  const spec = JSON.parse(document.getElementById(d.dataset.spec).textContent);
-  const view = (window.harnessCharts || {})[d.id];
-  const names = Object.keys(spec.datasets).filter(n => !n.startsWith('data-'));
-  return {
-    id: d.id,
-    rows: Number(d.dataset.rows),
-    canvas: d.dataset.renderer === 'canvas',
-    rendered: d.dataset.rendered === '1',
-    marks: d.querySelectorAll('svg g.role-mark.mark-symbol > path, svg g.role-mark.mark-rect > path').length,
-    data: view ? names.map(n => [n, view.data(n).length]) : [],
-    legend: Array.from(d.querySelectorAll('svg g.role-legend text')).map(t => t.textContent),
-  };
-})"""
-
-# Time a synchronous action in the page, layout included (reading offsetHeight forces it).
-TIMED = """([selector, action, value]) => {
-  const el = document.querySelector(selector);
-  const t0 = performance.now();
-  if (action === 'click') { el.click(); } else { el.value = value; el.dispatchEvent(new Event('input')); }
-  void document.body.offsetHeight;
-  return performance.now() - t0;
-}"""
-
-
-class Opened:
-    def __init__(self, page: Any) -> None:
-        self.page = page
-        self.errors: list[str] = []
-        self.outside: list[str] = []
-        page.on("console", lambda m: self.errors.append(m.text) if m.type == "error" else None)
-        page.on("pageerror", lambda e: self.errors.append(str(e)))
-        page.on("request", lambda r: None if r.url.startswith(LOCAL) else self.outside.append(r.url))
-
-    def load(self, path: Path, charts: bool = True) -> Opened:
-        self.page.goto(path.as_uri())
-        self.page.wait_for_function("() => window.harnessReady !== undefined", timeout=60_000)
-        if charts:
-            self.page.wait_for_function(ALL_CHARTS_DONE, timeout=120_000)
-        return self
-
-    def ready_ms(self) -> float:
-        value: float = self.page.evaluate("() => window.harnessReady")
-        return value
-
-    def charts(self) -> list[dict[str, Any]]:
-        result: list[dict[str, Any]] = self.page.evaluate(CHART_STATE)
-        return result
-
-    def grid(self, grid: str, label: str) -> list[Any]:
-        """One column of a grid's rows as filtered and sorted (all pages), by header label."""
-        values: list[Any] = self.page.evaluate(
-            """([grid, label]) => {
-                 const g = window.harnessGrids[grid];
-                 const i = g.columns.indexOf(label);
-                 if (i < 0) throw new Error('no column ' + label);
-                 return g.view().map(r => r[i]);
-               }""", [grid, label])
-        return values
-
-    def shown(self, grid: str) -> int:
-        n: int = self.page.evaluate(f"() => document.querySelectorAll('#{grid} tbody tr').length")
-        return n
-
-    def column(self, table: str, label: str) -> list[str]:
-        """The data-sort values (else the text) of one column of a plain table, visible rows."""
-        values: list[str] = self.page.evaluate(
-            """([table, label]) => {
-                 const t = document.getElementById(table);
-                 const i = Array.from(t.tHead.rows[0].cells).findIndex(h => h.textContent.trim() === label);
-                 if (i < 0) throw new Error('no column ' + label);
-                 return Array.from(t.tBodies[0].rows).filter(r => !r.hidden)
-                   .map(r => r.cells[i].getAttribute('data-sort') ?? r.cells[i].textContent.trim());
-               }""", [table, label])
-        return values
-
-    def timed(self, selector: str, action: str, value: str = "") -> float:
-        ms: float = self.page.evaluate(TIMED, [selector, action, value])
-        return ms
 
 
 @pytest.fixture()
@@ -130,13 +47,12 @@ def test_page_loads_offline_and_every_chart_draws_its_data(opened: Opened, pages
             assert chart["marks"] >= chart["rows"] > 0, chart
     assert opened.errors == []
     assert opened.outside == [], "the page reached outside its file"
-    timings.setdefault(name, {}).update(
-        ready=round(opened.ready_ms()), charts=round(opened.page.evaluate("() => window.harnessChartsDone")))
+    timings.setdefault(name, {}).update(ready=round(opened.ready_ms()), charts=round(opened.charts_ms()))
     opened.page.screenshot(path=str(screenshot_dir / f"{name}.png"))
 
 
 @pytest.mark.parametrize("name", BIG)
-def test_page_fits_the_window_with_one_line_rows_and_is_ready_in_time(
+def test_page_fits_the_window_with_one_line_rows(
         opened: Opened, pages: dict[str, Path], name: str, timings: dict[str, dict[str, float]]) -> None:
     opened.load(pages[name])
     width = opened.page.evaluate("() => [document.documentElement.scrollWidth, window.innerWidth]")
@@ -146,21 +62,14 @@ def test_page_fits_the_window_with_one_line_rows_and_is_ready_in_time(
     if name not in ("compare", "history-regressions"):  # plain tables: a row may wrap (a bisect command)
         assert heights and max(heights) <= 30, "a grid row is taller than one line"
     timings.setdefault(name, {})["ready"] = round(opened.ready_ms())
-    assert opened.ready_ms() <= LOAD_MS
 
 
-@pytest.mark.parametrize("name,grid,column,needle", [
-    ("run-generated", "case-grid", "speedup", "gen_op_0042"),
-    ("run-corpus", "case-grid", "speedup", "softmax"),
-    ("run-corpus", "op-grid", "geomean", "norm"),
-    ("history-index", "op-grid", "worst change %", "op_001"),
-])
-def test_grids_sort_and_filter_in_time(opened: Opened, pages: dict[str, Path], name: str, grid: str,
-                                       column: str, needle: str, timings: dict[str, dict[str, float]]) -> None:
+@pytest.mark.parametrize("name,grid,column,needle", GRID_ACTIONS)
+def test_grids_sort_and_filter(opened: Opened, pages: dict[str, Path], name: str, grid: str,
+                               column: str, needle: str, timings: dict[str, dict[str, float]]) -> None:
     opened.load(pages[name], charts=False)
     total = len(opened.grid(grid, column))
-    index = opened.page.evaluate(f"() => window.harnessGrids['{grid}'].columns.indexOf('{column}')")
-    header = f"#{grid} thead th[data-col='{index}']"
+    header = opened.header(grid, column)
     sort_ms = opened.timed(header, "click")
     ascending = [v for v in opened.grid(grid, column) if v is not None]
     assert ascending == sorted(ascending) and len(ascending) > 0
@@ -177,15 +86,14 @@ def test_grids_sort_and_filter_in_time(opened: Opened, pages: dict[str, Path], n
         f"() => JSON.parse(document.getElementById('data-{grid}').textContent).page_size"))
     timings.setdefault(name, {}).update({f"sort {grid}": round(sort_ms, 1), f"filter {grid}": round(filter_ms, 1)})
     assert opened.errors == []
-    assert sort_ms <= ACTION_MS and filter_ms <= ACTION_MS
 
 
 def test_keyboard_sorts_filters_and_pages(opened: Opened, pages: dict[str, Path]) -> None:
     opened.load(pages["run-generated"], charts=False)
-    index = opened.page.evaluate("() => window.harnessGrids['case-grid'].columns.indexOf('speedup')")
-    opened.page.focus(f"#case-grid thead th[data-col='{index}']")
+    header = opened.header("case-grid", "speedup")
+    opened.page.focus(header)
     opened.page.keyboard.press("Enter")
-    assert opened.page.get_attribute(f"#case-grid thead th[data-col='{index}']", "aria-sort") == "ascending"
+    assert opened.page.get_attribute(header, "aria-sort") == "ascending"
     first_page = opened.page.text_content("#case-grid tbody")
     opened.page.focus("#case-grid .pager button[data-step='1']")
     opened.page.keyboard.press("Enter")
@@ -303,13 +211,14 @@ def test_thousand_op_landing_page_shows_regressions_first(browser: Any, thousand
     try:
         opened = Opened(context.new_page())
         opened.page.goto(thousand_op_site.as_uri())
-        opened.page.wait_for_selector("#landing-table tbody tr")
-        shown = opened.page.evaluate("() => performance.getEntriesByType('navigation')[0].domContentLoadedEventEnd")
+        shown = opened.first_row_ms()
         top = opened.page.evaluate("() => document.querySelector('#landing-table tbody tr').getBoundingClientRect().top")
         opened.page.wait_for_function("() => window.harnessReady !== undefined")
         timings["history-1000-index"] = {"first regressed row": round(shown), "ready": round(opened.ready_ms())}
         assert top < WINDOW["height"] and opened.errors == [] and opened.outside == []
         assert len(opened.grid("op-grid", "op")) == 1000
-        assert shown <= LANDING_MS
+        assert opened.page.locator("#landing-table tbody tr").count() == 25  # of 143 regressions
+        href = opened.page.get_attribute("#landing-table tbody tr >> nth=0 >> a", "href")
+        assert href is not None and int(href.removeprefix("ops/op_").removesuffix(".html")) % 7 == 0  # a regressed op
     finally:
         context.close()
