@@ -294,6 +294,9 @@ class SuiteFacts:
     autotune: bool = False  # the optional features the suite plugin carries out
     ir: bool = False
     wall: bool = False
+    # --shapes-file entries given where a benchmark builds its inputs (harness.child.input_shapes):
+    # FlagGems op_name or Benchmark class -> shapes
+    input_shapes: Mapping[str, tuple[tuple[int, ...], ...]] = field(default_factory=dict)
 
     @classmethod
     def from_dict(cls, data: Mapping[str, Any]) -> SuiteFacts:
@@ -301,7 +304,9 @@ class SuiteFacts:
                    nodes=tuple(str(n) for n in data.get("nodes", ())),
                    notes=tuple(str(n) for n in data.get("notes", ())), unchecked=str(data.get("unchecked", "")),
                    capture_denied=str(data.get("capture_denied", "")), started_at=str(data.get("started_at", "")),
-                   autotune=bool(data.get("autotune")), ir=bool(data.get("ir")), wall=bool(data.get("wall")))
+                   autotune=bool(data.get("autotune")), ir=bool(data.get("ir")), wall=bool(data.get("wall")),
+                   input_shapes={str(k): tuple(tuple(int(d) for d in s) for s in v)
+                                 for k, v in dict(data.get("input_shapes") or {}).items()})
 
 
 def _opt_str(value: Any) -> str | None:

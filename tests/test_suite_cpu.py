@@ -192,3 +192,30 @@ def test_bad_input_is_one_line_exit_2_and_leaves_nothing_behind(args: tuple[str,
     assert result["exit"] == 2 and message in result["stderr"], result["stderr"]
     assert result["stderr"].count("\n") == 1 and result["heavy"] == []
     assert not list(work.iterdir()), "a refusal left files behind"
+
+
+@pytest.mark.slow
+def test_a_shapes_file_reaches_benchmarks_that_build_their_own_inputs(tmp_path: Path) -> None:
+    """conv_like walks a shapes list of its own through its input_fn, own_shapes sets its shapes in
+    its own set_shapes: both measure the file's shapes; fixed_inputs cannot take any, and says so."""
+    suite = write_fake_suite(tmp_path / "fg", own_inputs=True)
+    shapes = tmp_path / "shapes.yaml"
+    shapes.write_text("conv_like: [[2, 2, 5, 5, 4], [1, 3, 4, 4, 2]]\nown_shapes: [[3, 3]]\nfixed_inputs: [[8, 8]]\n")
+    run_dir = tmp_path / "run"
+    options = RunOptions(backend="cpu", suite=str(suite.benchmark), dtypes=("float32",),
+                         ops=("conv_like", "own_shapes", "fixed_inputs"), shapes_file=str(shapes),
+                         warmup_ms=1.0, rep_ms=2.0, progress="plain", out=str(run_dir), op_timeout=120.0)
+    env = env_for(suite.site)
+    code = execute(prepare(options, env), env, io.StringIO())
+    assert code == 0, (run_dir / "logs" / "conv_like.log").read_text()[-3000:]
+    rows = read_records(run_dir / "records.jsonl")
+    by_op: dict[str, list[tuple[int, ...]]] = {}
+    for row in rows:
+        assert row.status == "pass", row
+        by_op.setdefault(row.op, []).append(row.shape)
+    assert by_op == {"conv_like": [(2, 2, 5, 5), (1, 3, 4, 4)], "own_shapes": [(3, 3)], "fixed_inputs": [(4, 4)]}
+    notes = {row.op: " ".join(row.notes) for row in rows}
+    assert "given to conv_like where it builds its inputs (its input_fn" in notes["conv_like"]
+    assert "given to own_shapes where it builds its inputs (self.shapes" in notes["own_shapes"]
+    assert "not applied to fixed_inputs: its get_input_iter makes its inputs from sizes of its own" \
+        in notes["fixed_inputs"]

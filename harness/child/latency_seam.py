@@ -51,6 +51,7 @@ from pathlib import Path
 from typing import Any, NoReturn, Protocol
 
 from harness.backends.base import Peaks
+from harness.child.input_shapes import entry_for, input_plan, planned_inputs
 from harness.child.measure import roofline
 from harness.child.outputs import (
     clone_tree,
@@ -276,8 +277,13 @@ class LatencySeam:
     """The replacement of ``Benchmark.get_latency`` and ``Benchmark.set_dtypes`` for one op process."""
 
     def __init__(self, writer: RowWriter, timers: SuiteTimers, dtypes: Sequence[str],
-                 under_gems: Callable[[], bool] = lambda: False, level: str = "") -> None:
+                 under_gems: Callable[[], bool] = lambda: False, level: str = "",
+                 input_shapes: Mapping[str, Sequence[Sequence[int]]] | None = None) -> None:
         self.writer = writer
+        # --shapes-file entries for benchmarks that build their inputs from shapes of their own
+        # (harness.child.input_shapes); the note of each benchmark's rows by id(bench)
+        self.input_shapes: Mapping[str, Sequence[Sequence[int]]] = dict(input_shapes or {})
+        self.shape_notes: dict[int, str] = {}
         self.timers = timers
         self.dtypes = tuple(dtypes)  # requested; () = every dtype each benchmark declares
         self.under_gems = under_gems
@@ -376,12 +382,23 @@ class LatencySeam:
         seam = self
 
         def tracked(dtype: Any) -> Iterator[Any]:
-            for item in original(dtype):
+            for item in seam._inputs(bench, original, dtype):
                 seam.current_dtype = dtype
                 yield item
 
         tracked._harness_tracked = True  # type: ignore[attr-defined]
         bench.get_input_iter = tracked
+
+    def _inputs(self, bench: Any, original: Callable[[Any], Iterator[Any]], dtype: Any) -> Iterator[Any]:
+        """The benchmark's inputs, from the --shapes-file entry that matches it where it builds them
+        (called when FlagGems starts iterating: after its set_shapes)."""
+        entry = entry_for(bench, self.input_shapes)
+        if entry is None:
+            return original(dtype)
+        plan = input_plan(bench, entry[0], entry[1], original)
+        if plan.note:
+            self.shape_notes[id(bench)] = plan.note
+        return planned_inputs(bench, plan, original, dtype)
 
     # -- get_latency ---------------------------------------------------------------------------
 
@@ -413,7 +430,7 @@ class LatencySeam:
         dtype = self._dtype(args, kwargs)
         shape = first_tensor_shape(args, kwargs)
         provider, key = self.writer.key(dtype, shape)
-        notes = [self.rescued[id(bench)]] if id(bench) in self.rescued else []
+        notes = [n for n in (self.rescued.get(id(bench)), self.shape_notes.get(id(bench))) if n]
         self.item_rows += 1
         if not self.writer.recorded(key):
             self.writer.begin()

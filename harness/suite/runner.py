@@ -139,7 +139,8 @@ def _expected_rows(op: SuiteOp, shapes: ShapePlan, upstream: Mapping[str, Any], 
     for build in (b for f in op.functions for b in f.builds):
         declared = [d for d in build.dtypes if d != "?"] or ["float16", "float32", "bfloat16"]
         n_dtypes = len([d for d in dtypes if d in declared]) or len(declared)
-        entry = shapes.entries.get(build.recorded_op_name) or shapes.entries.get(build.bench_class)
+        entry = next((table.get(k) for table in (shapes.entries, shapes.inputs)
+                      for k in (build.recorded_op_name, build.bench_class) if table.get(k)), None)
         if entry is None and build.reads_shape_file:
             found = next((upstream[k] for k in (build.recorded_op_name, *build.class_chain)
                           if k and isinstance(upstream.get(k), Mapping)), None)
@@ -351,6 +352,7 @@ class SuiteRunner:
         return SuiteFacts(suite_dir=str(self.tree.suite_dir), package=self.tree.package, level=ctx.plan.level,
                           nodes=tuple(suite_op.op.selected_nodes()), notes=tuple(suite_op.shapes.notes),
                           unchecked=suite_op.unchecked, capture_denied=suite_op.capture_denied, started_at=_now(),
+                          input_shapes={k: tuple(v) for k, v in suite_op.shapes.inputs.items()},
                           **{name: bool(self.features.get(name)) for name in SUITE_FEATURES})
 
     def _command(self, ctx: BatchContext, op: str, spec_path: Path) -> list[str]:

@@ -11,9 +11,13 @@ FlagGems matches its own: the op (its id, function name, marks, op_name), then i
 from the most to the least specific class. The matched shapes are written, under the
 benchmark's op_name, into a copy of FlagGems' file private to the op's process, so FlagGems'
 own lookup takes them first. An entry whose shapes have a number of dimensions the benchmark's
-own shapes never have (``[4096, 4096]`` for a ``(B, M, N, K)`` BlasBenchmark) is not applied:
-the op keeps its shapes and its rows say why, as they do for a benchmark that sets its shapes
-itself (a test-file class overriding ``set_shapes``).
+own shapes never have (``[4096, 4096]`` for a ``(B, M, N, K)`` BlasBenchmark) is not written
+there. A benchmark that sets its shapes in the test file
+(a ``set_shapes`` of its own, a ``get_input_iter`` walking a list of its own) never reads that
+file. Every matched entry goes to the op process too (``ShapePlan.inputs``), which gives it to
+the benchmark where it builds its inputs, or keeps the benchmark's shapes and says on its rows why
+(a number of dimensions its own shapes never have, inputs made from sizes of its own;
+harness.child.input_shapes).
 """
 
 from __future__ import annotations
@@ -21,7 +25,7 @@ from __future__ import annotations
 import copy
 import difflib
 from collections.abc import Iterable, Mapping, Sequence
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
@@ -104,6 +108,9 @@ class ShapePlan:
 
     entries: Mapping[str, list[SuiteShape]]  # FlagGems shape-file key -> shapes
     notes: tuple[str, ...] = ()
+    # op_name or Benchmark class -> shapes, for the op process's input seam (harness.child.input_shapes):
+    # every matched benchmark, so one that sets its own shapes or walks a list of its own gets them too
+    inputs: Mapping[str, list[SuiteShape]] = field(default_factory=dict)
 
     @property
     def overrides(self) -> bool:
@@ -129,6 +136,7 @@ def plan_op_shapes(op: SuiteOp, override: Mapping[str, list[SuiteShape]], upstre
         return ShapePlan(entries={})
     op_names = [op.id, *(f.nodeid for f in op.functions), *(f.key for f in op.functions)]
     entries: dict[str, list[SuiteShape]] = {}
+    inputs: dict[str, list[SuiteShape]] = {}
     notes: list[str] = []
     builds = [b for f in op.functions for b in f.builds]
     for build in builds:
@@ -138,26 +146,23 @@ def plan_op_shapes(op: SuiteOp, override: Mapping[str, list[SuiteShape]], upstre
             continue
         shapes = override[key]
         label = build.recorded_op_name or build.bench_class
-        if not build.reads_shape_file:
-            notes.append(f"--shapes-file entry {key!r} not applied to {label}: its benchmark sets its own shapes "
-                         f"({build.bench_class} in the test file); kept FlagGems' shapes")
+        inputs[label] = list(shapes)
+        if not build.reads_shape_file:  # its set_shapes is its own: only the input seam gives them
             continue
         own = _upstream_entry(build, upstream)
         dims = sorted({len(s) for s in own[1]}) if own else []
-        wrong = sorted({len(s) for s in shapes if dims and len(s) not in dims})
-        if wrong:
-            notes.append(f"--shapes-file entry {key!r} not applied to {label}: its shapes have {wrong} dimension(s), "
-                         f"FlagGems' {own[0] if own else ''} shapes have {dims}; kept FlagGems' shapes")
-            continue
-        entries[build.recorded_op_name or build.bench_class] = list(shapes)
+        if any(dims and len(s) not in dims for s in shapes):
+            continue  # not for FlagGems' file; the input seam checks them against what the benchmark walks
+        entries[label] = list(shapes)
     if not builds:  # no Benchmark construction could be read: FlagGems' op_names are its marks
         key = _match([*op_names, *(m for f in op.functions for m in f.marks)], override)
         if key is not None:
             for mark in [m for f in op.functions for m in f.marks] or [op.id]:
                 entries[mark] = list(override[key])
+                inputs[mark] = list(override[key])
             notes.append(f"--shapes-file entry {key!r} written under the op marks "
                          f"({', '.join(entries)}): the benchmark's classes could not be read without running it")
-    return ShapePlan(entries=entries, notes=tuple(dict.fromkeys(notes)))
+    return ShapePlan(entries=entries, notes=tuple(dict.fromkeys(notes)), inputs=inputs)
 
 
 def suite_shape_config(upstream: Mapping[str, Any], entries: Mapping[str, Sequence[Sequence[int]]]) -> dict[str, Any]:

@@ -660,6 +660,48 @@ def test_tuned_fail():
 ''',
 }
 
+# Benchmarks that build their own inputs (write_fake_suite(own_inputs=True)), as FlagGems' conv,
+# pool and upsample ones do: conv_like walks a list of its own (DEFAULT_SHAPES: N, C, H, W, out
+# channels) through its per-shape input_fn; fixed_inputs makes one tensor of a size written in its
+# get_input_iter (no shapes list, no input_fn).
+V53_OWN_INPUT_TESTS: dict[str, str] = {
+    "test_conv_like.py": '''\
+import pytest
+import torch
+
+from . import base
+
+
+class ConvLikeBenchmark(base.GenericBenchmark):
+    DEFAULT_SHAPES = [(1, 2, 6, 6, 3)]
+
+    def get_input_iter(self, dtype):
+        for shape in self.DEFAULT_SHAPES:
+            yield from self.input_fn(shape, dtype, "cpu")
+
+
+def _conv_inputs(shape, dtype, device):
+    n, c, h, w, out = shape
+    yield torch.randn(n, c, h, w, dtype=dtype), torch.randn(out, c, 3, 3, dtype=dtype), {"padding": 1}
+
+
+@pytest.mark.conv_like
+def test_conv_like():
+    ConvLikeBenchmark(op_name="conv_like", torch_op=torch.nn.functional.conv2d, input_fn=_conv_inputs,
+                      dtypes=[torch.float32]).run()
+
+
+class FixedInputsBenchmark(base.Benchmark):
+    def get_input_iter(self, dtype):
+        yield (torch.randn(4, 4, dtype=dtype),)
+
+
+@pytest.mark.fixed_inputs
+def test_fixed_inputs():
+    FixedInputsBenchmark(op_name="fixed_inputs", torch_op=torch.neg, dtypes=[torch.float32]).run()
+''',
+}
+
 # -- v5.0 layout: one file per category, ops selected by mark ------------------------------------
 
 V50_TESTS: dict[str, str] = {
@@ -711,15 +753,18 @@ class FakeSuite:
 
 
 def write_fake_suite(root: Path, layout: str = "v5.3", version: str = "5.3.4", package: str = "flag_gems",
-                     ref: str | None = "", tuned: bool = False) -> FakeSuite:
+                     ref: str | None = "", tuned: bool = False, own_inputs: bool = False) -> FakeSuite:
     """A stand-in tree of ``layout`` ("v5.3" or "v5.0") under ``root`` and a stand-in ``package`` of
     ``version`` in ``root/site``; ``ref`` (default: ``fake-v<version>``) goes to FLAGGEMS_REF (None: no file).
-    ``tuned``: also the benchmarks of the autotuned stand-in kernels (v5.3 layout)."""
+    ``tuned``: also the benchmarks of the autotuned stand-in kernels (v5.3 layout); ``own_inputs``:
+    also those that build their own inputs (v5.3 layout)."""
     bench = root / "benchmark"
     consts_name, base_name, tests = ("consts", "base", V53_TESTS) if layout == "v5.3" else (
         "attri_util", "performance_utils", V50_TESTS)
     if tuned:
         tests = {**tests, **V53_TUNED_TESTS}
+    if own_inputs:
+        tests = {**tests, **V53_OWN_INPUT_TESTS}
     files = {
         "__init__.py": "",
         "conftest.py": CONFTEST.format(package=package),

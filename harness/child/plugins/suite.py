@@ -414,13 +414,14 @@ def pytest_configure(config: pytest.Config) -> None:
         seam = TuneSeam(ctx, suite_timers, spec.dtypes, index=spec.sweep.index,
                         count=spec.sweep.count, recorder=None, under_gems=under_gems,
                         synchronize=sync, level=facts.level)
+        seam.input_shapes = facts.input_shapes  # a sweep tunes the shapes the rows will measure
         if not backend.capabilities.triton_interpreter:  # compile times only, for sweep.json
             ir = _ir_hook(spec)
             if ir is not None:
                 ir.capture.keep_files = False
     else:
         seam = LatencySeam(RowWriter(ctx), suite_timers, spec.dtypes, under_gems=under_gems,
-                           level=facts.level)
+                           level=facts.level, input_shapes=facts.input_shapes)
         if facts.ir:
             ir = _ir_hook(spec)
             if ir is not None:
