@@ -11,6 +11,7 @@ import os
 import shutil
 import sys
 from collections.abc import Callable, Mapping, Sequence
+from dataclasses import replace
 from pathlib import Path
 from typing import NoReturn
 
@@ -103,6 +104,9 @@ def _cmd_run(ns: argparse.Namespace, env: Mapping[str, str]) -> int:
 
     if ns.all and (ns.ops or ns.ops_file):
         raise UsageError("--all selects every op; it cannot be combined with --ops or --ops-file.")
+    if ns.retry_failed and not ns.resume:
+        raise UsageError("--retry-failed runs again the failed ops of an earlier run: give it with "
+                         "--resume RUN_DIR.")
     if ns.resume:
         given = [f"--{k.replace('_', '-')}" for k, v in cli_values(ns).items()
                  if v not in (None, [], ()) and k != "progress"]
@@ -112,7 +116,7 @@ def _cmd_run(ns: argparse.Namespace, env: Mapping[str, str]) -> int:
                 f"{', '.join(given)} would be ignored. Drop them (only --progress may change), "
                 "or start a new run."
             )
-        prepared = prepare_resume(Path(ns.resume), env)
+        prepared = replace(prepare_resume(Path(ns.resume), env), retry_failed=ns.retry_failed)
     else:
         options = resolve_run_options(cli_values(ns), env, read_project_config())
         prepared = prepare(options, env, all_ops=bool(ns.all))

@@ -105,6 +105,9 @@ def add_run_parser(sub: argparse._SubParsersAction[argparse.ArgumentParser]) -> 
     p.add_argument("--allow-version-mismatch", action="store_true", default=None,
                    help="with --suite: run even when the installed flag_gems' major.minor differs from the tree's")
     p.add_argument("--resume", metavar="RUN_DIR", help="finish an interrupted run: redo only ops without a completion marker")
+    p.add_argument("--retry-failed", action="store_true",
+                   help="with --resume: also run again, from their first case, the ops that ended FAIL, "
+                        "ERROR, CRASH or TIMEOUT (their records are replaced)")
     p.add_argument("--shard", metavar="K/N",
                    help="run only the K-th of N parts of the selected ops (cost-weighted, the same parts on "
                         "every machine); join the N runs with `harness merge` (docs/compare.md)")

@@ -46,6 +46,7 @@ from harness.run.rundir import (
     check_out_dir,
     read_markers,
     refuse_live_ops,
+    reopen_failed,
     run_dir_for,
     run_lock,
     write_marker,
@@ -71,6 +72,7 @@ class Prepared:
     runner: OpRunner = field(default_factory=CaseRunner)
     sweep: SweepStep | None = None  # --sweep-devices (harness.run.sweep)
     part: Mapping[str, Any] | None = None  # which part of a --shard K/N split (run.json's "shard"), else None
+    retry_failed: bool = False  # --resume --retry-failed: ops that did not pass run again
 
 
 def prepare(options: RunOptions, env: Mapping[str, str], source: Source, all_ops: bool = False) -> Prepared:
@@ -314,6 +316,11 @@ def _execute_locked(prepared: Prepared, env: Mapping[str, str], out: TextIO) -> 
     if prepared.resumed:
         started = RunInfo.load(RunFiles(run_dir).run_info).started_at or started
         already = read_markers(run_dir)
+        if prepared.retry_failed:
+            again = sorted(op for op, o in already.items() if o.failed)
+            already = reopen_failed(run_dir, already)
+            print(f"--retry-failed: running again {len(again)} op(s) that did not pass"
+                  + (f": {', '.join(again)}" if again else ""), file=out, flush=True)
     for op_plan in plan.ops:
         if op_plan.op in dismissed and op_plan.op not in already:
             already[op_plan.op] = OpOutcome(op_plan.op, op_plan.device, "SKIP",

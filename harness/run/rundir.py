@@ -10,7 +10,8 @@ from __future__ import annotations
 import fcntl
 import json
 import os
-from collections.abc import Iterator
+import tempfile
+from collections.abc import Iterator, Mapping
 from contextlib import contextmanager
 from pathlib import Path
 from typing import Any
@@ -24,6 +25,7 @@ from harness.results.store import (
     OUTPUT_ROOM,
     check_can_write_dir,
     check_path_fits,
+    file_mode,
     read_json,
     write_json,
 )
@@ -33,6 +35,7 @@ from harness.run.leftovers import describe, find_marked
 __all__ = [
     "check_out_dir",
     "read_markers",
+    "reopen_failed",
     "read_run_info",
     "refuse_live_ops",
     "repair_records_tail",
@@ -136,6 +139,39 @@ def read_markers(run_dir: Path) -> dict[str, OpOutcome]:
                              "op again on --resume.") from None
         found[outcome.op] = outcome
     return found
+
+
+def reopen_failed(run_dir: Path, done: Mapping[str, OpOutcome]) -> dict[str, OpOutcome]:
+    """``--resume --retry-failed``: the ops of ``done`` (their completion markers) that did not pass
+    (FAIL, ERROR, CRASH, TIMEOUT) lose their marker and their records, so the resume runs each of
+    them again from its first case. Returns the ops that stay done. Call only under the run lock,
+    with no op process running."""
+    again = {op for op, outcome in done.items() if outcome.failed}
+    if not again:
+        return dict(done)
+    path = RunFiles(run_dir).records
+    if path.exists():
+        kept = [line for line in path.read_bytes().splitlines(keepends=True)
+                if (record := _record_or_none(line)) is None or record.op not in again]
+        _replace_bytes(path, b"".join(kept))  # a torn or corrupt line stays, for the readers to report
+    for op in again:
+        RunFiles(run_dir).marker(op).unlink(missing_ok=True)
+    return {op: outcome for op, outcome in done.items() if op not in again}
+
+
+def _replace_bytes(path: Path, data: bytes) -> None:
+    """``path`` replaced by ``data`` at once, byte for byte (a reader sees the old file or the new)."""
+    fd, tmp = tempfile.mkstemp(prefix=f".{path.name}.", dir=path.parent)
+    try:
+        os.fchmod(fd, file_mode())
+        with os.fdopen(fd, "wb") as fh:
+            fh.write(data)
+            fh.flush()
+            os.fsync(fh.fileno())
+        os.replace(tmp, path)
+    except BaseException:
+        Path(tmp).unlink(missing_ok=True)
+        raise
 
 
 # -- records.jsonl ---------------------------------------------------------------------------

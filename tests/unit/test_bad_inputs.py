@@ -251,6 +251,7 @@ ROWS: list[Row] = [
                                                      "run_id": "r"})}),
     bad("run --suite x --backend cpu --extra-plugin no_such_plugin_xyz", 2,
         "--extra-plugin no_such_plugin_xyz: Python cannot find this module"),
+    bad("run --retry-failed --ops add", 2, "give it with --resume RUN_DIR"),
     bad("run --resume /nonexistent-run", 2, "no run.json there"),
     bad("run --resume run --ops add", 2, "--ops would be ignored", files=RUN),
     bad("run --resume trunc", 2, "is not valid JSON", files={"trunc/run.json": _run_json()[:40]}),
