@@ -133,32 +133,17 @@ def _int_list(value: Any, source: str, where: str, positive: bool) -> tuple[int,
     return tuple(value)
 
 
-def _parse_input(raw: Any, source: str, where: str) -> DeclaredInput:
-    if isinstance(raw, str):
-        raw = {"maker": raw}
-    if not isinstance(raw, Mapping):
-        raise _fail(source, where, f"an input is a maker name ({', '.join(MAKERS)}) or a mapping with "
-                                   f"'maker', got {raw!r}")
-    unknown = sorted(set(raw) - _INPUT_KEYS)
-    if unknown:
-        raise _fail(source, where, f"unknown key(s) {', '.join(unknown)}; known: {', '.join(sorted(_INPUT_KEYS))}")
-    if "sizes" in raw or "value" in raw:
-        if len(raw) != 1:
-            raise _fail(source, where, "'sizes' and 'value' stand alone: {sizes: [-1]} or {value: 1.0e-5}")
-        if "sizes" in raw:
-            return DeclaredInput(maker=None, sizes=_int_list(raw["sizes"], source, f"{where}.sizes", positive=False))
-        return DeclaredInput(maker=None, value=raw["value"])
-    maker = raw.get("maker")
-    if maker not in MAKERS:
-        raise _fail(source, where, f"unknown maker {maker!r}; makers: {', '.join(MAKERS)}")
-    if "dims" in raw and "shape" in raw:
-        raise _fail(source, where, "give 'dims' (dimensions of the case shape) or 'shape' (fixed), not both")
-    dims = _int_list(raw["dims"], source, f"{where}.dims", positive=False) if "dims" in raw else None
-    shape = _int_list(raw["shape"], source, f"{where}.shape", positive=True) if "shape" in raw else None
-    dtype = raw.get("dtype")
-    if dtype is not None and dtype not in _INPUT_DTYPES:
-        raise _fail(source, where, f"unknown dtype {dtype!r}; dtypes: {', '.join(_INPUT_DTYPES)} "
-                                   "(leave it out to use the case's dtype)")
+def _constant_input(raw: Mapping[str, Any], source: str, where: str) -> DeclaredInput:
+    """``{sizes: [...]}`` (a list of the case shape's sizes) or ``{value: x}`` (a constant)."""
+    if len(raw) != 1:
+        raise _fail(source, where, "'sizes' and 'value' stand alone: {sizes: [-1]} or {value: 1.0e-5}")
+    if "sizes" in raw:
+        return DeclaredInput(maker=None, sizes=_int_list(raw["sizes"], source, f"{where}.sizes", positive=False))
+    return DeclaredInput(maker=None, value=raw["value"])
+
+
+def _bounds(raw: Mapping[str, Any], maker: str, dtype: str | None, source: str, where: str) -> tuple[int, int | None]:
+    """(low, high) of a randint input; the other makers take neither."""
     high = raw.get("high")
     if maker == "randint":
         if not isinstance(high, int) or isinstance(high, bool):
@@ -170,6 +155,32 @@ def _parse_input(raw: Any, source: str, where: str) -> DeclaredInput:
     low = raw.get("low", 0)
     if not isinstance(low, int) or isinstance(low, bool) or (high is not None and low >= high):
         raise _fail(source, where, f"'low' must be an integer below 'high', got {low!r}")
+    return low, high
+
+
+def _parse_input(raw: Any, source: str, where: str) -> DeclaredInput:
+    if isinstance(raw, str):
+        raw = {"maker": raw}
+    if not isinstance(raw, Mapping):
+        raise _fail(source, where, f"an input is a maker name ({', '.join(MAKERS)}) or a mapping with "
+                                   f"'maker', got {raw!r}")
+    unknown = sorted(set(raw) - _INPUT_KEYS)
+    if unknown:
+        raise _fail(source, where, f"unknown key(s) {', '.join(unknown)}; known: {', '.join(sorted(_INPUT_KEYS))}")
+    if "sizes" in raw or "value" in raw:
+        return _constant_input(raw, source, where)
+    maker = raw.get("maker")
+    if maker not in MAKERS:
+        raise _fail(source, where, f"unknown maker {maker!r}; makers: {', '.join(MAKERS)}")
+    if "dims" in raw and "shape" in raw:
+        raise _fail(source, where, "give 'dims' (dimensions of the case shape) or 'shape' (fixed), not both")
+    dims = _int_list(raw["dims"], source, f"{where}.dims", positive=False) if "dims" in raw else None
+    shape = _int_list(raw["shape"], source, f"{where}.shape", positive=True) if "shape" in raw else None
+    dtype = raw.get("dtype")
+    if dtype is not None and dtype not in _INPUT_DTYPES:
+        raise _fail(source, where, f"unknown dtype {dtype!r}; dtypes: {', '.join(_INPUT_DTYPES)} "
+                                   "(leave it out to use the case's dtype)")
+    low, high = _bounds(raw, maker, dtype, source, where)
     return DeclaredInput(maker=maker, dims=dims, shape=shape, dtype=dtype, low=low, high=high)
 
 
@@ -182,13 +193,8 @@ def _number(entry: Mapping[str, Any], key: str, source: str, where: str) -> floa
     return float(value)
 
 
-def _parse_entry(op_id: str, entry: Any, source: str) -> DeclaredOp:
-    where = op_id
-    if not isinstance(entry, Mapping):
-        raise _fail(source, where, f"an entry is a mapping with 'aten' (or 'function') and 'inputs', got {entry!r}")
-    unknown = sorted(set(entry) - _ENTRY_KEYS)
-    if unknown:
-        raise _fail(source, where, f"unknown key(s) {', '.join(unknown)}; known: {', '.join(sorted(_ENTRY_KEYS))}")
+def _targets(entry: Mapping[str, Any], source: str, where: str) -> tuple[str | None, str | None, str | None]:
+    """(aten key, flag_gems function, torch baseline) of an entry: exactly one of the first two."""
     aten, function, torch_path = entry.get("aten"), entry.get("function"), entry.get("torch")
     if (aten is None) == (function is None):
         raise _fail(source, where, "give exactly one of 'aten' (the key FlagGems registers, e.g. "
@@ -201,6 +207,29 @@ def _parse_entry(op_id: str, entry: Any, source: str) -> DeclaredOp:
     if function is not None and torch_path is None:
         raise _fail(source, where, "'function' entries need 'torch': the baseline callable taking the "
                                    "same arguments (e.g. torch.nn.functional.silu)")
+    return aten, function, torch_path
+
+
+def _check_dims(inputs: Sequence[DeclaredInput], shapes: Sequence[tuple[int, ...]], source: str, where: str) -> None:
+    """At least one tensor input, and no input's dims or sizes index past a case shape."""
+    if all(item.maker is None for item in inputs):
+        raise _fail(source, where, "'inputs' needs at least one tensor (a maker such as randn)")
+    for i, item in enumerate(inputs):
+        for key, dims in (("dims", item.dims), ("sizes", item.sizes)):
+            for shape in shapes:
+                if dims is not None and any(not -len(shape) <= d < len(shape) for d in dims):
+                    raise _fail(source, f"{where}.inputs[{i}].{key}",
+                                f"{list(dims)} indexes past the case shape {list(shape)}")
+
+
+def _parse_entry(op_id: str, entry: Any, source: str) -> DeclaredOp:
+    where = op_id
+    if not isinstance(entry, Mapping):
+        raise _fail(source, where, f"an entry is a mapping with 'aten' (or 'function') and 'inputs', got {entry!r}")
+    unknown = sorted(set(entry) - _ENTRY_KEYS)
+    if unknown:
+        raise _fail(source, where, f"unknown key(s) {', '.join(unknown)}; known: {', '.join(sorted(_ENTRY_KEYS))}")
+    aten, function, torch_path = _targets(entry, source, where)
     raw_inputs = entry.get("inputs")
     if not isinstance(raw_inputs, list) or not raw_inputs:
         raise _fail(source, where, "'inputs' must be a non-empty list of makers, e.g. [randn, randn]")
@@ -218,14 +247,7 @@ def _parse_entry(op_id: str, entry: Any, source: str) -> DeclaredOp:
     if not isinstance(raw_shapes, list):
         raise _fail(source, f"{where}.shapes", f"expected a list of shapes such as [[1024, 1024]], got {raw_shapes!r}")
     shapes = tuple(_int_list(s, source, f"{where}.shapes[{i}]", positive=True) for i, s in enumerate(raw_shapes))
-    if all(item.maker is None for item in inputs):
-        raise _fail(source, where, "'inputs' needs at least one tensor (a maker such as randn)")
-    for i, item in enumerate(inputs):
-        for key, dims in (("dims", item.dims), ("sizes", item.sizes)):
-            for shape in shapes:
-                if dims is not None and any(not -len(shape) <= d < len(shape) for d in dims):
-                    raise _fail(source, f"{where}.inputs[{i}].{key}",
-                                f"{list(dims)} indexes past the case shape {list(shape)}")
+    _check_dims(inputs, shapes, source, where)
     raw_dtypes = entry.get("dtypes", list(DTYPES))
     if not isinstance(raw_dtypes, list) or not raw_dtypes or any(d not in DTYPES for d in raw_dtypes):
         raise _fail(source, f"{where}.dtypes", f"expected a list drawn from {', '.join(DTYPES)}, got {raw_dtypes!r}")
