@@ -30,6 +30,9 @@ __all__ = [
     "CONTAINER_TABLE",
     "DEFAULT_HISTORY_DB",
     "ENV_PREFIX",
+    "FLAGTUNE_CHOICES",
+    "FLAGTUNE_ENV",
+    "flagtune_env",
     "HISTORY_DB_ENV",
     "IMAGE_NAME",
     "IMAGE_POLICIES",
@@ -64,6 +67,8 @@ SUITE_DTYPES: tuple[str, ...] = (
     "float8_e5m2fnuz", "float8_e8m0fnu", "qint8", "quint8", "qint32",
 )
 IMAGE_POLICIES = ("auto", "pull", "build", "no-build")
+FLAGTUNE_CHOICES = ("on", "off")
+FLAGTUNE_ENV = "USE_FLAGTUNE"  # FlagGems reads it when its autotuned ops are defined: "1" is on
 IMAGE_NAME = "triton-op-harness"
 HISTORY_DB_ENV = ENV_PREFIX + "HISTORY_DB"
 DEFAULT_HISTORY_DB = "reports/history.sqlite"
@@ -121,6 +126,7 @@ class RunOptions:
     allow_version_mismatch: bool = False  # --suite: run a tree whose major.minor differs from flag_gems'
     budget: float | None = None  # seconds after the ops start when no further op starts (--budget)
     shard_weights: str | None = None  # an earlier run's ops_status.csv: --shard parts balanced by its op times
+    flagtune: str = "off"  # FlagGems' USE_FLAGTUNE in every op process: on (1, FlagTune's wider search) or off (0)
 
     def prestart_for(self, accelerator: bool) -> bool:
         """Whether to pre-start op processes: ``auto`` only on accelerators, where the held process's
@@ -446,7 +452,22 @@ _PARSERS: dict[str, Callable[[Any], Any]] = {
     "allow_version_mismatch": _bool("allow-version-mismatch"),
     "budget": _positive_float("budget (s)"),
     "shard_weights": _str,
+    "flagtune": _choice("FlagTune mode", FLAGTUNE_CHOICES),
 }
+
+
+def _flagtune_variable(value: str) -> str:
+    """USE_FLAGTUNE as FlagGems reads it: 1 is on, 0 is off; anything else is refused, since
+    FlagGems would read it as off whatever was meant."""
+    mode = {"1": "on", "0": "off"}.get(value.strip())
+    if mode is None:
+        raise UsageError(f"{value!r} is neither 1 (FlagTune on) nor 0 (off). Set it to 1 or 0, or give --flagtune on|off.")
+    return mode
+
+
+def flagtune_env(options: RunOptions) -> dict[str, str]:
+    """What every op process's environment gets for ``options.flagtune``: FlagGems' own variable."""
+    return {FLAGTUNE_ENV: "1" if options.flagtune == "on" else "0"}
 
 
 # Run options whose flag is not --<name> (the environment and pyproject names are HARNESS_<NAME>
@@ -590,6 +611,8 @@ def resolve_run_options(
         if raw is not None:
             values[name] = _parse(parse, raw, source)
             sources[name] = source
+    if "flagtune" not in values and env.get(FLAGTUNE_ENV, "") != "":  # the old driver's variable, read last
+        values["flagtune"] = _parse(_flagtune_variable, env[FLAGTUNE_ENV], FLAGTUNE_ENV)
     return check_dtypes_for_mode(RunOptions(**values), source=sources.get("dtypes"))
 
 
@@ -660,7 +683,7 @@ _OTHER_ENV = ("HARNESS_PARENT_PID", "HARNESS_RUN_MARK", "HARNESS_OP_MARK", "HARN
               "HARNESS_REQUIRE_DOCKER", "HARNESS_LOCAL_BASE", "HARNESS_REQUIRE_BROWSER", "HARNESS_CHROMIUM",
               "HARNESS_SCREENSHOT_DIR")
 # Flags with no environment form (they say what to do, not how).
-_FLAG_ONLY = {"HARNESS_RESUME": "--resume", "HARNESS_ALL": "--all"}
+_FLAG_ONLY = {"HARNESS_RESUME": "--resume", "HARNESS_ALL": "--all", "HARNESS_RETRY_FAILED": "--retry-failed"}
 _CONTAINER_ENV = ("HARNESS_REGISTRY", "HARNESS_IMAGE_POLICY", "HARNESS_BUILD_ARGS", "HARNESS_WHEELS",
                   "HARNESS_CONTAINER_NETWORK", "HARNESS_SECCOMP", "HARNESS_CAP_ADD", "HARNESS_PIDS_LIMIT",
                   "HARNESS_SHM_SIZE")

@@ -72,6 +72,8 @@ def add_run_parser(sub: argparse._SubParsersAction[argparse.ArgumentParser]) -> 
     p.add_argument("--cap-ms", type=float, help="most ms one timing samples when its spread does not settle "
                    "(default 1000; docs/timing.md)")
     p.add_argument("--devices", nargs="+", metavar="ID", help="device ids to shard ops over (default: the backend's visible devices)")
+    p.add_argument("--gpus", nargs="+", metavar="ID",
+                   help="the old driver's name of --devices, an alias of it (giving both is refused)")
     p.add_argument("--op-timeout", type=float, help="seconds before a hung op's process group is killed (default 1800)")
     p.add_argument("--shard-weights", metavar="OPS_STATUS_CSV",
                    help="with --shard: balance the parts by the op times (elapsed_s) of an earlier run's "
@@ -98,6 +100,9 @@ def add_run_parser(sub: argparse._SubParsersAction[argparse.ArgumentParser]) -> 
                    help="use the autotune configs recorded by an earlier run of the same backend instead "
                         "of tuning; a key it lacks is tuned live and its row says replay-miss (docs/compare.md)")
     p.add_argument("--suite", metavar="PATH", help=SUITE_HELP)
+    p.add_argument("--flagtune", help="on or off (default off, or as USE_FLAGTUNE=1|0 says): FlagGems' USE_FLAGTUNE "
+                   "in every op process, FlagTune's wider autotune search; recorded in run.json, and `harness ab` "
+                   "refuses sides that differ in it unless it is the switch (docs/flaggems.md)")
     _add_toolbox_run_args(p)
     p.add_argument("--node", dest="nodes", nargs="+", metavar="FILE::FUNC",
                    help="with --suite: run exactly these pytest nodes of the suite (test_mm.py::test_mm, "
@@ -174,5 +179,11 @@ def cli_values(ns: argparse.Namespace) -> dict[str, Any]:
             "cache", "seed", "warmup_ms", "rep_ms", "cap_ms", "devices", "op_timeout", "reports_dir", "out", "run_id",
             "ops_file", "dismiss", "progress", "suite", "replay_from", "prestart", "prestart_depth", "plugins", "extra_plugins",
             "ir", "triton_cache", "keep_triton_cache", "sweep_devices", "shard", "nodes", "allow_version_mismatch",
-            "budget", "shard_weights")
-    return {k: getattr(ns, k, None) for k in keys}
+            "budget", "shard_weights", "flagtune")
+    values = {k: getattr(ns, k, None) for k in keys}
+    gpus = getattr(ns, "gpus", None)
+    if gpus:
+        if values["devices"]:
+            raise UsageError("--gpus is the old name of --devices: give one of them, not both.")
+        values["devices"] = gpus
+    return values

@@ -29,7 +29,9 @@ from typing import Any
 
 from harness.compare.gate import interleaved_order, pool_side, run_command
 from harness.errors import UsageError
+from harness.options import ENV_PREFIX, FLAGTUNE_ENV, read_project_config, resolve_run_options
 from harness.results.store import read_records, write_json
+from harness.runargs import cli_values, parse_run_args
 
 __all__ = [
     "ORDERS",
@@ -148,6 +150,44 @@ def check_side(side: AbSide) -> None:
                              "holds the library's package.")
 
 
+def _flagtune_key(name: str) -> bool:
+    return name in (FLAGTUNE_ENV, ENV_PREFIX + "FLAGTUNE")
+
+
+def _besides_flagtune(side: AbSide) -> tuple[object, ...]:
+    """What a side changes, leaving out the variables that set FlagTune."""
+    return (sorted((k, v) for k, v in side.set_env if not _flagtune_key(k)),
+            sorted(k for k in side.unset_env if not _flagtune_key(k)), side.python, side.pythonpath)
+
+
+def _flagtune_switch(side: AbSide) -> tuple[object, ...]:
+    """How a side sets FlagTune (empty: as inherited)."""
+    return (sorted((k, v.strip()) for k, v in side.set_env if _flagtune_key(k)),
+            sorted(k for k in side.unset_env if _flagtune_key(k)))
+
+
+def check_flagtune(sides: Mapping[str, AbSide], run_args: Sequence[str], env: Mapping[str, str],
+                   config: Mapping[str, Any]) -> None:
+    """Both sides run with the same FlagTune mode (FlagGems' USE_FLAGTUNE: it widens the configs its
+    autotuners search, so it would be a second switch), unless FlagTune is the whole switch; a switch
+    of FlagTune that --flagtune in the run arguments overrides on both sides is refused too."""
+    cli = cli_values(parse_run_args(run_args))
+    modes = {name: resolve_run_options(cli, side_env(side, env, ""), config).flagtune for name, side in sides.items()}
+    a, b = sides["a"], sides["b"]
+    switches = [f"--{s.name}-env {k}" for s in (a, b) for k, _ in s.set_env if _flagtune_key(k)]
+    switches += [f"--{s.name}-unset {k}" for s in (a, b) for k in s.unset_env if _flagtune_key(k)]
+    if modes["a"] != modes["b"] and _besides_flagtune(a) != _besides_flagtune(b):
+        raise UsageError(
+            f"harness ab: side A runs with FlagTune {modes['a']} and side B with FlagTune {modes['b']} "
+            f"({', '.join(switches)}) besides the switch; give both sides the same {FLAGTUNE_ENV}, or make "
+            "FlagTune the only switch.")
+    if modes["a"] == modes["b"] and _flagtune_switch(a) != _flagtune_switch(b):
+        raise UsageError(
+            f"harness ab: the sides set FlagTune differently ({', '.join(switches)}), yet both run with FlagTune "
+            f"{modes['a']} (--flagtune and HARNESS_FLAGTUNE win over {FLAGTUNE_ENV}). To switch FlagTune, give "
+            f"--a-env/--b-env {FLAGTUNE_ENV}=0|1 and no --flagtune after `--`.")
+
+
 def side_env(side: AbSide, parent_env: Mapping[str, str], harness_path: str) -> dict[str, str]:
     """The environment of a side's `harness run`: the parent's, with the side's changes.
 
@@ -249,6 +289,7 @@ def run_ab(
     check_run_args(run_args)
     for side in sides.values():
         check_side(side)
+    check_flagtune(sides, run_args, env, read_project_config())
     pythons = {name: _check_python(side) for name, side in sides.items()}
     if out.exists() and any(out.iterdir()):
         raise UsageError(f"A/B output directory {out} is not empty. Choose another --out or remove it.")

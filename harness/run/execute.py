@@ -24,7 +24,7 @@ from harness.backends.base import Backend
 from harness.backends.state import append_state, summarize_states
 from harness.contract import EXIT_FAILED, EXIT_INTERRUPTED, EXIT_OK, RunFiles
 from harness.errors import UsageError
-from harness.options import RunOptions
+from harness.options import RunOptions, flagtune_env
 from harness.results.runinfo import RunInfo
 from harness.results.store import atomic_write_text, read_json, read_records_file
 from harness.run.batch import CaseRunner, run_batch
@@ -342,7 +342,8 @@ def _execute_locked(prepared: Prepared, env: Mapping[str, str], out: TextIO) -> 
     # Signals stay caught until every output is written: a Ctrl-C now only asks the batch to stop.
     with stop_on_signals(stop, on_signal):
         with progress:
-            result = run_batch(plan, run_dir, env, progress, runner=prepared.runner, stop=stop,
+            op_env = {**env, **flagtune_env(plan.options)}  # every op process, sweep processes too
+            result = run_batch(plan, run_dir, op_env, progress, runner=prepared.runner, stop=stop,
                                already_done=already,
                                prestart=plan.options.prestart_for(plan.backend.capabilities.accelerator),
                                prestart_depth=plan.options.prestart_depth,
