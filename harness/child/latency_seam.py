@@ -40,12 +40,14 @@ capture: its ``ir`` summary; harness.child.plugins.suite installs them).
 
 from __future__ import annotations
 
+import contextlib
 import datetime as _dt
 import math
 import os
 import statistics
 import time
 from collections.abc import Callable, Iterator, Mapping, Sequence
+from contextlib import AbstractContextManager
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any, NoReturn, Protocol
@@ -297,6 +299,12 @@ class LatencySeam:
         # by dtype: an asked dtype another of its nodes runs gets no skip row from this one)
         self.sibling_dtypes: dict[str, set[str]] = {}
         self.deferred: _Timed | None = None  # a row to complete outside use_gems() (compare, time torch again)
+        # The IR capture's launch watch (IrCapture.watching), around FlagGems' untimed calls: a row keeps
+        # the kernels it launched that an earlier row compiled. None: not watched.
+        self.watch_launches: Callable[[], AbstractContextManager[None]] | None = None
+
+    def _watched(self) -> AbstractContextManager[None]:
+        return self.watch_launches() if self.watch_launches is not None else contextlib.nullcontext()
 
     # -- items ---------------------------------------------------------------------------------
 
@@ -550,7 +558,8 @@ class LatencySeam:
         try:
             if not unchecked:
                 snap_args, snap_kwargs = pending.snapshot
-                got, _ = self._outputs(bench, op, snap_args, snap_kwargs, pending.dout)
+                with self._watched():
+                    got, _ = self._outputs(bench, op, snap_args, snap_kwargs, pending.dout)
                 pending.snapshot = None
                 if not later:
                     correctness = self._compare(pending, got)
@@ -558,6 +567,9 @@ class LatencySeam:
                     if correctness is None:
                         return base_ms
             fn = self._timed_fn(bench, op, args, kwargs)
+            if unchecked and self.watch_launches is not None:
+                with self._watched():  # no untimed call was made: one, to see what it launches
+                    fn()
             fallback: Fallback | None = pending.fallback
             if fallback is not None and self.timers.fallback is not None:
                 samples = self.timers.fallback.measure(fn)  # torch's side fell back: so does this one

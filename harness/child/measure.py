@@ -9,9 +9,11 @@ told apart.
 
 from __future__ import annotations
 
+import contextlib
 import datetime as _dt
 import time
 from collections.abc import Callable, Mapping
+from contextlib import AbstractContextManager
 from dataclasses import dataclass, replace
 from typing import Any
 
@@ -52,6 +54,9 @@ class CaseContext:
     # Reads the device's clocks, temperature and power (harness.backends.state.device_reader);
     # None where the backend exposes nothing.
     read_state: Callable[[], Mapping[str, float | None]] | None = None
+    # The IR capture's launch watch (IrCapture.watching), around the untimed candidate call: the
+    # case's record keeps the kernels it launched that an earlier case compiled. None: not watched.
+    watch_launches: Callable[[], AbstractContextManager[None]] | None = None
 
 
 def _state(ctx: CaseContext) -> dict[str, float | None]:
@@ -200,7 +205,8 @@ def measure_case(
         raise OpContractError(f"op {op.id!r}: make_inputs returned {type(made).__name__}, not a tuple of "
                               "the positional arguments for baseline and candidate (docs/ops.md)")
     args = tuple(made)
-    out = _tensor(candidate(*args), op.id, "the candidate")
+    with ctx.watch_launches() if ctx.watch_launches is not None else contextlib.nullcontext():
+        out = _tensor(candidate(*args), op.id, "the candidate")
     reference = _tensor(op.baseline(*[_upcast(a) for a in args]), op.id, "the baseline (on float64 inputs)")
     expected = _tensor(op.baseline(*args), op.id, "the baseline")
     tol = op.tolerance(case.dtype)

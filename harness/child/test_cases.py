@@ -48,6 +48,7 @@ def test_case(
     op = harness_session.op
     harness_autotune: AutotuneRecorder | _NoAutotune = optional_fixture(request, "harness_autotune") or _NoAutotune()
     wall_timer = optional_fixture(request, "harness_wall_timer")
+    ir_capture = optional_fixture(request, "harness_ir")  # the IR plugin's capture (harness.child.plugins.ir)
     harness_autotune.begin_case()
     request.node.stash[AUTOTUNE_KEY] = harness_autotune.marker()
     if harness_case.dtype not in op.dtypes:
@@ -62,6 +63,7 @@ def test_case(
         cache=spec.cache if harness_timers.primary.name != "cpu" else "n/a",
         peaks=harness_session.backend.peaks,
         read_state=harness_session.state_reader,
+        watch_launches=getattr(ir_capture, "watching", None),
     )
     try:
         record = measure_case(ctx, op, harness_session.candidate, harness_case, harness_timers.primary,

@@ -9,14 +9,24 @@ under the case's folder and returns the compact summary the record keeps.
 
 Seen with Triton 3.7.1 (this CPU machine) and 3.6 (the H200 machine's wheel): both call the
 listener with ``src``, ``metadata``, ``metadata_group``, ``times`` and ``cache_hit``.
+
+A kernel is compiled once per process, so a later case that launches it again compiles nothing.
+To give that case the kernel's IR too, the capture watches launches where asked
+(:meth:`IrCapture.watching`): Triton's ``knobs.runtime.launch_enter_hook`` is called at each launch
+with the kernel's name and its loaded function handle, and ``knobs.runtime.kernel_load_end_hook``
+(at each load) says which compiled kernel (hash) a handle is. A kernel launched in a case and
+compiled earlier in the process is kept for that case as well, marked ``reused`` (its compile
+time counted once, in the case that compiled it). The launch hook costs a Python call per
+launch, so callers watch untimed calls only.
 """
 
 from __future__ import annotations
 
+import contextlib
 import shutil
 import subprocess
 import time
-from collections.abc import Callable, Mapping
+from collections.abc import Callable, Iterator, Mapping
 from dataclasses import dataclass, replace
 from pathlib import Path
 from typing import Any
@@ -112,6 +122,11 @@ class IrCapture:
         self.previous: Callable[..., Any] | None = None
         self.installed = False
         self.spent_s = 0.0  # time this capture itself took (listener and writing files), since end_case
+        self.known: dict[str, Compiled] = {}  # every compilation of this process, by full hash
+        self.handles: dict[Any, str] = {}  # loaded function handle -> full hash (kernel_load_end_hook)
+        self.launched: dict[Any, str] = {}  # handles launched in this case while watching -> kernel name
+        self._removers: list[Callable[[], None]] = []
+        self._launch_removers: list[Callable[[], None]] = []
 
     # -- the listener --------------------------------------------------------------------
 
@@ -142,7 +157,51 @@ class IrCapture:
                                         cache_hit=cache_hit)
         compiled = Compiled(kernel, fn, str(metadata.get("hash", "")), dict(group), stages)
         self.pending.append(compiled)
+        self.known[compiled.full_hash] = compiled
         return compiled
+
+    # -- loads and launches ------------------------------------------------------------------
+
+    def loaded(self, module: Any, function: Any, name: str, metadata_group: Any, hash: str, *more: Any) -> None:
+        """Triton's kernel_load_end_hook: ``function`` is the handle of compiled kernel ``hash``."""
+        self.handles[function] = str(hash)
+
+    def launch_enter(self, metadata: Any, *more: Any) -> None:
+        """Triton's launch_enter_hook: the launch's metadata (a LazyDict: name, function, stream)."""
+        data = getattr(metadata, "data", metadata)
+        if isinstance(data, Mapping) and data.get("function") is not None:
+            self.launched.setdefault(data["function"], str(data.get("name", "")))
+
+    @contextlib.contextmanager
+    def watching(self) -> Iterator[None]:
+        """Launches inside the block are noted for the current case (not where no capture is installed)."""
+        if not self.installed or self._launch_removers:
+            yield
+            return
+        try:
+            from triton import knobs
+
+            self._launch_removers.append(_hook_in(knobs.runtime, "launch_enter_hook", self.launch_enter))
+        except (ImportError, AttributeError):
+            yield
+            return
+        try:
+            yield
+        finally:
+            while self._launch_removers:
+                self._launch_removers.pop()()
+
+    def _reused(self, compiled: list[Compiled]) -> list[Compiled]:
+        """Kernels launched in this case and compiled earlier in the process (known by their handle)."""
+        fresh = {c.full_hash for c in compiled}
+        found: list[Compiled] = []
+        for handle in self.launched:
+            full_hash = self.handles.get(handle) or _hash_of_handle(self.known.values(), handle)
+            earlier = self.known.get(full_hash or "")
+            if earlier is not None and earlier.full_hash not in fresh:
+                fresh.add(earlier.full_hash)
+                found.append(earlier)
+        return found
 
     def install(self) -> None:
         from triton import knobs
@@ -152,6 +211,8 @@ class IrCapture:
         self.previous = knobs.compilation.listener
         knobs.compilation.listener = self
         self.installed = True
+        with contextlib.suppress(AttributeError):  # a Triton without load hooks: launches found by cache
+            self._removers.append(_hook_in(knobs.runtime, "kernel_load_end_hook", self.loaded))
 
     @classmethod
     def started(cls, sass: bool) -> IrCapture | None:
@@ -173,24 +234,31 @@ class IrCapture:
 
         if self.installed and knobs.compilation.listener is self:
             knobs.compilation.listener = self.previous
+        while self._removers:
+            self._removers.pop()()
         self.installed = False
 
     # -- cases -----------------------------------------------------------------------------
 
     def begin_case(self) -> None:
         """Compilations from now on belong to the next case (earlier ones, made between cases,
-        such as at import, go to it too)."""
+        such as at import, go to it too); launches are noted afresh."""
+        self.launched = {}
 
     def end_case(self, folder: Path | None, rel: str = "") -> dict[str, Any] | None:
         """Write the case's kernels under ``folder`` (when keeping files) and return the record's
-        ``ir`` summary; None when nothing was compiled."""
+        ``ir`` summary: those compiled since the last case, and those it launched that were compiled
+        earlier (``reused``); None when there are none."""
         compiled, self.pending = self.pending, []
-        if not compiled:
+        reused = self._reused(compiled)
+        self.launched = {}
+        if not compiled and not reused:
             self.spent_s = 0.0
             return None
         began = time.perf_counter()
         kernels = [self._finish(c, folder) for c in compiled]
-        total = sum(k.compile_ms or 0.0 for k in kernels)
+        total = sum(k.compile_ms or 0.0 for k in kernels)  # a reused kernel's compile was counted where it ran
+        kernels += [self._finish(c, folder, reused=True) for c in reused]
         spent, self.spent_s = self.spent_s + time.perf_counter() - began, 0.0
         # capture_ms: what keeping the IR cost this case (the overhead of --ir on), beside compile_ms
         summary: dict[str, Any] = {"compile_ms": round(total, 3), "capture_ms": round(spent * 1e3, 3),
@@ -199,8 +267,8 @@ class IrCapture:
             summary["dir"] = rel or str(folder)
         return summary
 
-    def _finish(self, compiled: Compiled, folder: Path | None) -> KernelIR:
-        kernel = compiled.kernel
+    def _finish(self, compiled: Compiled, folder: Path | None, reused: bool = False) -> KernelIR:
+        kernel = replace(compiled.kernel, reused=reused)
         backend = kernel.target.split(":", 1)[0]
         files = _stage_files(compiled.group)
         resources = _loaded_resources(compiled.fn, compiled.full_hash) or offline_resources(
@@ -225,6 +293,44 @@ class IrCapture:
         kernel = replace(kernel, files=tuple(kept))
         write_json(where / "meta.json", {**kernel.to_json(), "stages_us": dict(compiled.stages_us)})
         return kernel
+
+
+def _hook_in(owner: Any, name: str, hook: Callable[..., Any]) -> Callable[[], None]:
+    """Add ``hook`` to Triton's hook ``owner.name`` and return what takes it out again: a HookChain
+    (Triton 3.7: ``add``/``remove``) or a plain slot (earlier ones: chained with a hook already set)."""
+    current = getattr(owner, name)
+    if hasattr(current, "add") and hasattr(current, "remove"):
+        current.add(hook)
+        return lambda: current.remove(hook)
+    previous = current
+
+    def chained(*args: Any, **kwargs: Any) -> None:
+        hook(*args, **kwargs)
+        if previous is not None:
+            previous(*args, **kwargs)
+
+    setattr(owner, name, chained)
+
+    def remove() -> None:
+        if getattr(owner, name) is chained:
+            setattr(owner, name, previous)
+
+    return remove
+
+
+def _hash_of_handle(known: Any, handle: Any) -> str | None:
+    """The full hash of the loaded kernel whose function handle is ``handle``, from the JIT caches
+    of the kernels compiled in this process (where no load hook said it)."""
+    for compiled in list(known):
+        caches = getattr(compiled.fn, "device_caches", None)
+        if not isinstance(caches, Mapping):
+            continue
+        for entry in list(caches.values()):
+            kernels = entry[0] if isinstance(entry, tuple) and entry else {}
+            for kernel in list(getattr(kernels, "values", lambda: [])()):
+                if getattr(kernel, "function", None) == handle and getattr(kernel, "hash", None):
+                    return str(kernel.hash)
+    return None
 
 
 def _sass(cubin: Path) -> str | None:

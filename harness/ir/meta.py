@@ -101,6 +101,7 @@ class KernelIR:
     compile_ms: float | None = None
     cache_hit: bool = False
     files: tuple[str, ...] = ()  # names of the files kept beside it
+    reused: bool = False  # launched by the case, compiled by an earlier one of the process
 
     @classmethod
     def from_metadata(
@@ -131,11 +132,13 @@ class KernelIR:
     def to_json(self) -> dict[str, Any]:
         data = asdict(self)
         data["files"] = list(self.files)
+        if not self.reused:
+            del data["reused"]
         return {k: v for k, v in data.items() if v not in (None, {}, [])}
 
     def summary(self) -> dict[str, Any]:
         """What a record keeps of it (no signature, no file list)."""
         keep = ("name", "hash", "target", "num_warps", "num_stages", "num_ctas", "shared", "regs", "spills",
-                "constexprs", "compile_ms", "cache_hit")
+                "constexprs", "compile_ms", "cache_hit", "reused")
         data = self.to_json()
         return {k: data[k] for k in keep if k in data}

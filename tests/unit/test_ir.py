@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import json
 from pathlib import Path
+from typing import Any
 
 import pytest
 
@@ -101,3 +102,59 @@ def test_the_listener_keeps_each_compilation_with_its_case(triton_cache: Path, b
     meta = json.loads((kept / "meta.json").read_text())
     assert meta["signature"] == {"x_ptr": "*fp16", "y_ptr": "*fp16", "n": "i32"}
     assert capture.end_case(triton_cache / "ir" / "next") is None  # nothing compiled since
+
+
+def test_a_case_that_launches_a_kernel_compiled_earlier_keeps_its_ir(triton_cache: Path) -> None:
+    """The kernel is compiled for real (cuda:80, no device here); its load and launches are Triton's
+    own hook chains called as the launcher calls them, since nothing launches on this machine."""
+    from triton import knobs
+    from triton.backends.compiler import GPUTarget
+    from triton.compiler import LazyDict
+
+    capture = IrCapture(sass=False)
+    capture.install()
+    try:
+        capture.begin_case()
+        kernel: Any = _compile(GPUTarget("cuda", 80, 32))
+        first = capture.end_case(triton_cache / "ir" / "first", "ir/first")
+        knobs.runtime.kernel_load_end_hook(None, 0xBEEF, "scale", kernel.metadata_group, kernel.hash)
+
+        def launch() -> None:
+            knobs.runtime.launch_enter_hook(LazyDict({"name": "scale", "function": 0xBEEF, "stream": 0}))
+
+        capture.begin_case()
+        launch()  # not watched (a timed call): not noted
+        assert capture.end_case(triton_cache / "ir" / "timed") is None
+        capture.begin_case()
+        with capture.watching():
+            launch()
+            launch()
+        second = capture.end_case(triton_cache / "ir" / "second", "ir/second")
+        capture.begin_case()
+        with capture.watching():
+            knobs.runtime.launch_enter_hook(LazyDict({"name": "other", "function": 0xF00D, "stream": 0}))
+        assert capture.end_case(triton_cache / "ir" / "unknown") is None  # a kernel this process never compiled
+    finally:
+        capture.uninstall()
+    assert first is not None and "reused" not in first["kernels"][0]
+    assert second is not None and second["compile_ms"] == 0  # compiled (and counted) by the first case
+    (again,) = second["kernels"]
+    assert again["reused"] is True and again["hash"] == first["kernels"][0]["hash"]
+    assert (triton_cache / "ir" / "second" / f"scale-{again['hash'][:10]}" / "scale.ttgir").is_file()
+    assert capture.launch_enter not in knobs.runtime.launch_enter_hook.calls  # taken out after each block
+    assert capture.loaded not in knobs.runtime.kernel_load_end_hook.calls  # and at uninstall
+
+
+def test_a_hook_slot_of_an_older_triton_is_chained_and_given_back() -> None:
+    from types import SimpleNamespace
+
+    from harness.ir.capture import _hook_in
+
+    seen: list[str] = []
+    slots = SimpleNamespace(launch_enter_hook=lambda metadata: seen.append("theirs"))
+    theirs = slots.launch_enter_hook
+    remove = _hook_in(slots, "launch_enter_hook", lambda metadata: seen.append("ours"))
+    slots.launch_enter_hook({})
+    remove()
+    slots.launch_enter_hook({})
+    assert seen == ["ours", "theirs", "theirs"] and slots.launch_enter_hook is theirs

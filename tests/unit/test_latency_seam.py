@@ -623,3 +623,32 @@ def test_a_sweep_shard_runs_its_share_of_flaggems_calls_once_and_writes_nothing(
     assert other.calls == 5 and sorted(other.outcomes) == [f"add[flaggems-suite-float32-{n}]" for n in (1, 3, 5)]
     other.item_outcome("error", "setup: an input generator raised")
     assert other.outcomes["test_x.py::test_x"] == "error: setup: an input generator raised"
+
+
+@pytest.mark.parametrize("unchecked", ["", "outputs not compared: random output"])
+def test_launches_are_watched_around_flaggems_untimed_call_and_never_while_timing(tmp_path: Path,
+                                                                                   unchecked: str) -> None:
+    """The IR capture's launch watch: a kernel launched there is kept for the row (IrCapture.watching)."""
+    watching = [False]
+    calls: list[tuple[str, bool]] = []  # (side, watched) for each call of each side
+    timer = Timer()
+
+    @contextlib.contextmanager
+    def watch() -> Iterator[None]:
+        watching[0] = True
+        try:
+            yield
+        finally:
+            watching[0] = False
+
+    def gems(a: torch.Tensor, b: torch.Tensor) -> torch.Tensor:
+        calls.append(("gems", watching[0]))
+        return a + b
+
+    seam = seam_for(tmp_path, timer=timer, unchecked=unchecked)
+    seam.watch_launches = watch
+    run(seam, Bench("add", torch.add, gems_op=gems))
+    (row,) = rows(tmp_path)
+    assert row.status == "pass"
+    assert calls[0] == ("gems", True)  # the untimed call: its outputs, or one made to see what it launches
+    assert calls[1:] and not any(w for _, w in calls[1:])  # the timer's calls: not watched

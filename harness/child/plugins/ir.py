@@ -2,8 +2,10 @@
 
 Installs :class:`harness.ir.capture.IrCapture` as Triton's compilation listener for the op's
 process; the kernels compiled while a case runs are written to ``RUN/ir/<op>/<case>/`` and
-summarised on the case's record (``Measurement.ir``). Not loaded on the interpreter (nothing
-is compiled there) or with ``--ir off`` / ``--plugins -ir``.
+summarised on the case's record (``Measurement.ir``), with the kernels its untimed candidate
+call launched that an earlier case compiled (``CaseContext.watch_launches``). Not loaded on the
+interpreter (nothing is compiled there) or with ``--ir off`` / ``--plugins -ir``; with a Triton
+that has no compilation listener (before 3.4) it warns and the cases run without.
 """
 
 from __future__ import annotations

@@ -146,7 +146,8 @@ class AutotuneHook:
 
 @dataclass
 class IrHook:
-    """The kernels compiled during each row, kept under ir/<op>/<case>/ (a RowHook)."""
+    """The kernels compiled during each row, and those its untimed calls launched that an earlier
+    row compiled (``reused``), kept under ir/<op>/<case>/ (a RowHook)."""
 
     capture: Any  # harness.ir.capture.IrCapture
     run_dir: Path
@@ -426,6 +427,7 @@ def pytest_configure(config: pytest.Config) -> None:
             ir = _ir_hook(spec)
             if ir is not None:
                 seam.writer.hooks.append(ir)
+                seam.watch_launches = ir.capture.watching
     plugin = SuitePlugin(spec=spec, package=package, seam=seam, identity=identity, ir=ir)
     config.stash[_PLUGIN_KEY] = plugin
     config.pluginmanager.register(plugin, "harness-suite")
