@@ -18,6 +18,7 @@ import difflib
 import re
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
+from pathlib import Path
 
 from harness.errors import UsageError
 from harness.suite.inventory import BenchFunction, Inventory
@@ -153,20 +154,37 @@ def resolve_ops(inventory: Inventory, names: Sequence[tuple[str, str]]) -> list[
 _NODE = re.compile(r"^(?P<file>[^:\[]+\.py)::(?P<function>[A-Za-z_][A-Za-z0-9_]*)(?P<params>\[.*\])?$")
 
 
+def tree_node(node: str, suite_dir: Path) -> str:
+    """``node`` relative to the suite's benchmark/ directory: a leading ``benchmark/`` (a path from
+    the repository's root) is dropped, and a file given by an absolute path inside ``suite_dir``
+    (the repository's root named in full, as the old driver took it) becomes its path from there.
+    An absolute path elsewhere is left as given, for the caller to refuse."""
+    file, sep, rest = node.partition("::")
+    path = Path(file)
+    if path.is_absolute():
+        try:
+            return path.resolve().relative_to(suite_dir.resolve()).as_posix() + sep + rest
+        except ValueError:
+            return node
+    return node.removeprefix("benchmark/")
+
+
 def resolve_nodes(inventory: Inventory, nodes: Sequence[str]) -> list[SuiteOp]:
-    """``FILE::FUNC[PARAMS]`` node ids (relative to benchmark/, or with a leading benchmark/):
-    one op each, running exactly that node. The parameters are not checked here (they are known
+    """``FILE::FUNC[PARAMS]`` node ids (relative to benchmark/, with a leading benchmark/, or with
+    the absolute path of a file in the tree): one op each, running exactly that node. The parameters are not checked here (they are known
     only once pytest collects); a node pytest does not find ends its op SKIP."""
     functions = {f.nodeid: f for f in inventory.functions}
     ops: dict[str, SuiteOp] = {}
     problems: list[str] = []
     for node in nodes:
-        text = node.removeprefix("benchmark/")
+        text = tree_node(node, inventory.tree.suite_dir)
         match = _NODE.match(text)
         function = functions.get(f"{match['file']}::{match['function']}") if match else None
         if match is None or function is None:
             close = difflib.get_close_matches(text.split("[")[0], list(functions), n=5, cutoff=0.6)
             shape = "" if match else " (write FILE::FUNCTION, e.g. test_mm.py::test_mm)"
+            if Path(text.partition("::")[0]).is_absolute():
+                shape = f" (its file is not in the tree {inventory.tree.suite_dir})"
             problems.append(f"--node {node}: no such benchmark function{shape}"
                             + (f" (closest: {', '.join(close)})" if close else ""))
             continue
