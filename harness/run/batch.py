@@ -38,6 +38,7 @@ from harness.run.decide import (
     AttemptExit,
     FailureKey,
     OpOutcome,
+    StatusFacts,
     Verdict,
     classify_exit,
     failure_key,
@@ -300,14 +301,17 @@ def run_op(ctx: BatchContext, op_plan: OpPlan, on_attempt: Callable[[int], None]
     compile_s = (None if facts.compile_s is None and sweep_compile is None
                  else (facts.compile_s or 0.0) + (sweep_compile or 0.0))
     return OpOutcome(op_plan.op, op_plan.device, verdict.status, attempts, time.monotonic() - begin,
-                     len(facts.recorded), tuple(notes), compile_s=compile_s)
+                     len(facts.recorded), tuple(notes), compile_s=compile_s,
+                     returncode=None if end is None else end.returncode)
 
 
 class _Board:
     """Every op's current row; ops_status.csv is rewritten atomically on each change."""
 
-    def __init__(self, path: Path, outcomes: Mapping[str, OpOutcome], deadline: float | None = None) -> None:
+    def __init__(self, path: Path, outcomes: Mapping[str, OpOutcome], deadline: float | None = None,
+                 facts: StatusFacts | None = None) -> None:
         self.path = path
+        self.facts = facts or StatusFacts()
         self.outcomes = dict(outcomes)
         self.lock = threading.Lock()
         self.deadline = deadline  # time.monotonic() after which no op starts (--budget), or None
@@ -324,11 +328,11 @@ class _Board:
     def set(self, outcome: OpOutcome) -> None:
         with self.lock:
             self.outcomes[outcome.op] = outcome
-            atomic_write_text(self.path, render_status(list(self.outcomes.values())))
+            atomic_write_text(self.path, render_status(list(self.outcomes.values()), self.facts))
 
     def flush(self) -> None:
         with self.lock:
-            atomic_write_text(self.path, render_status(list(self.outcomes.values())))
+            atomic_write_text(self.path, render_status(list(self.outcomes.values()), self.facts))
 
 
 @dataclass(frozen=True)
@@ -440,7 +444,8 @@ def run_batch(
     initial = {o.op: OpOutcome(o.op, o.device) for o in plan.ops}
     initial.update({k: v for k, v in (already_done or {}).items() if k in initial})
     budget = getattr(plan.options, "budget", None)
-    board = _Board(run_dir / "ops_status.csv", initial, None if budget is None else time.monotonic() + budget)
+    board = _Board(run_dir / "ops_status.csv", initial, None if budget is None else time.monotonic() + budget,
+                   StatusFacts(plan.backend.name, plan.timer, run_dir.name))
     cache_dir = run_cache_dir(plan.options, run_dir)
     if cache_dir is not None:
         cache_dir.mkdir(parents=True, exist_ok=True)

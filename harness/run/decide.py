@@ -54,7 +54,11 @@ MAX_ATTEMPTS = 3  # one try and at most two retries
 # compile_s, then cause and evidence, came last, so readers that go by column name or position
 # read older files too.
 STATUS_COLUMNS = ("op", "device", "status", "attempts", "elapsed_s", "rows", "notes", "compile_s", "cause",
-                  "evidence")
+                  "evidence", "backend", "timer", "returncode", "out_dir")
+# Notes ops_status.csv adds up from an op's records: rows timed without the graph the timer asked
+# for (a fallback), and rows whose autotune key the --replay-from source lacked.
+NO_CAPTURE_NOTE = "{} row(s) timed without capture"
+REPLAY_MISS_NOTE = "{} replay miss(es)"
 
 
 @dataclass(frozen=True)
@@ -71,6 +75,7 @@ class OpOutcome:
     compile_s: float | None = None  # Triton compile time of the op's processes (IR plugin), if measured
     cause: str = ""  # why the op did not pass (harness/results/causes.py), "" while unknown or on a pass
     evidence: str = ""
+    returncode: int | None = None  # how its last attempt's process ended (negative: a signal); None: none ran
 
     @property
     def done(self) -> bool:
@@ -86,7 +91,7 @@ class OpOutcome:
         return {"op": self.op, "device": self.device, "status": self.status, "attempts": self.attempts,
                 "elapsed_s": round(self.elapsed_s, 2), "rows": self.rows, "notes": list(self.notes),
                 "compile_s": None if self.compile_s is None else round(self.compile_s, 2),
-                "cause": self.cause, "evidence": self.evidence}
+                "cause": self.cause, "evidence": self.evidence, "returncode": self.returncode}
 
     @classmethod
     def from_json(cls, data: Any) -> OpOutcome:
@@ -96,13 +101,15 @@ class OpOutcome:
         try:
             notes = data.get("notes", ())
             compile_s = data.get("compile_s")
+            returncode = data.get("returncode")
             return cls(op=str(data["op"]), device=str(data["device"]), status=str(data["status"]),
                        attempts=int(data.get("attempts", 0)), elapsed_s=float(data.get("elapsed_s", 0.0)),
                        rows=int(data.get("rows", 0)),
                        notes=tuple(notes.split("; ") if isinstance(notes, str) and notes else
                                    [str(n) for n in notes] if isinstance(notes, list) else ()),
                        compile_s=None if compile_s in (None, "") else float(compile_s),
-                       cause=str(data.get("cause") or ""), evidence=str(data.get("evidence") or ""))
+                       cause=str(data.get("cause") or ""), evidence=str(data.get("evidence") or ""),
+                       returncode=None if returncode in (None, "") else int(returncode))
         except (KeyError, TypeError, ValueError) as exc:
             what = f"it has no {exc}" if isinstance(exc, KeyError) else str(exc)
             raise ValueError(f"an op's row {dict(data)!r} cannot be read ({what})") from None
@@ -120,6 +127,7 @@ class OpOutcome:
             "compile_s": "" if self.compile_s is None else f"{self.compile_s:.2f}",
             "cause": self.cause,
             "evidence": self.evidence,
+            "returncode": "" if self.returncode is None else str(self.returncode),
         }
 
 
@@ -243,5 +251,40 @@ def with_causes(outcomes: Sequence[OpOutcome], records: Sequence[Measurement]) -
     return found
 
 
-def render_status(outcomes: Sequence[OpOutcome]) -> str:
-    return csv_text(STATUS_COLUMNS, (o.row() for o in outcomes))
+@dataclass(frozen=True)
+class StatusFacts:
+    """What every row of ops_status.csv repeats about the run: its backend, its timer and the run
+    directory's name (the folder --resume and --replay-from take)."""
+
+    backend: str = ""
+    timer: str = ""
+    out_dir: str = ""
+
+
+def record_counts(records: Sequence[Measurement]) -> dict[str, tuple[str, ...]]:
+    """op -> the notes its records add up to (rows timed without capture, replay misses)."""
+    no_capture: dict[str, int] = {}
+    misses: dict[str, int] = {}
+    for r in records:
+        if r.fallback is not None:
+            no_capture[r.op] = no_capture.get(r.op, 0) + 1
+        if r.autotune == "replay-miss":
+            misses[r.op] = misses.get(r.op, 0) + 1
+    return {op: tuple(note for n, note in ((no_capture.get(op, 0), NO_CAPTURE_NOTE.format(no_capture.get(op, 0))),
+                                           (misses.get(op, 0), REPLAY_MISS_NOTE.format(misses.get(op, 0)))) if n)
+            for op in no_capture.keys() | misses.keys()}
+
+
+def render_status(outcomes: Sequence[OpOutcome], facts: StatusFacts | None = None,
+                  counts: Mapping[str, Sequence[str]] | None = None) -> str:
+    """ops_status.csv: one row per op; ``counts`` (:func:`record_counts`) are added to its notes."""
+    facts = facts or StatusFacts()
+    counts = counts or {}
+    rows = []
+    for o in outcomes:
+        row = o.row()
+        extra = [n for n in counts.get(o.op, ()) if n not in o.notes]
+        if extra:
+            row["notes"] = "; ".join([*o.notes, *extra])
+        rows.append({**row, "backend": facts.backend, "timer": facts.timer, "out_dir": facts.out_dir})
+    return csv_text(STATUS_COLUMNS, rows)

@@ -15,7 +15,15 @@ from harness.results.render import Unreached, render_csv, render_junit, render_m
 from harness.results.runinfo import RunInfo
 from harness.results.schema import Measurement, shape_str
 from harness.results.store import RecordsFile, atomic_write_text
-from harness.run.decide import INTERRUPTED, PENDING, OpOutcome, render_status, with_causes
+from harness.run.decide import (
+    INTERRUPTED,
+    PENDING,
+    OpOutcome,
+    StatusFacts,
+    record_counts,
+    render_status,
+    with_causes,
+)
 from harness.run.plan import OpPlan
 from harness.run.rundir import read_markers
 
@@ -107,6 +115,12 @@ def unreached_cases(ops: Sequence[OpPlan], records: list[Any], outcomes: Mapping
 OUTPUT_FILES = {"csv": "summary.csv", "junit": "junit.xml", "md": "report.md", "status": "ops_status.csv"}
 
 
+def _status_facts(info: Mapping[str, Any]) -> StatusFacts:
+    """The run facts every ops_status.csv row repeats, from run.json."""
+    return StatusFacts(backend=str(info.get("backend") or ""), timer=str(info.get("timer") or ""),
+                       out_dir=str(info.get("run_id") or ""))
+
+
 def render_outputs(ops: Sequence[OpPlan], info: Mapping[str, Any], found: RecordsFile,
                    outcomes: Sequence[OpOutcome]) -> dict[str, str]:
     """Every rendered output of a run (file name -> text), from its plan, run.json facts, records
@@ -119,7 +133,7 @@ def render_outputs(ops: Sequence[OpPlan], info: Mapping[str, Any], found: Record
         OUTPUT_FILES["csv"]: render_csv(records),
         OUTPUT_FILES["junit"]: render_junit(records, unreached, op_notes=notes),
         OUTPUT_FILES["md"]: render_markdown(records, info, unreached, [p.describe() for p in found.problems]),
-        OUTPUT_FILES["status"]: render_status(outcomes),
+        OUTPUT_FILES["status"]: render_status(outcomes, _status_facts(info), record_counts(records)),
     }
 
 

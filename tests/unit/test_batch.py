@@ -193,7 +193,8 @@ def test_status_csv_has_one_row_per_op_and_survives_awkward_notes() -> None:
     rows = list(csv.DictReader(io.StringIO(render_status(outcomes))))
     assert [r["op"] for r in rows] == ["add", "mm"]
     assert rows[0] == {"op": "add", "device": "0", "status": "PASS", "attempts": "1",
-                       "elapsed_s": "1.23", "rows": "6", "notes": "", "compile_s": "", "cause": "", "evidence": ""}
+                       "elapsed_s": "1.23", "rows": "6", "notes": "", "compile_s": "", "cause": "", "evidence": "",
+                       "backend": "", "timer": "", "returncode": "", "out_dir": ""}
     assert rows[1]["compile_s"] == "3.25"
     # compile_s is the last column: a reader of the older seven columns by position reads on.
     assert render_status(outcomes).splitlines()[0].split(",")[:7] == [
