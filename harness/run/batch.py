@@ -445,7 +445,8 @@ def run_batch(
     initial.update({k: v for k, v in (already_done or {}).items() if k in initial})
     budget = getattr(plan.options, "budget", None)
     board = _Board(run_dir / "ops_status.csv", initial, None if budget is None else time.monotonic() + budget,
-                   StatusFacts(plan.backend.name, plan.timer, run_dir.name))
+                   StatusFacts.of_run(plan.backend.name, plan.timer, plan.options.out, plan.options.reports_dir,
+                                      plan.run_id))
     cache_dir = run_cache_dir(plan.options, run_dir)
     if cache_dir is not None:
         cache_dir.mkdir(parents=True, exist_ok=True)

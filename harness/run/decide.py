@@ -253,12 +253,17 @@ def with_causes(outcomes: Sequence[OpOutcome], records: Sequence[Measurement]) -
 
 @dataclass(frozen=True)
 class StatusFacts:
-    """What every row of ops_status.csv repeats about the run: its backend, its timer and the run
-    directory's name (the folder --resume and --replay-from take)."""
+    """What every row of ops_status.csv repeats about the run: its backend, its timer and its run
+    directory as the run named it (the folder --resume and --replay-from take)."""
 
     backend: str = ""
     timer: str = ""
     out_dir: str = ""
+
+    @classmethod
+    def of_run(cls, backend: str, timer: str, out: str | None, reports_dir: str, run_id: str) -> StatusFacts:
+        """The facts of a run whose directory is ``out``, else REPORTS_DIR/RUN_ID."""
+        return cls(backend, timer, out or f"{reports_dir.rstrip('/')}/{run_id}")
 
 
 def record_counts(records: Sequence[Measurement]) -> dict[str, tuple[str, ...]]:

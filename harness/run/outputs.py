@@ -117,8 +117,11 @@ OUTPUT_FILES = {"csv": "summary.csv", "junit": "junit.xml", "md": "report.md", "
 
 def _status_facts(info: Mapping[str, Any]) -> StatusFacts:
     """The run facts every ops_status.csv row repeats, from run.json."""
-    return StatusFacts(backend=str(info.get("backend") or ""), timer=str(info.get("timer") or ""),
-                       out_dir=str(info.get("run_id") or ""))
+    options = info.get("options")
+    options = options if isinstance(options, Mapping) else {}
+    return StatusFacts.of_run(str(info.get("backend") or ""), str(info.get("timer") or ""),
+                              str(options["out"]) if options.get("out") else None,
+                              str(options.get("reports_dir") or "reports"), str(info.get("run_id") or ""))
 
 
 def render_outputs(ops: Sequence[OpPlan], info: Mapping[str, Any], found: RecordsFile,

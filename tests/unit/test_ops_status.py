@@ -63,9 +63,14 @@ def test_notes_add_up_rows_timed_without_capture_and_replay_misses() -> None:
 
 def test_the_rendered_run_fills_the_columns_from_run_json_and_the_records() -> None:
     records = [replace(record(op="mm"), autotune="replay-miss")]
-    info = {"backend": "cuda", "timer": "graph", "run_id": "r1", "level": "core", "identity": {}, "ops": []}
+    info = {"backend": "cuda", "timer": "graph", "run_id": "r1", "level": "core", "identity": {}, "ops": [],
+            "options": {"reports_dir": "reports", "out": None}}
     text = render_outputs([], info, RecordsFile(Path("records.jsonl"), records=tuple(records)), [OpOutcome("mm", "0", "PASS", 1, 1.0, 1,
                                                                                      returncode=0)])
     (row,) = _rows(text[OUTPUT_FILES["status"]]).values()
-    assert (row["backend"], row["timer"], row["out_dir"], row["returncode"]) == ("cuda", "graph", "r1", "0")
+    assert (row["backend"], row["timer"], row["out_dir"], row["returncode"]) == ("cuda", "graph", "reports/r1", "0")
     assert row["notes"] == "1 replay miss(es)"
+    given = render_outputs([], {**info, "options": {"out": "nightly/part-1"}}, RecordsFile(Path("r")),
+                           [OpOutcome("mm", "0", "PASS")])
+    (row,) = _rows(given[OUTPUT_FILES["status"]]).values()
+    assert row["out_dir"] == "nightly/part-1"
