@@ -13,6 +13,7 @@ Files of a sweep (RUN/sweep/<op>/): ``shard-<i>.json`` (what a process tuned),
 
 from __future__ import annotations
 
+import json
 from collections.abc import Mapping, Sequence
 from dataclasses import asdict, dataclass, field
 from pathlib import Path
@@ -26,6 +27,7 @@ __all__ = [
     "Conflict",
     "ProcessOutcome",
     "SweepFiles",
+    "sweep_failed",
     "SweepSummary",
     "merge_processes",
     "open_shares",
@@ -71,6 +73,15 @@ class SweepFiles:
 
     def process_log(self, index: int) -> Path:
         return self.folder / f"shard-{index}.log"
+
+
+def sweep_failed(files: SweepFiles) -> bool:
+    """Whether the op's sweep ran and failed (its summary names why): its configs are discarded."""
+    try:
+        data = json.loads(files.summary.read_text(encoding="utf-8"))
+    except (OSError, ValueError):
+        return False
+    return isinstance(data, dict) and bool(data.get("failed"))
 
 
 def split_cases(case_ids: Sequence[str], devices: Sequence[str]) -> list[tuple[str, tuple[str, ...]]]:
@@ -155,7 +166,7 @@ class SweepSummary:
     keys: int = 0  # distinct (kernel, key) pairs tuned
     conflicts: tuple[Conflict, ...] = ()
     elapsed_s: float = 0.0
-    failed: str = ""  # the reason the op fails, when a sweep process failed
+    failed: str = ""  # why a sweep process failed: the sweep is discarded and the op tunes serially
     extra: Mapping[str, Any] = field(default_factory=dict)
 
     @property
@@ -169,7 +180,8 @@ class SweepSummary:
         if self.extra.get("reused"):
             return f"sweep: reused the earlier sweep's configs ({SWEEP_DIR}/{op_file_stem(self.op)}/configs.json)"
         if self.failed:
-            return f"sweep on {where} failed: {self.failed}"
+            return (f"sweep on {where} failed: {self.failed}; its configs are discarded and the op tunes "
+                    "serially in its own process")
         conflicts = (f"; {len(self.conflicts)} key(s) tuned differently by two shards (kept the lower "
                      f"shard's choice; {SWEEP_DIR}/{op_file_stem(self.op)}/sweep.json)") if self.conflicts else ""
         return (f"sweep: {len(self.processes)} shard(s) on {where} tuned {self.keys} key(s) in "

@@ -263,10 +263,7 @@ def run_op(ctx: BatchContext, op_plan: OpPlan, on_attempt: Callable[[int], None]
         if swept is None:
             return OpOutcome(op_plan.op, op_plan.device, PENDING, 0, time.monotonic() - begin,
                              len(facts.recorded), ("interrupted during its sweep; resume with --resume",))
-        if swept.failed:
-            return OpOutcome(op_plan.op, op_plan.device, "ERROR", 0, time.monotonic() - begin,
-                             len(facts.recorded), (swept.note(),), compile_s=swept.compile_s)
-        notes.append(swept.note())
+        notes.append(swept.note())  # a failed sweep is discarded: the op tunes serially in its own process
         sweep_compile = swept.compile_s
     while True:
         missing = _missing(op_plan, facts, end, attempts)

@@ -6,7 +6,9 @@ one process per share (a *sweep process*, on its device) calls each case's candi
 autotuners tune that case's keys, and records what they chose. The sweep processes' records are merged
 (harness.autotune.sweep.merge_processes: keys tuned twice with different choices are counted)
 into RUN/sweep/<op>/configs.json, and every attempt of the op replays that file on the op's own
-device. A sweep process that fails fails the op with its reason: nothing is tuned live instead.
+device. When a sweep process fails, the whole sweep is discarded (a merge with holes would replay
+some keys and tune others live while saying it replays): the op's row says why, and its measuring
+process tunes serially, live, as it would without --sweep-devices.
 
 Sweep processes use the op processes of the executor (harness.run.spawn: their own process groups,
 device pinning, the run's caches, --op-timeout, the stop token). A sweep process holds its device
@@ -145,7 +147,7 @@ class SweepStep:
 
     def run(self, ctx: BatchContext, op_plan: OpPlan) -> SweepSummary | None:
         """Tune the op's cases over the sweep devices; None when a stop cut it short. A summary
-        with ``failed`` set when a sweep process failed (the op then fails with that reason)."""
+        with ``failed`` set when a sweep process failed (no merged configs: the op tunes serially)."""
         files = SweepFiles(ctx.run_dir, op_plan.op)
         earlier = _earlier(files)
         if earlier is not None:

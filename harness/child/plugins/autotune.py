@@ -21,6 +21,7 @@ from typing import Any
 import pytest
 
 from harness.autotune.store import OpAutotune, TunedConfig, op_autotune_path, read_op_autotune
+from harness.autotune.sweep import SweepFiles, sweep_failed
 from harness.autotune.tuners import AutotuneRecorder, find_autotuners, name_tuners
 from harness.child.plugins.session import HarnessSession
 from harness.contract import ChildSpec
@@ -104,10 +105,13 @@ def replay_for(spec: ChildSpec) -> OpAutotune | None:
     """What the op's process replays: a sweep's merged configs (``spec.replay.file``), a run's
     (``spec.replay.run_dir``), or None (tune live). The parent checked every file of a ``replay_from``
     source; an op the source did not run has none, and each of its autotuned cases is then
-    tuned live and marked replay-miss."""
+    tuned live and marked replay-miss. A sweep that failed left no merged configs and says so in
+    its summary: the op then tunes live, serially, in its own process."""
     replay_file = spec.replay.file  # a sweep's merged configs (harness.autotune.sweep)
     if replay_file:
         path = Path(replay_file)
+        if not path.is_file() and sweep_failed(SweepFiles(Path(spec.run_dir), spec.op)):
+            return None
         return read_op_autotune(path) if path.is_file() else OpAutotune(
             op=spec.op, notes=(f"{path} is missing: every autotuned case was tuned live",))
     source = spec.replay.run_dir
