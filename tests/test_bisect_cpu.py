@@ -39,6 +39,8 @@ def test_bisect_names_the_commit_that_made_the_op_slow_then_resumes_and_reuses_i
     marks = {t["sha"]: t["mark"] for t in data["tested"] if not t.get("check")}  # type: ignore[attr-defined]
     assert marks == {shas["sleeps"]: "bad", shas["tidy"]: "good"}
     assert data["commits_in_range"] == 3  # the docs-only commit is not in the range
+    check = data["tested"][0]  # type: ignore[index]
+    assert check["check"] and (check["sha"], check["subject"], check["mark"]) == (shas["comment"], "comment", "bad")
     last = output.strip().splitlines()[-1]
     assert last.startswith(f"bisect: culprit {shas['sleeps'][:12]} slowlib sleeps (")
     md = (tmp_path / "out" / "bisect.md").read_text()

@@ -68,8 +68,8 @@ def add_parser(sub: argparse._SubParsersAction[argparse.ArgumentParser]) -> None
                    help="exported sources and every step's runs, shared by bisections (default reports/bisect-cache)")
     p.add_argument("--repeats", type=_positive_int, default=2,
                    help="runs a side of a step's first try (default 2, ABBA); a noisy step tries again with twice as many")
-    p.add_argument("--max-tries", type=_positive_int, default=4,
-                   help="tries of a noisy step before it is skipped (default 4)")
+    p.add_argument("--max-tries", type=_positive_int, default=5,
+                   help="tries of a noisy step before it is skipped (default 5)")
     p.add_argument("--devices", metavar="LIST",
                    help="devices to test on, comma-separated: with K devices, K commits are tested at once "
                         "(a k-ary split); default: the run arguments' device")
@@ -188,8 +188,7 @@ def run(ns: argparse.Namespace, environ: Mapping[str, str]) -> int:
     out.mkdir(parents=True, exist_ok=True)
     settings = Settings(metric=ns.metric, threshold=threshold, repeats=ns.repeats, max_attempts=ns.max_tries,
                         devices=devices)
-    subject = next((c.subject for c in commits if c.sha == bad), "bad")
-    bad_commit = Commit(bad, subject, repo.trees([bad], source_path)[bad])
+    bad_commit = Commit(bad, repo.subject(bad), repo.trees([bad], source_path)[bad])
     if state is not None:
         print(f"bisect: resuming from {out / STATE}", flush=True)
     try:

@@ -107,6 +107,9 @@ class Repo:
             shutil.rmtree(work, ignore_errors=True)
         return dest
 
+    def subject(self, sha: str) -> str:
+        return self._git("log", "-1", "--format=%s", sha).stdout.strip()
+
     def remote_url(self) -> str:
         return self._git("config", "--get", "remote.origin.url", check=False).stdout.strip()
 

@@ -38,6 +38,7 @@ def test_the_range_holds_the_first_parent_commits_that_change_the_source(repo: t
                                                     (shas["comment"], "comment")]
     assert len({c.tree for c in listed}) == 3
     assert git.source_commits(shas["comment"], shas["docs2"], "src") == []
+    assert git.subject(shas["docs2"]) == "docs again"
 
 
 def test_the_export_holds_the_source_of_that_commit_once_per_tree(repo: tuple[Path, dict[str, str]],
