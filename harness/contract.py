@@ -294,6 +294,7 @@ class SuiteFacts:
     autotune: bool = False  # the optional features the suite plugin carries out
     ir: bool = False
     wall: bool = False
+    table_colour: bool = False  # FlagGems' printed table with SUCCESS green and FAILED red (--table-colour)
     # --shapes-file entries given where a benchmark builds its inputs (harness.child.input_shapes):
     # FlagGems op_name or Benchmark class -> shapes
     input_shapes: Mapping[str, tuple[tuple[int, ...], ...]] = field(default_factory=dict)
@@ -305,6 +306,7 @@ class SuiteFacts:
                    notes=tuple(str(n) for n in data.get("notes", ())), unchecked=str(data.get("unchecked", "")),
                    capture_denied=str(data.get("capture_denied", "")), started_at=str(data.get("started_at", "")),
                    autotune=bool(data.get("autotune")), ir=bool(data.get("ir")), wall=bool(data.get("wall")),
+                   table_colour=bool(data.get("table_colour")),
                    input_shapes={str(k): tuple(tuple(int(d) for d in s) for s in v)
                                  for k, v in dict(data.get("input_shapes") or {}).items()})
 

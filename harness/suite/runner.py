@@ -353,6 +353,7 @@ class SuiteRunner:
                           nodes=tuple(suite_op.op.selected_nodes()), notes=tuple(suite_op.shapes.notes),
                           unchecked=suite_op.unchecked, capture_denied=suite_op.capture_denied, started_at=_now(),
                           input_shapes={k: tuple(v) for k, v in suite_op.shapes.inputs.items()},
+                          table_colour=ctx.plan.options.table_colour == "on",
                           **{name: bool(self.features.get(name)) for name in SUITE_FEATURES})
 
     def _command(self, ctx: BatchContext, op: str, spec_path: Path) -> list[str]:

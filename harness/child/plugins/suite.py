@@ -50,6 +50,7 @@ from harness.child.outputs import dtype_name
 from harness.child.plugins.identity import probe_accelerator, probe_cpu, write_identity
 from harness.child.plugins.seeding import seed_generators
 from harness.child.plugins.timing import timers_for
+from harness.child.result_table import folded_str
 from harness.child.suite_tune import TuneSeam
 from harness.child.timing.base import device_api
 from harness.contract import SUITE_SPEC_OPTION, ChildSpec, SuiteFacts, op_file_stem
@@ -283,6 +284,10 @@ class SuitePlugin:
         for name, replacement in (("get_latency", get_latency), ("set_dtypes", set_dtypes)):
             self.patched.append((benchmark, name, benchmark.__dict__[name]))
             setattr(benchmark, name, replacement)
+        result = getattr(sys.modules.get(benchmark.__module__), "BenchmarkResult", None)
+        if isinstance(result, type) and "__str__" in result.__dict__:  # the table FlagGems prints per benchmark
+            self.patched.append((result, "__str__", result.__dict__["__str__"]))
+            result.__str__ = folded_str(result.__dict__["__str__"], self.facts.table_colour)  # type: ignore[assignment]
 
     def restore(self) -> None:
         while self.patched:
