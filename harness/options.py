@@ -40,6 +40,12 @@ __all__ = [
     "known_env_names",
     "unknown_env",
     "RunOptions",
+    "PLUGIN_OPTIONS",
+    "RUN_OPTIONS",
+    "RunOption",
+    "SUITE_HELP",
+    "options_doc",
+    "options_table",
     "SUITE_DTYPES",
     "check_dtypes_for_mode",
     "forwarded_run_env",
@@ -414,48 +420,185 @@ def _shard(value: Any) -> tuple[int, int]:
     return k, n
 
 
-_PARSERS: dict[str, Callable[[Any], Any]] = {
-    "backend": _backend,
-    "ops": _csv,
-    "dtypes": _any_dtypes,  # the mode decides which (check_dtypes_for_mode)
-    "level": _choice("level", LEVEL_CHOICES),
-    "shapes_file": _str,
-    "ops_modules": _csv,
-    "provider": _provider,
-    "timer": _timer,
-    "cache": _choice("cache mode", CACHE_CHOICES),
-    "seed": _int("seed"),
-    "warmup_ms": _positive_float("warmup (ms)"),
-    "rep_ms": _positive_float("rep (ms)"),
-    "cap_ms": _positive_float("cap (ms)"),
-    "devices": _devices,
-    "op_timeout": _positive_float("op timeout (s)"),
-    "reports_dir": _str,
-    "out": _str,
-    "run_id": check_run_id,
-    "suite": _str,
-    "ops_file": _str,
-    "dismiss": _str,
-    "progress": _choice("progress mode", ("auto", "rich", "plain")),
-    "image": _str,
-    "image_digest": _str,
-    "replay_from": _str,
-    "prestart": _choice("prestart mode", PRESTART_CHOICES),
-    "prestart_depth": _int_between("prestart depth", 1, MAX_PRESTART_DEPTH),
-    "plugins": _toggles,
-    "extra_plugins": _modules,
-    "ir": _choice("IR capture mode", IR_CHOICES),
-    "triton_cache": _choice("Triton cache mode", TRITON_CACHE_CHOICES),
-    "keep_triton_cache": _bool("keep-triton-cache"),
-    "sweep_devices": _sweep,
-    "shard": _shard,
-    "nodes": _nodes,
-    "allow_version_mismatch": _bool("allow-version-mismatch"),
-    "budget": _positive_float("budget (s)"),
-    "shard_weights": _str,
-    "flagtune": _choice("FlagTune mode", FLAGTUNE_CHOICES),
-    "table_colour": _choice("table colour", ("on", "off")),
-}
+# -- the option table of `harness run` ------------------------------------------------------
+
+
+@dataclass(frozen=True)
+class RunOption:
+    """One option of `harness run`: its flag, environment variable and [tool.harness] key (all
+    derived from ``name`` unless given), how its value is read, its default and help. The
+    parser (harness.runargs), the environment and pyproject readers (:func:`resolve_run_options`),
+    docs/options.md (:func:`options_table`) and the bad-input coverage test all read this table."""
+
+    name: str  # the RunOptions field; "" for a flag that only says what to do (--resume)
+    help: str  # "{backends}" and "{max_depth}"/"{depth}" are filled in by the parser
+    parse: Callable[[Any], Any] | None = None  # None: a flag only, never layered
+    flag: str = ""  # default --<name with dashes>
+    dest: str = ""  # the argparse destination when it differs from name (a flag only)
+    metavar: str | None = None
+    nargs: str | None = None
+    action: str | None = None  # store_true, append
+    argtype: type | None = None  # what argparse converts the flag's text to (int, float)
+    default_doc: str = ""  # the default as docs/options.md says it; "" renders RunOptions' default
+    env_name: str = ""  # default HARNESS_<NAME>
+    key_name: str = ""  # default <name with dashes>
+
+    @property
+    def option_flag(self) -> str:
+        return self.flag or f"--{_dashed(self.name or self.dest)}"
+
+    @property
+    def has_flag(self) -> bool:
+        return self.flag != "-"
+
+    @property
+    def layered(self) -> bool:
+        """Whether the environment and [tool.harness] may set it too."""
+        return self.parse is not None
+
+    @property
+    def env(self) -> str | None:
+        return (self.env_name or ENV_PREFIX + self.name.upper()) if self.layered else None
+
+    @property
+    def key(self) -> str | None:
+        return (self.key_name or _dashed(self.name)) if self.layered else None
+
+    @property
+    def destination(self) -> str:
+        return self.dest or self.name
+
+    def default_text(self) -> str:
+        if self.default_doc:
+            return self.default_doc
+        if not self.layered:
+            return "(a flag only)"
+        value = {f.name: f.default for f in fields(RunOptions)}[self.name]
+        if isinstance(value, bool):
+            return "`true`" if value else "`false`"
+        if isinstance(value, float):
+            return f"`{value:g}`"
+        if value is None or value == ():
+            return "none"
+        return f"`{', '.join(value) if isinstance(value, tuple) else value}`"
+
+
+SUITE_HELP = ("run FlagGems' own benchmark suite instead of the harness's cases: PATH is the benchmark/ "
+              "directory of a FlagGems tree (v5.3+ or v5.0.x layout, or FlagGems-vllm) at the tag of the "
+              "installed package; select with --ops (its benchmark names), --node or --all; FlagGems' own "
+              "shapes at --level core|comprehensive; timed by the harness's timers, outputs checked "
+              "against torch's; rows have provider flaggems-suite (docs/flaggems.md)")
+
+# In the order `harness run --help` lists them.
+RUN_OPTIONS: tuple[RunOption, ...] = (
+    RunOption("backend", "backend or alias: {backends} (default: auto)", _backend),
+    RunOption("ops", "op ids (default: every op); see `harness list ops`", _csv, nargs="+", metavar="OP",
+              default_doc="every op"),
+    RunOption("dtypes", "float16 bfloat16 float32 (aliases fp16 bf16 fp32; default: all three); with --suite also "
+              "float64, int8..int64, uint8, bool, complex64/128, float8_e4m3fn... (default: each benchmark's own)",
+              _any_dtypes, nargs="+", metavar="DTYPE",  # the mode decides which (check_dtypes_for_mode)
+              default_doc="`float16, bfloat16, float32`; with `--suite`: each benchmark's own (any dtype "
+                          "FlagGems benchmarks is accepted there)"),
+    RunOption("level", "shape level: smoke, core, comprehensive, or auto (smoke on cpu, core on accelerators; "
+              "with --suite: FlagGems' core or comprehensive, auto = core)", _choice("level", LEVEL_CHOICES),
+              default_doc="`auto` (smoke on cpu, core on accelerators)"),
+    RunOption("shapes_file", "YAML mapping op id -> list of shapes; overrides the level for the ops it names", _str),
+    RunOption("ops_modules", "load extra ops from a Python file or module defining HARNESS_OPS (repeatable); "
+              "see docs/ops.md", _csv, flag="--ops-module", action="append", metavar="PATH_OR_MODULE"),
+    RunOption("provider", "where candidates come from (default: builtin)", _provider),
+    RunOption("timer", "auto, graph, direct, profiler, cpu (default: auto = graph where the backend captures "
+              "device graphs, direct where it only has events, cpu on the cpu backend; docs/timing.md)", _timer),
+    RunOption("cache", "cold (flush L2 before each timed call, default) or warm", _choice("cache mode", CACHE_CHOICES)),
+    RunOption("seed", "base seed; each case derives its own (default 0)", _int("seed"), argtype=int),
+    RunOption("warmup_ms", "warm-up budget per measurement in ms (default 25)", _positive_float("warmup (ms)"),
+              argtype=float),
+    RunOption("rep_ms", "measurement budget per timing in ms (default 100)", _positive_float("rep (ms)"), argtype=float),
+    RunOption("cap_ms", "most ms one timing samples when its spread does not settle (default 1000; docs/timing.md)",
+              _positive_float("cap (ms)"), argtype=float),
+    RunOption("devices", "device ids to deal ops over (default: the backend's visible devices)", _devices,
+              nargs="+", metavar="ID", default_doc="the backend's visible devices"),
+    RunOption("gpus", "the old driver's name of --devices, an alias of it (giving both is refused)", nargs="+",
+              metavar="ID", dest="gpus", default_doc="the old driver's name of `--devices`, an alias of it (giving both is refused, exit 2)"),
+    RunOption("op_timeout", "seconds before a hung op's process group is killed (default 1800)",
+              _positive_float("op timeout (s)"), argtype=float),
+    RunOption("shard_weights", "with --shard: balance the parts by the op times (elapsed_s) of an earlier run's "
+              "ops_status.csv, such as last night's; every part must be given the same file", _str,
+              metavar="OPS_STATUS_CSV",
+              default_doc="none (with `--shard`: an earlier run's ops_status.csv; the parts are balanced by its "
+                          "`elapsed_s`, ops it lacks at the rate the others show)"),
+    RunOption("budget", "no op starts this long after the ops began; the ops left end as not run (cause: "
+              "environment, budget) and `harness run --resume` runs them (default: no budget)",
+              _positive_float("budget (s)"), metavar="SECONDS",
+              default_doc="none (seconds; no op starts after it, the rest end not run and `--resume` runs them)"),
+    RunOption("reports_dir", "where run directories are created (default: reports)", _str),
+    RunOption("out", "exact run directory (default: REPORTS_DIR/RUN_ID)", _str, default_doc="`REPORTS_DIR/RUN_ID`"),
+    RunOption("run_id", "run id (default: UTC time, backend and a random token)", check_run_id,
+              default_doc="UTC time, backend, a random token"),
+    RunOption("", "every known op (the default when neither --ops nor --ops-file is given)", dest="all",
+              action="store_true", default_doc="(a flag only; every op is also the default)"),
+    RunOption("ops_file", "text file of op ids, one per line (# starts a comment)", _str),
+    RunOption("dismiss", "YAML file mapping op id -> reason; those ops are skipped and the reason recorded", _str),
+    RunOption("progress", "auto (live display on a terminal), rich, or plain lines",
+              _choice("progress mode", ("auto", "rich", "plain"))),
+    RunOption("prestart", "auto (default: on for accelerators, off on the cpu backend), on or off: start each "
+              "device's next op process while the current op runs, held before it touches the device, so its "
+              "imports (5 s a process on the H200 machine, 9-11 s with FlagGems) overlap",
+              _choice("prestart mode", PRESTART_CHOICES)),
+    RunOption("prestart_depth", "how many of a device's next ops are pre-started at once (1-{max_depth}, default "
+              "{depth}): an op process's preparation (imports, the profiler's warm-up: 10-15 s on the H200 "
+              "machine) overlaps that many ops before it, so short ops do not wait for it",
+              _int_between("prestart depth", 1, MAX_PRESTART_DEPTH), metavar="N",
+              default_doc=f"`{PRESTART_DEPTH}` (1-{MAX_PRESTART_DEPTH})"),
+    RunOption("replay_from", "use the autotune configs recorded by an earlier run of the same backend instead of "
+              "tuning; a key it lacks is tuned live and its row says replay-miss (docs/compare.md)", _str,
+              metavar="RUN_DIR"),
+    RunOption("suite", SUITE_HELP, _str, metavar="PATH"),
+    RunOption("flagtune", "on or off (default off, or as USE_FLAGTUNE=1|0 says): FlagGems' USE_FLAGTUNE in every "
+              "op process, FlagTune's wider autotune search; recorded in run.json, and `harness ab` refuses sides "
+              "that differ in it unless it is the switch (docs/flaggems.md)", _choice("FlagTune mode", FLAGTUNE_CHOICES),
+              default_doc="`off`, or as the old `USE_FLAGTUNE` (1 or 0) says when no layer sets it: FlagGems' "
+                          "`USE_FLAGTUNE` in every op process (docs/flaggems.md)"),
+    RunOption("table_colour", "on or off (default): with --suite, FlagGems' printed result table in each op's log "
+              "has SUCCESS in green and FAILED in red (its Size Detail is folded either way)",
+              _choice("table colour", ("on", "off")),
+              default_doc="`off` (with `--suite`: `on` colours SUCCESS green and FAILED red in FlagGems' printed "
+                          "table in each op's log; docs/flaggems.md)"),
+    RunOption("plugins", "turn optional plugins on or off: -ir -autotune -wall +skipguards +mm_cluster "
+              "(`harness plugins` lists them and what each does by default here)", _toggles, nargs="+",
+              metavar="TOGGLE", default_doc="none (toggles such as `-ir +wall`)"),
+    RunOption("extra_plugins", "also load this pytest plugin module in every op process (repeatable)", _modules,
+              flag="--extra-plugin", action="append", metavar="MODULE"),
+    RunOption("ir", "on (default where Triton compiles), full (SASS too) or off: keep each compiled kernel's IR, "
+              "metadata and compile time under RUN/ir/<op>/<case>/ (docs/compile.md)",
+              _choice("IR capture mode", IR_CHOICES)),
+    RunOption("triton_cache", "isolated (default: a Triton and FlagGems cache of this run's own, so it compiles "
+              "and tunes what it measures) or user (the usual caches)",
+              _choice("Triton cache mode", TRITON_CACHE_CHOICES)),
+    RunOption("keep_triton_cache", "keep the run's own cache (RUN/triton-cache) after the run",
+              _bool("keep-triton-cache"), action="store_true", default_doc="off"),
+    RunOption("sweep_devices", "tune each autotuned op first over N processes or these devices (ids, repeats "
+              "allowed), then measure it on one device replaying the configs (docs/batch.md)", _sweep,
+              metavar="N|IDS"),
+    RunOption("nodes", "with --suite: run exactly these pytest nodes of the suite (test_mm.py::test_mm, "
+              "parameters in [...] allowed), one op each", _nodes, flag="--node", nargs="+", metavar="FILE::FUNC",
+              default_doc="none (with `--suite`: pytest node ids, one op each)"),
+    RunOption("allow_version_mismatch", "with --suite: run even when the installed flag_gems' major.minor differs "
+              "from the tree's", _bool("allow-version-mismatch"), action="store_true",
+              default_doc="`false` (with `--suite`)"),
+    RunOption("", "finish an interrupted run: redo only ops without a completion marker", dest="resume",
+              metavar="RUN_DIR", default_doc="(a flag only: it names what to do, not how)"),
+    RunOption("", "with --resume: also run again, from their first case, the ops that ended FAIL, ERROR, CRASH "
+              "or TIMEOUT (their records are replaced)", dest="retry_failed", action="store_true",
+              default_doc="(a flag only, with `--resume`: the ops that did not pass run again)"),
+    RunOption("shard", "run only the K-th of N parts of the selected ops (cost-weighted, the same parts on every "
+              "machine); join the N runs with `harness merge` (docs/compare.md)", _shard, metavar="K/N",
+              default_doc="none (the whole run; `K/N` runs the K-th of N parts, joined by `harness merge`)"),
+    # No flag: the container runner sets them to say which image a run is in.
+    RunOption("image", "the image this run is inside (set by the container runner)", _str, flag="-"),
+    RunOption("image_digest", "the digest of that image (set by the container runner)", _str, flag="-"),
+)
+PLUGIN_OPTIONS = ("plugins", "extra_plugins")  # `harness plugins` takes these two as well
+_PARSERS: dict[str, Callable[[Any], Any]] = {o.name: o.parse for o in RUN_OPTIONS if o.parse is not None}
 
 
 def _flagtune_variable(value: str) -> str:
@@ -472,9 +615,6 @@ def flagtune_env(options: RunOptions) -> dict[str, str]:
     return {FLAGTUNE_ENV: "1" if options.flagtune == "on" else "0"}
 
 
-# Run options whose flag is not --<name> (the environment and pyproject names are HARNESS_<NAME>
-# and <name>): for messages.
-_FLAGS = {"ops_modules": "--ops-module", "extra_plugins": "--extra-plugin"}
 
 
 def _text(name: str) -> Callable[[Any], str]:
@@ -608,11 +748,13 @@ def resolve_run_options(
     layers = _Layers(cli, env, table, "[tool.harness]")
     values: dict[str, Any] = {}
     sources: dict[str, str] = {}
-    for name, parse in _PARSERS.items():
-        raw, source = layers.pick(name, _FLAGS.get(name, f"--{_dashed(name)}"), ENV_PREFIX + name.upper(), name)
+    for option in RUN_OPTIONS:
+        if option.parse is None or option.env is None or option.key is None:
+            continue  # a flag only: cli.py reads it
+        raw, source = layers.pick(option.name, option.option_flag, option.env, option.key)
         if raw is not None:
-            values[name] = _parse(parse, raw, source)
-            sources[name] = source
+            values[option.name] = _parse(option.parse, raw, source)
+            sources[option.name] = source
     if "flagtune" not in values and env.get(FLAGTUNE_ENV, "") != "":  # the old driver's variable, read last
         values["flagtune"] = _parse(_flagtune_variable, env[FLAGTUNE_ENV], FLAGTUNE_ENV)
     return check_dtypes_for_mode(RunOptions(**values), source=sources.get("dtypes"))
@@ -685,7 +827,7 @@ _OTHER_ENV = ("HARNESS_PARENT_PID", "HARNESS_RUN_MARK", "HARNESS_OP_MARK", "HARN
               "HARNESS_REQUIRE_DOCKER", "HARNESS_LOCAL_BASE", "HARNESS_REQUIRE_BROWSER", "HARNESS_CHROMIUM",
               "HARNESS_SCREENSHOT_DIR")
 # Flags with no environment form (they say what to do, not how).
-_FLAG_ONLY = {"HARNESS_RESUME": "--resume", "HARNESS_ALL": "--all", "HARNESS_RETRY_FAILED": "--retry-failed"}
+_FLAG_ONLY = {ENV_PREFIX + o.destination.upper(): o.option_flag for o in RUN_OPTIONS if not o.layered}
 _CONTAINER_ENV = ("HARNESS_REGISTRY", "HARNESS_IMAGE_POLICY", "HARNESS_BUILD_ARGS", "HARNESS_WHEELS",
                   "HARNESS_CONTAINER_NETWORK", "HARNESS_SECCOMP", "HARNESS_CAP_ADD", "HARNESS_PIDS_LIMIT",
                   "HARNESS_SHM_SIZE")
@@ -987,3 +1129,32 @@ def resolve_container_options(
         code_dir=Path(cli["code"]).resolve() if cli.get("code") else None,
         **_hardening(layers),
     )
+
+
+OPTIONS_DOC = Path(__file__).resolve().parent.parent / "docs" / "options.md"
+_DOC_BEGIN = "<!-- generated from harness.options.RUN_OPTIONS by `python -m harness.options`: do not edit -->"
+_DOC_END = "<!-- end of the generated table -->"
+
+
+def options_table() -> str:
+    """docs/options.md's table of `harness run`'s options, from :data:`RUN_OPTIONS`."""
+    rows = ["| flag | variable | `[tool.harness]` key | default |", "|---|---|---|---|"]
+    for o in RUN_OPTIONS:
+        if not o.has_flag:
+            continue
+        env, key = (f"`{o.env}`", f"`{o.key}`") if o.layered else ("none", "none")
+        rows.append(f"| `{o.option_flag}` | {env} | {key} | {o.default_text()} |")
+    return "\n".join(rows) + "\n"
+
+
+def options_doc(text: str) -> str:
+    """``text`` (docs/options.md) with its generated table replaced by :func:`options_table`."""
+    head, begin, rest = text.partition(_DOC_BEGIN)
+    _, end, tail = rest.partition(_DOC_END)
+    if not (begin and end):
+        raise ValueError(f"docs/options.md lacks the markers {_DOC_BEGIN!r} ... {_DOC_END!r}")
+    return f"{head}{_DOC_BEGIN}\n{options_table()}{_DOC_END}{tail}"
+
+
+if __name__ == "__main__":  # regenerate docs/options.md's table
+    OPTIONS_DOC.write_text(options_doc(OPTIONS_DOC.read_text()))

@@ -28,7 +28,7 @@ import pytest
 
 from harness.cli import build_parser
 from harness.cli import main as harness_main
-from harness.options import _CONTAINER_KEYS, _OTHER_ENV, _PARSERS, RunOptions, known_env_names
+from harness.options import _CONTAINER_KEYS, _OTHER_ENV, RUN_OPTIONS, RunOptions, known_env_names
 
 
 @dataclass(frozen=True)
@@ -753,7 +753,7 @@ def test_every_harness_variable_has_a_row() -> None:
 
 def test_every_pyproject_key_has_a_row() -> None:
     text = "\n".join(row.toml + "\n" + "\n".join(str(v) for v in row.files.values()) for row in ROWS)
-    keys = [k.replace("_", "-") for k in _PARSERS] + ["history-db", "container", *_CONTAINER_KEYS]
+    keys = [o.key for o in RUN_OPTIONS if o.key] + ["history-db", "container", *_CONTAINER_KEYS]
     missing = sorted(k for k in keys if f"{k} =" not in text)
     assert not missing, f"add a row of bad input for: {missing}"
 

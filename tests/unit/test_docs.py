@@ -9,7 +9,7 @@ import re
 from pathlib import Path
 
 from harness.cli import build_parser
-from harness.options import _PARSERS, ENV_PREFIX, known_env_names
+from harness.options import _PARSERS, ENV_PREFIX, known_env_names, options_doc
 
 ROOT = Path(__file__).resolve().parents[2]
 
@@ -41,6 +41,11 @@ def test_every_run_flag_has_its_variable_and_key_in_docs_options() -> None:
             assert (variable, key) == (ENV_PREFIX + dest.upper(), dest.replace("_", "-")), flag
         else:
             assert (variable, key) == ("none", "none"), f"{flag} has no environment form; the table must say so"
+
+
+def test_the_options_table_of_docs_is_generated_from_the_option_table() -> None:
+    text = (ROOT / "docs" / "options.md").read_text()
+    assert options_doc(text) == text, "docs/options.md's table is out of date: run `python -m harness.options`"
 
 
 def test_every_variable_the_harness_reads_is_documented() -> None:
