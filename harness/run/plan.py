@@ -41,7 +41,7 @@ class OpPlan:
     dtypes: tuple[str, ...]
     shapes: tuple[Shape, ...]
     provider: str
-    case_cost: float = 1.0  # relative wall time of one case (OpSpec.case_cost), for sharding only
+    case_cost: float = 1.0  # relative wall time of one case (OpSpec.case_cost), for dealing shares and parts only
     autotuned: bool | None = None  # OpInfo.autotuned: which ops a sweep tunes first
     # the dtypes the op supports (OpSpec.dtypes): a case of another dtype is a skip, also when the
     # op's process never reached it; None: not known (then every unreached case is an error)
@@ -208,18 +208,18 @@ def plan_run(
 
 
 def _part_name(index: int) -> str:
-    return f"shard {index}"
+    return f"part {index}"
 
 
 def assign_parts(ops: Sequence[OpPlan], count: int, weightless: Collection[str] = ()) -> dict[str, int]:
-    """op id -> shard (1..count): :func:`share_ops` with the shards as the "devices".
+    """op id -> part (1..count): :func:`share_ops` with the parts as the "devices".
 
     The same selection gives the same parts on every machine (nothing here depends on the
     machine, the order ops were named in, or the devices). Ops in ``weightless`` (dismissed:
     never run) weigh only their start, so they do not unbalance the parts.
     """
     if count < 1:
-        raise ValueError("assign_parts needs at least one shard")
+        raise ValueError("assign_parts needs at least one part")
     weighed = [replace(o, case_cost=0.0) if o.op in weightless else o for o in ops]
     placed = share_ops(weighed, [_part_name(k) for k in range(1, count + 1)])
     return {o.op: int(o.device.rsplit(" ", 1)[1]) for o in placed}

@@ -9,7 +9,7 @@ harness.child.plugins.suite times every call with the harness's timers, checks F
 outputs against torch's and appends the records itself; rows carry provider ``flaggems-suite``.
 
 The run's toolbox applies as to the harness's own ops: ``--replay-from`` and the parallel autotune
-sweep (``--sweep-devices``: :meth:`SuiteRunner.sweep_launch` starts FlagGems' pytest for a shard's
+sweep (``--sweep-devices``: :meth:`SuiteRunner.sweep_launch` starts FlagGems' pytest for a sweep process's
 share of the op's calls), the optional features ``autotune``, ``ir`` and ``wall`` (carried out by the
 suite plugin, planned by :func:`suite_features`), compat plugins and ``--extra-plugin`` modules.
 """
@@ -381,9 +381,9 @@ class SuiteRunner:
 
     def sweep_launch(self, ctx: BatchContext, op_plan: OpPlan, index: int, device: str,
                      cases: Sequence[str]) -> Launch:
-        """A sweep shard of a suite op (a harness.run.sweep.SweepLauncher): FlagGems' pytest on the
+        """A sweep process of a suite op (a harness.run.sweep.SweepLauncher): FlagGems' pytest on the
         op's nodes, the suite plugin in tune mode running FlagGems' calls numbered ``i`` with
-        ``i % N == index`` once each (N: the sweep's shard count; harness.child.suite_tune), recording
+        ``i % N == index`` once each (N: the sweep's process count; harness.child.suite_tune), recording
         what the autotuners chose into ``shard-<index>.json`` and each call's outcome into
         ``shard-<index>.result.json``. ``cases`` is the share in words (the op's cases are open)."""
         files = SweepFiles(ctx.run_dir, op_plan.op)
