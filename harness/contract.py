@@ -57,6 +57,7 @@ __all__ = [
     "Replay",
     "RunFiles",
     "SuiteFacts",
+    "SweepResult",
     "SweepTask",
     "op_file_stem",
 ]
@@ -276,6 +277,39 @@ class SweepTask:
     def from_dict(cls, data: Mapping[str, Any]) -> SweepTask:
         return cls(configs_out=str(data["configs_out"]), result=str(data["result"]), index=int(data["index"]),
                    count=int(data["count"]))
+
+
+@dataclass(frozen=True)
+class SweepResult:
+    """What a sweep process leaves at its SweepTask's ``result`` for the parent: each case's (or, for
+    a suite's op, each call's) outcome ("ok", "skip: WHY", "error: WHY"), the time it spent
+    compiling, and for a suite's op how many calls it saw and its share (index, count)."""
+
+    cases: Mapping[str, str]
+    compile_ms: float | None = None
+    calls: int | None = None
+    share: tuple[int, int] | None = None
+
+    def to_json(self) -> dict[str, Any]:
+        data: dict[str, Any] = {"cases": dict(self.cases), "compile_ms": self.compile_ms}
+        if self.calls is not None:
+            data["calls"] = self.calls
+        if self.share is not None:
+            data["share"] = {"index": self.share[0], "count": self.share[1]}
+        return data
+
+    @classmethod
+    def from_json(cls, data: Any) -> SweepResult | None:
+        """The result read back; None when it is not one (the parent then says the process wrote none)."""
+        if not isinstance(data, Mapping):
+            return None
+        cases = data.get("cases")
+        compile_ms = data.get("compile_ms")
+        share = data.get("share")
+        return cls(cases={str(k): str(v) for k, v in cases.items()} if isinstance(cases, Mapping) else {},
+                   compile_ms=float(compile_ms) if isinstance(compile_ms, int | float) else None,
+                   calls=data.get("calls") if isinstance(data.get("calls"), int) else None,
+                   share=(int(share["index"]), int(share["count"])) if isinstance(share, Mapping) else None)
 
 
 @dataclass(frozen=True)

@@ -40,7 +40,14 @@ from harness.autotune.sweep import (
 )
 from harness.backends import enumerate_devices
 from harness.backends.base import Backend
-from harness.contract import PYTEST_OFF, SPEC_OPTION, SWEEP_INDEX_ENV, TUNE_FILE, SweepTask
+from harness.contract import (
+    PYTEST_OFF,
+    SPEC_OPTION,
+    SWEEP_INDEX_ENV,
+    TUNE_FILE,
+    SweepResult,
+    SweepTask,
+)
 from harness.errors import UsageError
 from harness.results.store import read_json, write_json
 from harness.run.caches import tune_cache_env
@@ -208,11 +215,10 @@ def _earlier(files: SweepFiles) -> SweepSummary | None:
         return None
 
 
-def _process_reason(proc: _SweepProcess, end: AttemptExit, result: Mapping[str, object] | None, timeout: float) -> str:
+def _process_reason(proc: _SweepProcess, end: AttemptExit, result: SweepResult | None, timeout: float) -> str:
     """Why a sweep process failed, or "" when it did not."""
-    cases = result.get("cases") if isinstance(result, Mapping) else None
-    errors = [f"{case}: {text.removeprefix('error: ')}" for case, text in (cases or {}).items()
-              if isinstance(text, str) and text.startswith("error")] if isinstance(cases, Mapping) else []
+    errors = [f"{case}: {text.removeprefix('error: ')}" for case, text in (result.cases if result else {}).items()
+              if text.startswith("error")]
     if end.timed_out or end.pytest_exit is None:
         return f"shard {proc.index} on device {proc.device}: {classify_exit(end, [], timeout_s=timeout).note}"
     if errors:
@@ -232,10 +238,10 @@ def _summarise(op: str, devices: Sequence[str], procs: Sequence[_SweepProcess], 
     failed = ""
     for proc, (end, elapsed) in zip(procs, ends, strict=True):
         try:
-            result = read_json(files.process_result(proc.index))
+            result = SweepResult.from_json(read_json(files.process_result(proc.index)))
         except (OSError, ValueError):
             result = None
-        reason = _process_reason(proc, end, result if isinstance(result, Mapping) else None, timeout)
+        reason = _process_reason(proc, end, result, timeout)
         record = OpAutotune(op=op)
         if not reason and files.process_configs(proc.index).is_file():
             try:
@@ -243,7 +249,7 @@ def _summarise(op: str, devices: Sequence[str], procs: Sequence[_SweepProcess], 
             except ValueError as exc:
                 reason = f"shard {proc.index} on device {proc.device}: its configs cannot be read ({exc})"
         failed = failed or reason
-        compile_ms = result.get("compile_ms") if isinstance(result, Mapping) else None
+        compile_ms = result.compile_ms if result is not None else None
         outcomes.append(ProcessOutcome(proc.index, proc.device, proc.cases, ok=not reason, reason=reason,
                                      configs=len(record.configs), elapsed_s=round(elapsed, 3),
                                      compile_s=compile_ms / 1e3 if isinstance(compile_ms, int | float) else None))

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import json
 import threading
 from pathlib import Path
 
@@ -10,6 +11,7 @@ import pytest
 from harness.autotune.store import OpAutotune, TunedConfig
 from harness.autotune.sweep import SweepFiles, merge_processes, open_shares, split_cases
 from harness.backends import get_backend
+from harness.contract import SweepResult
 from harness.errors import UsageError
 from harness.run.context import DeviceLocks
 from harness.run.decide import AttemptExit
@@ -67,11 +69,18 @@ def test_a_shard_runs_without_timing_records_or_ir_but_always_records_configs() 
                           "harness.child.plugins.tune"]
 
 
+def test_a_sweep_result_reads_back_as_written_and_a_damaged_one_is_none() -> None:
+    full = SweepResult({"n=100": "ok", "n=300": "error: RuntimeError"}, compile_ms=12.5, calls=9, share=(1, 3))
+    assert SweepResult.from_json(json.loads(json.dumps(full.to_json()))) == full
+    assert SweepResult.from_json({"cases": {"a": "ok"}, "compile_ms": None}) == SweepResult({"a": "ok"})
+    assert SweepResult.from_json(["not", "a", "result"]) is None
+
+
 def test_why_a_shard_failed() -> None:
     shard = _SweepProcess(1, "3", ("a", "b"))
-    assert _process_reason(shard, AttemptExit(0, pytest_exit=0), {"cases": {"a": "ok", "b": "skip: x"}}, 60) == ""
+    assert _process_reason(shard, AttemptExit(0, pytest_exit=0), SweepResult({"a": "ok", "b": "skip: x"}), 60) == ""
     reason = _process_reason(shard, AttemptExit(1, pytest_exit=1),
-                           {"cases": {"a": "error: RuntimeError: boom", "b": "error: x"}}, 60)
+                             SweepResult({"a": "error: RuntimeError: boom", "b": "error: x"}), 60)
     assert reason == "shard 1 on device 3: a: RuntimeError: boom (and 1 more)"
     assert "killed by SIGKILL" in _process_reason(shard, AttemptExit(-9), None, 60)
     assert "--op-timeout 60s" in _process_reason(shard, AttemptExit(-15, timed_out=True), None, 60)

@@ -53,7 +53,7 @@ from harness.child.plugins.timing import timers_for
 from harness.child.result_table import folded_str
 from harness.child.suite_tune import TuneSeam
 from harness.child.timing.base import device_api
-from harness.contract import SUITE_SPEC_OPTION, ChildSpec, SuiteFacts, op_file_stem
+from harness.contract import SUITE_SPEC_OPTION, ChildSpec, SuiteFacts, SweepResult, op_file_stem
 from harness.results.store import write_json
 
 _PLUGIN_KEY = pytest.StashKey["SuitePlugin"]()
@@ -360,8 +360,8 @@ class SuitePlugin:
             compile_ms = summary["compile_ms"] if summary else None
         assert self.spec.sweep is not None
         write_json(Path(self.spec.sweep.result),
-                   {"cases": self.seam.outcomes, "compile_ms": compile_ms, "calls": self.seam.calls,
-                    "share": {"index": self.seam.index, "count": self.seam.count}})
+                   SweepResult(cases=self.seam.outcomes, compile_ms=compile_ms, calls=self.seam.calls,
+                               share=(self.seam.index, self.seam.count)).to_json())
 
 
 def _device(spec: ChildSpec) -> tuple[str, dict[str, Any]]:

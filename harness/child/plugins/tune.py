@@ -13,7 +13,7 @@ from typing import Any
 import pytest
 
 from harness.child.plugins.session import SESSION_KEY
-from harness.contract import Case
+from harness.contract import Case, SweepResult
 from harness.ir.capture import IrCapture
 from harness.results.store import write_json
 
@@ -62,5 +62,5 @@ def pytest_sessionfinish(session: pytest.Session) -> None:
         summary = capture.end_case(None)
         capture.uninstall()
         compile_ms = summary["compile_ms"] if summary else None
-    write_json(Path(harness.spec.sweep.result),
-               {"cases": session.config.stash[OUTCOMES_KEY], "compile_ms": compile_ms})
+    outcomes: dict[str, str] = session.config.stash[OUTCOMES_KEY]
+    write_json(Path(harness.spec.sweep.result), SweepResult(cases=outcomes, compile_ms=compile_ms).to_json())
