@@ -44,7 +44,8 @@ def run_key(run_args: Sequence[str]) -> str:
     values = cli_values(parse_run_args(run_args))
     for name in ("ops", "devices", "out", "run_id", "progress", "reports_dir"):
         values.pop(name, None)
-    return json.dumps(values, sort_keys=True, default=str)
+    # Only the options given: a harness that learns a new option keeps the keys of the runs it has.
+    return json.dumps({k: v for k, v in values.items() if v is not None}, sort_keys=True, default=str)
 
 
 class AbStepRunner:
@@ -62,8 +63,9 @@ class AbStepRunner:
         self.key = run_key(self.run_args)
         self._lock = threading.Lock()
 
-    def _folder(self, tested: Commit, repeats: int) -> Path:
-        digest = hashlib.sha256(f"{self.good.tree}\0{tested.tree}\0{self.key}\0{repeats}".encode()).hexdigest()
+    def _folder(self, tested: Commit, attempt: int, repeats: int) -> Path:
+        name = f"{self.good.tree}\0{tested.tree}\0{self.key}\0{attempt}\0{repeats}"
+        digest = hashlib.sha256(name.encode()).hexdigest()
         return self.cache / "runs" / digest[:20]
 
     def _cached(self, folder: Path) -> dict[str, Any] | None:
@@ -83,13 +85,14 @@ class AbStepRunner:
         with self._lock:  # one export per tree, even with several probes at once
             return str(self.repo.export(commit.sha, self.source_path, self.cache / "src") / self.source_path)
 
-    def run(self, tested: Commit, repeats: int, device: str | None, threshold: float) -> StepRun:
-        folder = self._folder(tested, repeats)
+    def run(self, tested: Commit, attempt: int, repeats: int, device: str | None, threshold: float,
+            earlier: Sequence[str] = ()) -> StepRun:
+        folder = self._folder(tested, attempt, repeats)
         entry = self._cached(folder)
         cached = entry is not None
         if entry is None:
             entry = self._measure(tested, repeats, device, folder)
-        rows = self._judge(folder, threshold)
+        rows = self._judge([*(Path(e) for e in earlier), folder], threshold)
         return StepRun(rows=rows, runs=int(entry["runs"]), seconds=float(entry["seconds"]), cached=cached,
                        where=str(folder))
 
@@ -111,13 +114,25 @@ class AbStepRunner:
         write_json(folder / ENTRY, entry)
         return entry
 
-    def _judge(self, folder: Path, threshold: float) -> tuple[RowResult, ...]:
+    def _judge(self, folders: Sequence[Path], threshold: float) -> tuple[RowResult, ...]:
+        """The rows of the last try, pooled with the earlier tries' runs (each side's repeats)."""
         from harness.compare.compare import compare_runs
+        from harness.compare.gate import pool_side
         from harness.compare.spread import load_spread
         from harness.compare.stats import Criteria
         from harness.results.runinfo import ENVIRONMENT_FIELDS
 
-        comparison = compare_runs(folder / "a", folder / "b", Criteria(threshold=threshold, alpha=self.alpha),
+        last = folders[-1]
+        sides = {"a": last / "a", "b": last / "b"}
+        if len(folders) > 1:
+            pooled = last / "pooled"
+            shutil.rmtree(pooled, ignore_errors=True)
+            pooled.mkdir()
+            for side in sides:
+                runs = sorted(p for f in folders for p in (f / "repeats").glob(f"{side}-*") if p.is_dir())
+                sides[side] = pool_side(runs, pooled / side, f"bisect-{side}", f"{len(folders)} tries pooled",
+                                        {"ab_side": side})
+        comparison = compare_runs(sides["a"], sides["b"], Criteria(threshold=threshold, alpha=self.alpha),
                                   allow_cpu=self.allow_cpu, spread=load_spread(self.spread_file),
                                   deliberate=tuple(ENVIRONMENT_FIELDS))
         rows = []

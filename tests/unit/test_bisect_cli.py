@@ -141,3 +141,34 @@ def test_the_outputs_name_the_culprit_with_its_link_and_every_commit_tested() ->
     assert f"[{commits[11].sha[:12]}](https://github.com/a/b/commit/{commits[11].sha})" in md
     assert md.count("\n| ") == len(result.steps) + 1  # the header and one row per commit tested
     json.dumps(data, allow_nan=False)
+
+
+def test_cached_runs_serve_any_op_they_measured_whatever_the_device() -> None:
+    from harness.bisect.runner import ops_of, run_key
+
+    assert ops_of(["--ops", "softmax", "add"]) == ("add", "softmax")
+    assert ops_of(["--level", "core"]) is None
+    # The key leaves out the ops and the device: a second op over the same range finds the runs.
+    assert run_key(["--ops", "add", "--devices", "0", "--level", "core"]) == run_key(["--level", "core", "--ops", "mm"])
+    assert run_key(["--level", "core"]) != run_key(["--level", "smoke"])
+
+
+def test_a_step_folder_is_reused_only_for_ops_it_measured(repo: tuple[Path, dict[str, str]], tmp_path: Path) -> None:
+    from harness.bisect.runner import ENTRY, AbStepRunner
+
+    path, shas = repo
+    good = Commit(shas["good"], "good", "tree-good")
+
+    def cached(run_ops: list[str], measured: list[str] | None) -> bool:
+        runner = AbStepRunner(Repo(path), good, "src", ["--backend", "cpu", "--ops", *run_ops], tmp_path, {})
+        folder = tmp_path / "step"
+        folder.mkdir(exist_ok=True)
+        (folder / ENTRY).write_text(json.dumps({"ops": measured, "runs": 4, "seconds": 1.0}))
+        return runner._cached(folder) is not None
+
+    assert cached(["add"], ["add", "mm"])
+    assert not cached(["add", "softmax"], ["add", "mm"])
+    assert cached(["softmax"], None)  # runs of every op the arguments select
+    (tmp_path / "step" / ENTRY).unlink()
+    runner = AbStepRunner(Repo(path), good, "src", ["--ops", "add"], tmp_path, {})
+    assert runner._cached(tmp_path / "step") is None  # an interrupted step: no entry
