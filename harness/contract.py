@@ -32,6 +32,7 @@ __all__ = [
     "CANCELLED_EXIT",
     "CASES_FILE",
     "CHILD_MODULE",
+    "CHILD_PLUGINS",
     "CHILD_SPEC_VERSION",
     "EXIT_ENVIRONMENT",
     "EXIT_FAILED",
@@ -59,6 +60,7 @@ __all__ = [
     "SuiteFacts",
     "SweepResult",
     "SweepTask",
+    "child_plugin",
     "op_file_stem",
 ]
 
@@ -97,6 +99,13 @@ SWEEP_INDEX_ENV = "HARNESS_SWEEP_SHARD"
 
 # -- how the parent starts an op process ------------------------------------------------------
 CHILD_MODULE = "harness.child"  # ``python -m harness.child``: harness.child.process
+CHILD_PLUGINS = "harness.child.plugins"  # the package of the op process's pytest plugins
+
+
+def child_plugin(name: str) -> str:
+    """The module of the op process's pytest plugin ``name`` (the parent puts it after ``-p``)."""
+    return f"{CHILD_PLUGINS}.{name}"
+
 _CHILD_DIR = Path(__file__).resolve().parent / "child"
 CASES_FILE = _CHILD_DIR / "test_cases.py"  # the harness's own cases: one test, parametrised by case
 TUNE_FILE = _CHILD_DIR / "tune_cases.py"  # a sweep process of the harness's own cases

@@ -18,6 +18,7 @@ from collections.abc import Sequence
 from dataclasses import dataclass
 
 from harness.backends.base import Backend
+from harness.contract import child_plugin
 from harness.errors import UsageError
 
 __all__ = [
@@ -49,16 +50,16 @@ class OptionalPlugin:
 OPTIONAL_PLUGINS: dict[str, OptionalPlugin] = {
     p.name: p
     for p in (
-        OptionalPlugin("autotune", "harness.child.plugins.autotune", ("cases",),
+        OptionalPlugin("autotune", child_plugin("autotune"), ("cases",),
                        "records the configs Triton's and FlagGems' autotuners chose; seeds them on replay"),
-        OptionalPlugin("ir", "harness.child.plugins.ir", ("cases",),
+        OptionalPlugin("ir", child_plugin("ir"), ("cases",),
                        "keeps each compiled kernel's IR and metadata under ir/<op>/<case>/ and its compile time"),
-        OptionalPlugin("wall", "harness.child.plugins.wall", ("cases",),
+        OptionalPlugin("wall", child_plugin("wall"), ("cases",),
                        "also times each call as a user makes it (host dispatch and launch included)"),
-        OptionalPlugin("skipguards", "harness.child.plugins.skipguards", ("suite",),
+        OptionalPlugin("skipguards", child_plugin("skipguards"), ("suite",),
                        "drops FlagGems' torch.cuda.is_available() skip guards that are stale on this device"),
         # FlagGems' process is the harness's op process (--provider flaggems) or its own pytest (--suite).
-        OptionalPlugin("mm_cluster", "harness.child.plugins.mm_cluster", ("cases", "suite"),
+        OptionalPlugin("mm_cluster", child_plugin("mm_cluster"), ("cases", "suite"),
                        "keeps FlagGems' mm and mm_out off their Hopper cluster path (cluster_remote_mm) where it "
                        "is live, and says in the op's log what it found", needs="hopper_cluster_mm"),
     )
@@ -191,17 +192,17 @@ def plan_plugins(
     caps = backend.capabilities
     timer = resolve_timer(backend, requested_timer)
     states = _toggled(toggles)
-    modules = ["harness.child.plugins.session", "harness.child.plugins.cases", "harness.child.plugins.seeding"]
+    modules = [child_plugin("session"), child_plugin("cases"), child_plugin("seeding")]
     reasons = [
         "session: loads the child spec and the op",
         "cases: one pytest item per (op, provider, dtype, shape)",
         "seeding: a deterministic seed per case",
     ]
     if caps.triton_interpreter:
-        modules.append("harness.child.plugins.interpreter")
+        modules.append(child_plugin("interpreter"))
         reasons.append("interpreter: no accelerator; Triton kernels run in the Triton interpreter")
     if caps.accelerator:
-        modules.append("harness.child.plugins.device")
+        modules.append(child_plugin("device"))
         reasons.append(f"device: pins torch to the {backend.torch_namespace} device, probes identity and clocks")
     defaults = _defaults(backend, timer, ir)
     suite_modules: list[str] = []
@@ -232,12 +233,12 @@ def plan_plugins(
     optional("autotune")
     optional("ir")
     fallback = " (falls back to direct per row when a capture is refused)" if timer == "graph" else ""
-    modules.append("harness.child.plugins.timing")
+    modules.append(child_plugin("timing"))
     reasons.append(f"timing: timer={timer}{fallback}")
     optional("wall")
-    modules.append("harness.child.plugins.progress")
+    modules.append(child_plugin("progress"))
     reasons.append("progress: which case the op is on, for the live display and the CI heartbeat")
-    modules.append("harness.child.plugins.records")
+    modules.append(child_plugin("records"))
     reasons.append("records: one Measurement per case, appended to records.jsonl as it completes")
     for module in extra:
         modules.append(module)

@@ -41,12 +41,14 @@ from harness.autotune.sweep import (
 from harness.backends import enumerate_devices
 from harness.backends.base import Backend
 from harness.contract import (
+    CHILD_PLUGINS,
     PYTEST_OFF,
     SPEC_OPTION,
     SWEEP_INDEX_ENV,
     TUNE_FILE,
     SweepResult,
     SweepTask,
+    child_plugin,
 )
 from harness.errors import UsageError
 from harness.results.store import read_json, write_json
@@ -95,11 +97,11 @@ def resolve_sweep_devices(value: str, backend: Backend, run_devices: Sequence[st
 def sweep_plugins(modules: Sequence[str]) -> list[str]:
     """A sweep process's pytest plugins: the run's, less timing, wall, IR and records, plus tune."""
     dropped = ("timing", "wall", "ir", "records")
-    kept = [m for m in modules if m.rsplit(".", 1)[-1] not in dropped or not m.startswith("harness.child.plugins.")]
-    if "harness.child.plugins.autotune" not in kept:  # a sweep records configs, whatever the toggles say
-        kept.append("harness.child.plugins.autotune")
+    kept = [m for m in modules if m.rsplit(".", 1)[-1] not in dropped or not m.startswith(CHILD_PLUGINS + ".")]
+    if child_plugin("autotune") not in kept:  # a sweep records configs, whatever the toggles say
+        kept.append(child_plugin("autotune"))
     args: list[str] = []
-    for module in [*kept, "harness.child.plugins.tune"]:
+    for module in [*kept, child_plugin("tune")]:
         args += ["-p", module]
     return args
 

@@ -27,7 +27,7 @@ from typing import Any
 
 from harness.autotune.sweep import SweepFiles
 from harness.backends.base import Backend, capture_denied
-from harness.contract import PYTEST_OFF, SUITE_SPEC_OPTION, SuiteFacts, op_file_stem
+from harness.contract import PYTEST_OFF, SUITE_SPEC_OPTION, SuiteFacts, child_plugin, op_file_stem
 from harness.errors import EnvironmentProblem, UsageError
 from harness.options import RunOptions
 from harness.results.runinfo import RunInfo
@@ -192,7 +192,7 @@ def suite_plugins(backend: Backend, options: RunOptions) -> PluginPlan:
     features = suite_features(backend, options)
     inside = [f"{name}: {'on' if features[name] else 'off'}, inside the suite plugin" for name in SUITE_FEATURES]
     return PluginPlan(
-        modules=("harness.child.plugins.suite", *options.extra_plugins), timer=planned.timer,
+        modules=(child_plugin("suite"), *options.extra_plugins), timer=planned.timer,
         reasons=(f"suite: FlagGems' pytest nodes; Benchmark.get_latency answered by the harness ({planned.timer} "
                  f"timer, outputs checked against torch's, records written by the op process; {'; '.join(inside)})",
                  *(f"{module}: --extra-plugin" for module in options.extra_plugins)),
@@ -313,7 +313,7 @@ def suite_command(tree: SuiteTree, op: SuiteOp, level: str, shape_file: Path, sp
     benchmark's dtypes itself)."""
     mark = ["-m", op.mark] if op.mark else []
     return [*(str(tree.suite_dir / f) for f in op.files), *mark, "--level", level, "--shape_file", str(shape_file),
-            "-p", "harness.child.plugins.suite", SUITE_SPEC_OPTION, str(spec_path), *compat,
+            "-p", child_plugin("suite"), SUITE_SPEC_OPTION, str(spec_path), *compat,
             "-c", os.devnull, "--rootdir", str(tree.root), *PYTEST_OFF,
             "-q", "-rN", "-s", "-W", "ignore::pytest.PytestUnknownMarkWarning"]
 
