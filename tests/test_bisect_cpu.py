@@ -57,9 +57,9 @@ def test_bisect_names_the_commit_that_made_the_op_slow_then_resumes_and_reuses_i
 
     # A noisy step's tries are judged on their runs pooled: the check's 2 runs a side and the
     # culprit's 1, pooled by the step runner, make one row of 3 runs a side.
-    check_where = Path(check["attempts"][0]["where"])
+    check_where = Path(check["tries"][0]["where"])
     culprit_step = next(t for t in data["tested"] if t["sha"] == shas["sleeps"])
-    culprit_where = Path(culprit_step["attempts"][0]["where"])
+    culprit_where = Path(culprit_step["tries"][0]["where"])
     runner = AbStepRunner(Repo(repo), Commit(shas["good"], "good", ""), "src", RUN_ARGS, tmp_path / "cache", {},
                           allow_cpu=True)
     rows = runner._judge([check_where, culprit_where], 0.5)

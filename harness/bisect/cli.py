@@ -186,7 +186,7 @@ def run(ns: argparse.Namespace, environ: Mapping[str, str]) -> int:
     runner = AbStepRunner(repo, Commit(good, "good", good_tree), source_path, run_args, cache, environ,
                           allow_cpu=ns.allow_cpu, alpha=ns.alpha, spread_file=spread_file)
     out.mkdir(parents=True, exist_ok=True)
-    settings = Settings(metric=ns.metric, threshold=threshold, repeats=ns.repeats, max_attempts=ns.max_tries,
+    settings = Settings(metric=ns.metric, threshold=threshold, repeats=ns.repeats, max_tries=ns.max_tries,
                         devices=devices)
     bad_commit = Commit(bad, repo.subject(bad), repo.trees([bad], source_path)[bad])
     if state is not None:

@@ -35,7 +35,7 @@ __all__ = [
     "midpoint_threshold",
     "next_probes",
     "outcome",
-    "repeats_for_attempt",
+    "repeats_for_try",
 ]
 
 GOOD, BAD, SKIP, NOISY = "good", "bad", "skip", "noisy"
@@ -197,10 +197,11 @@ def midpoint_threshold(ratio: float, floor: float = 0.005, ceiling: float = 9.0)
     return min(ceiling, max(floor, math.expm1(abs(math.log(ratio)) / 2.0)))
 
 
-def repeats_for_attempt(repeats: int, attempt: int) -> int:
-    """Runs a side at the ``attempt``-th try of one commit (1-based): a noisy step is run again
-    with twice the runs."""
-    return repeats * 2 ** (attempt - 1)
+def repeats_for_try(repeats: int, try_number: int) -> int:
+    """New runs a side at the ``try_number``-th try of one commit (1-based). A try is judged on its
+    runs pooled with the earlier tries' (the cache keeps them), so each try doubles the runs a
+    side judged: ``repeats``, then 2, 4, 8 times as many."""
+    return repeats if try_number == 1 else repeats * 2 ** (try_number - 2)
 
 
 def bounds(commits: Sequence[str], marks: Mapping[str, str]) -> tuple[int, int]:

@@ -77,10 +77,10 @@ def _commit_cell(sha: str, subject: str, link: str) -> str:
 
 
 def _numbers(step: Mapping[str, Any]) -> str:
-    attempts = step.get("attempts") or []
-    if not attempts:
+    tries = step.get("tries") or []
+    if not tries:
         return ""
-    rows = attempts[-1].get("rows") or []
+    rows = tries[-1].get("rows") or []
     parts = []
     for row in rows[:4]:
         ratio = row.get("ratio")
@@ -114,10 +114,10 @@ def render_markdown(data: Mapping[str, Any]) -> str:
     lines += ["## Commits tested", "", "| # | commit | mark | numbers | runs | minutes | why |",
               "|---|---|---|---|---|---|---|"]
     for i, step in enumerate(data["tested"], 1):
-        attempts = step.get("attempts") or []
-        runs = sum(int(a["runs"]) for a in attempts)
-        minutes = sum(float(a["seconds"]) for a in attempts) / 60.0  # as measured, also for cached runs
-        cached = " (cache)" if attempts and all(a["cached"] for a in attempts) else ""
+        tries = step.get("tries") or []
+        runs = sum(int(a["runs"]) for a in tries)
+        minutes = sum(float(a["seconds"]) for a in tries) / 60.0  # as measured, also for cached runs
+        cached = " (cache)" if tries and all(a["cached"] for a in tries) else ""
         name = "check: " if step.get("check") else ""
         lines.append(f"| {i} | {name}{_commit_cell(step['sha'], step['subject'], step['link'])} | {step['mark']} | "
                      f"{_numbers(step)} | {runs}{cached} | {minutes:.1f} | "

@@ -63,8 +63,8 @@ class AbStepRunner:
         self.key = run_key(self.run_args)
         self._lock = threading.Lock()
 
-    def _folder(self, tested: Commit, attempt: int, repeats: int) -> Path:
-        name = f"{self.good.tree}\0{tested.tree}\0{self.key}\0{attempt}\0{repeats}"
+    def _folder(self, tested: Commit, try_number: int, repeats: int) -> Path:
+        name = f"{self.good.tree}\0{tested.tree}\0{self.key}\0{try_number}\0{repeats}"
         digest = hashlib.sha256(name.encode()).hexdigest()
         return self.cache / "runs" / digest[:20]
 
@@ -85,9 +85,9 @@ class AbStepRunner:
         with self._lock:  # one export per tree, even with several probes at once
             return str(self.repo.export(commit.sha, self.source_path, self.cache / "src") / self.source_path)
 
-    def run(self, tested: Commit, attempt: int, repeats: int, device: str | None, threshold: float,
+    def run(self, tested: Commit, try_number: int, repeats: int, device: str | None, threshold: float,
             earlier: Sequence[str] = ()) -> StepRun:
-        folder = self._folder(tested, attempt, repeats)
+        folder = self._folder(tested, try_number, repeats)
         entry = self._cached(folder)
         cached = entry is not None
         if entry is None:

@@ -28,7 +28,7 @@ from harness.bisect.plan import (
     midpoint_threshold,
     next_probes,
     outcome,
-    repeats_for_attempt,
+    repeats_for_try,
 )
 
 __all__ = ["STATE_VERSION", "BisectResult", "Commit", "Settings", "StepRun", "StepRunner", "bisect", "check_state"]
@@ -37,6 +37,9 @@ STATE_VERSION = 1
 # The threshold the opening check is judged with when --threshold is not given: the smallest
 # change a bisection looks for.
 CHECK_THRESHOLD = 0.02
+# The check runs this many times the runs a side of a step: the change it measures places the
+# threshold every step is judged against (half of it), so its error weighs on every step.
+CHECK_FACTOR = 2
 
 
 @dataclass(frozen=True)
@@ -58,9 +61,11 @@ class StepRun:
 
 
 class StepRunner(Protocol):
-    def run(self, tested: Commit, repeats: int, device: str | None, threshold: float) -> StepRun:
+    def run(self, tested: Commit, try_number: int, repeats: int, device: str | None, threshold: float,
+            earlier: Sequence[str] = ()) -> StepRun:
         """Run ``tested`` against the good commit interleaved, ``repeats`` runs a side, on
-        ``device`` (None: the run arguments' own), and judge each row with ``threshold``."""
+        ``device`` (None: the run arguments' own), as its ``try_number``-th try; judge each row with
+        ``threshold`` on these runs pooled with those of the ``earlier`` tries (their ``where``)."""
 
 
 @dataclass(frozen=True)
@@ -68,7 +73,7 @@ class Settings:
     metric: str = "speed"
     threshold: float | None = None  # a fraction; None: half the change the check saw
     repeats: int = 2  # runs a side at a commit's first try
-    max_attempts: int = 4  # tries of a noisy commit before it is skipped
+    max_tries: int = 5  # tries of a noisy commit before it is skipped
     devices: tuple[str | None, ...] = (None,)  # one probe per device in each round
 
 
@@ -86,8 +91,8 @@ class BisectResult:
     marks: dict[str, str] = field(default_factory=dict)
 
 
-def _attempt(run: StepRun, repeats: int) -> dict[str, Any]:
-    return {"repeats": repeats, "runs": run.runs, "seconds": round(run.seconds, 3), "cached": run.cached,
+def _try_row(run: StepRun, repeats: int, pooled: int) -> dict[str, Any]:
+    return {"repeats": repeats, "pooled_repeats": pooled, "runs": run.runs, "seconds": round(run.seconds, 3), "cached": run.cached,
             "where": run.where, "rows": [r.to_json() for r in run.rows]}
 
 
@@ -95,22 +100,23 @@ def _test(commit: Commit, runner: StepRunner, settings: Settings, check: Check, 
           device: str | None) -> dict[str, Any]:
     """Every try of one commit until it is judged good or bad, or skipped."""
     started = time.time()
-    attempts: list[dict[str, Any]] = []
+    tries: list[dict[str, Any]] = []
     judgement = None
-    for attempt in range(1, settings.max_attempts + 1):
-        repeats = repeats_for_attempt(settings.repeats, attempt)
-        run = runner.run(commit, repeats, device, threshold)
-        attempts.append(_attempt(run, repeats))
+    for try_number in range(1, settings.max_tries + 1):
+        repeats = repeats_for_try(settings.repeats, try_number)
+        pooled = repeats + sum(int(a["repeats"]) for a in tries)
+        run = runner.run(commit, try_number, repeats, device, threshold, [str(a["where"]) for a in tries])
+        tries.append(_try_row(run, repeats, pooled))
         judgement = judge_step(run.rows, settings.metric, check, threshold)
         if judgement.mark != NOISY:
             break
     assert judgement is not None
     mark, reason = judgement.mark, judgement.reason
     if mark == NOISY:
-        mark, reason = SKIP, f"still noisy after {len(attempts)} tries: {reason}"
+        mark, reason = SKIP, f"still noisy after {len(tries)} tries: {reason}"
     return {"sha": commit.sha, "subject": commit.subject, "tree": commit.tree, "mark": mark, "reason": reason,
             "device": device, "started_at": started, "seconds": round(time.time() - started, 3),
-            "attempts": attempts}
+            "tries": tries}
 
 
 def _check(bad: Commit, runner: StepRunner, settings: Settings,
@@ -119,19 +125,20 @@ def _check(bad: Commit, runner: StepRunner, settings: Settings,
     change and some row is noisy."""
     threshold = settings.threshold or CHECK_THRESHOLD
     started = time.time()
-    attempts: list[dict[str, Any]] = []
+    tries: list[dict[str, Any]] = []
     found = Check(False, "", (), None, "not run")
-    for attempt in range(1, settings.max_attempts + 1):
-        repeats = repeats_for_attempt(settings.repeats, attempt)
-        say(f"bisect: check: {bad.sha[:12]} (bad) against good, {repeats} run(s) a side")
-        run = runner.run(bad, repeats, settings.devices[0], threshold)
-        attempts.append(_attempt(run, repeats))
+    for try_number in range(1, settings.max_tries + 1):
+        repeats = repeats_for_try(CHECK_FACTOR * settings.repeats, try_number)
+        pooled = repeats + sum(int(a["repeats"]) for a in tries)
+        say(f"bisect: check: {bad.sha[:12]} (bad) against good, {pooled} run(s) a side")
+        run = runner.run(bad, try_number, repeats, settings.devices[0], threshold, [str(a["where"]) for a in tries])
+        tries.append(_try_row(run, repeats, pooled))
         found = judge_check(run.rows, settings.metric)
         if found.changed or not any(r.verdict in ("noisy", "drift") for r in run.rows):
             break
     step = {"sha": bad.sha, "subject": bad.subject, "tree": bad.tree, "check": True,
             "mark": BAD if found.changed else "unchanged", "reason": found.reason, "device": settings.devices[0],
-            "started_at": started, "seconds": round(time.time() - started, 3), "attempts": attempts}
+            "started_at": started, "seconds": round(time.time() - started, 3), "tries": tries}
     return step, found
 
 
@@ -204,11 +211,11 @@ def bisect(
                 say(f"bisect:   {step['sha'][:12]} {step['mark']}: {step['reason'][:160]}")
             current["steps"] = steps
             save(dict(current))
-    attempts = [a for s in steps for a in s["attempts"]]
+    tries = [a for s in steps for a in s["tries"]]
     return BisectResult(
         commits=tuple(commits), check=check, threshold=threshold, steps=steps,
         outcome=outcome(shas, marks) if check.changed else None, rounds=int(current["rounds"]),
-        runs=sum(int(a["runs"]) for a in attempts if not a["cached"]),
-        seconds=sum(float(a["seconds"]) for a in attempts if not a["cached"]),
-        cached_runs=sum(int(a["runs"]) for a in attempts if a["cached"]), marks=marks,
+        runs=sum(int(a["runs"]) for a in tries if not a["cached"]),
+        seconds=sum(float(a["seconds"]) for a in tries if not a["cached"]),
+        cached_runs=sum(int(a["runs"]) for a in tries if a["cached"]), marks=marks,
     )

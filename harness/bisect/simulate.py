@@ -49,8 +49,9 @@ class SimulatedRange:
     base_ms: float = 0.1
     alpha: float = 0.05
     seed: int = 0
-    runs_made: list[tuple[int, int]] = field(default_factory=list)  # (commit index, repeats) per step
+    runs_made: list[tuple[int, int]] = field(default_factory=list)  # (commit index, repeats) per try
     _lock: threading.Lock = field(default_factory=threading.Lock)
+    _kept: dict[str, tuple[list[np.ndarray], list[np.ndarray]]] = field(default_factory=dict)
 
     def _index(self, tested: Commit) -> int:
         """The commit's index; the bad ref itself (not in the range) has the last commit's source."""
@@ -62,22 +63,30 @@ class SimulatedRange:
         return [level * np.exp(rng.normal(0.0, sigma) + rng.normal(0.0, self.sample_sigma, self.samples))
                 for _ in range(repeats)]
 
-    def run(self, tested: Commit, repeats: int, device: str | None, threshold: float) -> StepRun:
+    def run(self, tested: Commit, try_number: int, repeats: int, device: str | None, threshold: float,
+            earlier: Sequence[str] = ()) -> StepRun:
         index = self._index(tested)
         with self._lock:
             self.runs_made.append((index, repeats))
-            rng = np.random.default_rng([self.seed, len(self.runs_made)])
+            where = f"try-{len(self.runs_made)}"
+        # Seeded by what is run, not by the order: probes run in threads at once.
+        rng = np.random.default_rng([self.seed, index, try_number, int(tested.sha == self.commits[index].sha)])
         if index in self.broken:
             row = RowResult(case_id=CASE, verdict="failing", head_status="absent", head_op_status="ERROR",
                             reason="passed in base; in head no record: op ERROR (ImportError)")
-            return StepRun(rows=(row,), runs=2 * repeats, seconds=0.0)
+            return StepRun(rows=(row,), runs=2 * repeats, seconds=0.0, where=where)
         sigma = self.run_sigma * (self.noisy_factor if index in self.noisy else 1.0)
         base = self._side(rng, None, repeats, self.run_sigma)
         head = self._side(rng, index, repeats, sigma)
+        with self._lock:
+            self._kept[where] = (base, head)
+            for name in earlier:
+                base = [*self._kept[name][0], *base]
+                head = [*self._kept[name][1], *head]
         criteria = Criteria(threshold=threshold, alpha=self.alpha, resamples=200)
         known = self.run_sigma if self.known_spread is None else self.known_spread
         stats = row_stats(base, head, known, criteria, seed=index)
         verdict, reason = decide(stats, stats.p, criteria)
         row = RowResult(case_id=CASE, verdict=verdict, reason=reason, ratio=stats.ratio, ci_low=stats.ci_low,
                         ci_high=stats.ci_high, head_status="pass", head_op_status="PASS")
-        return StepRun(rows=(row,), runs=2 * repeats, seconds=0.0)
+        return StepRun(rows=(row,), runs=2 * repeats, seconds=0.0, where=where)

@@ -22,7 +22,7 @@ from harness.bisect.plan import (
     midpoint_threshold,
     next_probes,
     outcome,
-    repeats_for_attempt,
+    repeats_for_try,
 )
 from harness.bisect.session import Commit, Settings, bisect, check_state
 from harness.bisect.simulate import CASE, SimulatedRange, commits_of
@@ -74,7 +74,8 @@ def test_the_default_threshold_is_half_the_change_in_log_time() -> None:
     assert midpoint_threshold(1 / 1.21) == pytest.approx(0.1)
     assert midpoint_threshold(1.0001) == 0.005
     assert midpoint_threshold(900.0) == 9.0
-    assert [repeats_for_attempt(2, a) for a in (1, 2, 3)] == [2, 4, 8]
+    # A try adds as many runs as were judged before it: 2, then 2 more (4 pooled), 4 more (8), ...
+    assert [repeats_for_try(2, a) for a in (1, 2, 3, 4)] == [2, 2, 4, 8]
 
 
 def test_a_speed_step_is_judged_by_which_side_of_the_threshold_its_interval_lies() -> None:
@@ -134,7 +135,7 @@ def _bisect(sim: SimulatedRange, settings: Settings | None = None, **kwargs: Any
 @pytest.mark.parametrize(("n", "culprit", "sigma"), [(40, 17, 0.002), (100, 0, 0.005), (64, 63, 0.01),
                                                      (9, 4, 0.02)])
 def test_the_injected_slowdown_is_named_within_log2_n_plus_2_rounds(n: int, culprit: int, sigma: float) -> None:
-    sim = SimulatedRange(commits_of(n), culprit, slowdown=0.05, run_sigma=sigma, seed=n)
+    sim = SimulatedRange(commits_of(n), culprit, slowdown=0.05, run_sigma=sigma, seed=n + 1)
     result = _bisect(sim)
     assert result.check.changed and result.check.direction == "regression"
     assert result.outcome.culprit == sim.commits[culprit].sha
@@ -153,7 +154,7 @@ def test_a_commit_that_cannot_run_is_skipped_and_the_range_left_is_reported() ->
     assert [c.sha for c in left] == [commits[12].sha, commits[13].sha]
     skipped = [s for s in result.steps if s["mark"] == SKIP]
     assert len(skipped) == 1 and "op ERROR" in skipped[0]["reason"]
-    assert len(skipped[0]["attempts"]) == 1  # a commit that cannot run is not run again
+    assert len(skipped[0]["tries"]) == 1  # a commit that cannot run is not run again
 
 
 def test_a_broken_commit_away_from_the_culprit_costs_a_step_not_the_answer() -> None:
@@ -164,16 +165,16 @@ def test_a_broken_commit_away_from_the_culprit_costs_a_step_not_the_answer() -> 
     assert [s["sha"] for s in result.steps if s["mark"] == SKIP] == [commits[15].sha]
 
 
-def test_a_noisy_commit_is_run_again_with_twice_the_runs() -> None:
+def test_a_noisy_commit_is_run_again_and_judged_on_twice_the_runs() -> None:
     commits = commits_of(31)
     # Commit 15 (the first probe) wanders 10x more than the others: 2 runs a side cannot place it.
-    sim = SimulatedRange(commits, 22, run_sigma=0.002, noisy={15}, noisy_factor=10.0, seed=7)
-    result = _bisect(sim, Settings(repeats=2, max_attempts=4))
+    sim = SimulatedRange(commits, 22, run_sigma=0.002, noisy={15}, noisy_factor=10.0, seed=9)
+    result = _bisect(sim, Settings(repeats=2, max_tries=4))
     first = next(s for s in result.steps if s["sha"] == commits[15].sha)
-    repeats = [a["repeats"] for a in first["attempts"]]
-    assert len(repeats) > 1 and repeats == [2 * 2 ** i for i in range(len(repeats))]
+    pooled = [a["pooled_repeats"] for a in first["tries"]]
+    assert len(pooled) > 1 and pooled == [2 * 2 ** i for i in range(len(pooled))]
     assert first["mark"] == GOOD
-    assert NOISY in judge_step([RowResult.from_json(r) for r in first["attempts"][0]["rows"]], "speed",
+    assert NOISY in judge_step([RowResult.from_json(r) for r in first["tries"][0]["rows"]], "speed",
                                result.check, result.threshold).mark
     assert result.outcome.culprit == commits[22].sha
 
@@ -181,7 +182,7 @@ def test_a_noisy_commit_is_run_again_with_twice_the_runs() -> None:
 def test_a_commit_still_noisy_after_the_tries_allowed_is_skipped() -> None:
     commits = commits_of(31)
     sim = SimulatedRange(commits, 22, run_sigma=0.002, noisy={15}, noisy_factor=40.0, seed=7)
-    result = _bisect(sim, Settings(repeats=2, max_attempts=2))
+    result = _bisect(sim, Settings(repeats=2, max_tries=2))
     step = next(s for s in result.steps if s["sha"] == commits[15].sha)
     assert step["mark"] == SKIP and step["reason"].startswith("still noisy after 2 tries")
     assert result.outcome.culprit == commits[22].sha
