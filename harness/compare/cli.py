@@ -535,6 +535,7 @@ def _history_site(store: HistoryStore, db: Path, ns: argparse.Namespace, stdout:
     out = Path(ns.out)
     if out.exists() and not out.is_dir():
         raise UsageError(f"--out {out} is a file; give a folder for the site.")
+    _checked_out(ns)  # before any page is rendered
     pages = render_history_site(store.export(), commit_url=ns.commit_url, title=ns.title)
     for name, text in pages.items():
         atomic_write_text(out / name, text)

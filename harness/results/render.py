@@ -269,11 +269,12 @@ def _causes_section(records: Sequence[Measurement], run_info: Mapping[str, Any])
     for r in records:
         by_op.setdefault(r.op, []).append(r)
     found: list[str] = []
-    for row in run_info.get("ops") or []:
+    rows = run_info.get("ops")
+    for row in rows if isinstance(rows, list) else []:  # a damaged run.json's ops are left out, not raised on
         if not isinstance(row, Mapping) or row.get("status") in (None, "PASS"):
             continue
         notes = row.get("notes", "")
-        notes = notes.split("; ") if isinstance(notes, str) else [str(n) for n in notes or ()]
+        notes = notes.split("; ") if isinstance(notes, str) else [str(n) for n in notes] if isinstance(notes, list) else []
         kind, evidence = str(row.get("cause") or ""), str(row.get("evidence") or "")
         if not kind:
             cause = op_cause(str(row["status"]), notes, by_op.get(str(row.get("op")), ()))

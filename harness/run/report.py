@@ -62,8 +62,8 @@ def load_run(run_dir: Path) -> RunView:
     """A run for a page joining runs: a records.jsonl with corrupt lines is refused (the page would
     not show them), naming each one."""
     files = RunFiles(run_dir)
+    info = read_run_info(files.run_info)  # a missing or damaged run.json is named before the records
     _require_records(run_dir, files)
-    info = read_run_info(files.run_info)
     found: RecordsFile = read_records_file(files.records)
     found.check()
     records = list(found.records)
@@ -78,13 +78,13 @@ def render_report(run_dir: Path, fmt: str = "md", warnings: TextIO | None = None
     if fmt not in FORMATS:
         raise UsageError(f"Unknown report format {fmt!r}. Formats: {', '.join(FORMATS)}.")
     files = RunFiles(run_dir)
-    _require_records(run_dir, files)
-    info = read_run_info(files.run_info)
-    found = read_records_file(files.records)
+    info = read_run_info(files.run_info)  # a missing or damaged run.json is named before the records
     ops = _ops(info, files)
+    outcomes = stored_outcomes(info, run_dir)
+    _require_records(run_dir, files)
+    found = read_records_file(files.records)
     for problem in found.problems:
         print(f"harness: warning: {files.records} {problem.describe()}", file=warnings or sys.stderr)
-    outcomes = stored_outcomes(info, run_dir)
     if fmt == "html":
         records = list(found.records)
         return html_report(info, records, unreached_cases(ops, records, {o.op: o for o in outcomes}))

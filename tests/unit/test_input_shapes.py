@@ -9,7 +9,7 @@ from harness.child.input_shapes import entry_for, input_plan, planned_inputs
 
 
 class Base:
-    DEFAULT_SHAPES = [(64, 64)]
+    DEFAULT_SHAPES: list[tuple[int, ...]] = [(64, 64)]
 
     def __init__(self, op_name: str) -> None:
         self.op_name = op_name

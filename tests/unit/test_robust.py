@@ -323,7 +323,7 @@ def test_op_rows_keep_numbers_as_numbers_and_read_older_rows() -> None:
     outcome = OpOutcome("add", "0", "PASS", 2, 1.234, 6, ("a", "b"), compile_s=0.5)
     data = outcome.to_json()
     assert data == {"op": "add", "device": "0", "status": "PASS", "attempts": 2, "elapsed_s": 1.23, "rows": 6,
-                    "notes": ["a", "b"], "compile_s": 0.5, "cause": "", "evidence": ""}
+                    "notes": ["a", "b"], "compile_s": 0.5, "cause": "", "evidence": "", "returncode": None}
     assert OpOutcome.from_json(data) == replace(outcome, elapsed_s=1.23)
     assert OpOutcome.from_json({**outcome.row(), "notes": "a; b"}) == replace(outcome, elapsed_s=1.23)  # strings
     assert OpOutcome.from_json({**data, "compile_s": None}).compile_s is None
