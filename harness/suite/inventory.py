@@ -131,6 +131,11 @@ class Inventory:
         more = f"; and {len(self.unreadable) - limit} more" if len(self.unreadable) > limit else ""
         return f"{len(self.unreadable)} file(s) of the tree could not be read ({shown}{more})"
 
+    def unreadable_warnings(self) -> tuple[str, ...]:
+        """One line per test file that could not be read: the file, the line and why."""
+        return tuple(f"--suite {self.tree.suite_dir}: {name} line {line}: {why}; pytest cannot collect it, "
+                     "so its benchmarks are left out" for name, line, why in self.unreadable)
+
 
 # -- reading expressions ----------------------------------------------------------------------
 

@@ -28,7 +28,7 @@ from typing import Any
 from harness.autotune.sweep import SweepFiles
 from harness.backends.base import Backend, capture_denied
 from harness.contract import PYTEST_OFF, SUITE_SPEC_OPTION, SuiteFacts, child_plugin, op_file_stem
-from harness.errors import EnvironmentProblem, UsageError
+from harness.errors import EnvironmentProblem, UsageError, printable
 from harness.options import RunOptions
 from harness.results.runinfo import RunInfo
 from harness.results.store import read_records
@@ -256,6 +256,11 @@ class SuiteSource:
         assert options.suite is not None
         tree = locate_suite(Path(options.suite))
         inventory = read_inventory(tree)
+        if not (options.ops or options.ops_file or options.nodes):
+            # the whole tree is the selection (--all, or none given yet): name what it cannot hold; a
+            # name that is not found says the same in its own one-line refusal (harness.suite.select)
+            for line in inventory.unreadable_warnings():
+                print(f"harness: warning: {printable(line)}", file=sys.stderr)
         level = _level(options.level)
         plugins = suite_plugins(backend, options)
         ops = _selected(inventory, options, all_ops)

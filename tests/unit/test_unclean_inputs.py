@@ -320,6 +320,30 @@ def test_benchmark_files_that_cannot_be_read_are_named_and_counted(
     assert len(err.strip().splitlines()) == 1
 
 
+@pytest.mark.parametrize("selection", [[], ["--all"]])
+def test_a_run_of_the_whole_tree_warns_of_each_file_it_cannot_read(
+        tmp_path: Path, monkeypatch: pytest.MonkeyPatch, selection: list[str]) -> None:
+    """No --ops: the tree is the selection, so each file left out is one warning line on stderr
+    (before the refusal of no selection, or of the stand-in flag_gems not being installed)."""
+    bench = _fake_tree(tmp_path)
+    (bench / "test_syntax_bad.py").write_text("import pytest\n\n\n@pytest.mark.abs\ndef test_abs(:\n    pass\n")
+    (bench / "test_latin1.py").write_bytes(b"import pytest\n# caf\xe9\n")
+    (bench / "test_odd\x1bname.py").write_bytes(b"\xff\n")
+    monkeypatch.chdir(tmp_path)
+    code, _, err = _call(["run", "--backend", "cpu", "--suite", str(bench), *selection])
+    assert code in (2, 3) and "Traceback" not in err, err
+    lines = err.strip().splitlines()
+    warned = [line for line in lines if line.startswith("harness: warning: ")]
+    left_out = "; pytest cannot collect it, so its benchmarks are left out"
+    assert warned[:2] == [
+        f"harness: warning: --suite {bench}: test_latin1.py line 2: not UTF-8 text (byte 20){left_out}",
+        f"harness: warning: --suite {bench}: test_odd\\x1bname.py line 1: not UTF-8 text (byte 1){left_out}",
+    ]
+    assert warned[2].startswith(f"harness: warning: --suite {bench}: test_syntax_bad.py line 5: does not parse (")
+    assert warned[2].endswith(left_out) and len(warned) == 3
+    assert lines[:3] == warned and len(lines) == 4 and lines[3].startswith("harness: error: ")
+
+
 # -- harness report on records that are not records --------------------------------------------
 
 
