@@ -204,7 +204,7 @@ for run in sorted(p for p in work.iterdir() if (p / "run.json").is_file()):
                 status_rows.append({"run": run.name, **line})
 dump("run_facts.json", facts)
 with open(out / "ops_status.csv", "w", newline="") as fh:
-    writer = csv.DictWriter(fh, fieldnames=columns)
+    writer = csv.DictWriter(fh, fieldnames=columns, lineterminator="\n")
     writer.writeheader()
     writer.writerows(status_rows)
 PY
