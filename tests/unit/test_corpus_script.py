@@ -1,9 +1,10 @@
-"""benchmarks/flaggems_corpus.py and the sample and projection it draws on (harness/suite/projection.py)."""
+"""benchmarks/flaggems_corpus.py and what it draws on: the sample and projection
+(harness/suite/projection.py), the cost timeline (harness/run/timeline.py) and the summary of a
+sample's runs (harness/suite/costing.py)."""
 
 from __future__ import annotations
 
 from pathlib import Path
-from typing import Any
 
 import pytest
 
@@ -59,78 +60,75 @@ def test_the_projection_interval_resamples_each_stratum_and_holds_the_projection
     assert alone["hours"]["1"][0] == alone["hours"]["1"][1]  # nothing to resample
 
 
-def test_an_op_counts_once_with_the_status_it_ended_with_and_remaining_lists_the_rest(
-        tmp_path: Path, monkeypatch: pytest.MonkeyPatch, capsys: pytest.CaptureFixture[str]) -> None:
-    import benchmarks.flaggems_corpus as corpus
+def test_an_op_counts_once_with_the_status_it_ended_with() -> None:
+    from harness.run.timeline import final_status
 
     rows = [{"op": "a", "status": "INTERRUPTED"}, {"op": "b", "status": "PASS"}, {"op": "c", "status": "PENDING"},
             {"op": "d", "status": "CRASH", "part": "1"}, {"op": "a", "status": "ERROR"}, {"op": "b", "status": "PENDING"},
             {"op": "d", "status": "PASS", "part": "2"}, {"op": "d", "status": "INTERRUPTED", "part": "3"},
             {"op": "e", "status": "INTERRUPTED", "part": "1"}, {"op": "e", "status": "PENDING", "part": "2"},
             {"op": "f", "status": "INTERRUPTED", "part": "1"}, {"op": "f", "status": "INTERRUPTED", "part": "2"}]
-    final = corpus.final_status(rows)
+    final = final_status(rows)
     assert {op: r["status"] for op, r in final.items()} == {"a": "ERROR", "b": "PASS", "c": "PENDING", "d": "PASS",
                                                            "e": "INTERRUPTED", "f": "INTERRUPTED"}
     assert final["e"]["part"] == "1" and final["f"]["part"] == "2"  # e: part 2 never reached it; f: started again
     assert final["d"]["part"] == "2"  # run again on purpose: the later end decides; a later cut does not
 
-    suite = write_fake_suite(tmp_path / "tree")
-    monkeypatch.setattr(corpus, "SUITE", suite.benchmark)
-    monkeypatch.setattr(corpus, "SAMPLE_SIZE", 8)
-    inventory = read_inventory(locate_suite(suite.benchmark))
-    sample = stratified_sample(all_ops(inventory), 8, inventory.base_classes)
-    call = tmp_path / "c1" / "sample-1"
-    call.mkdir(parents=True)
-    (call / "ops_status.csv").write_text("op,status,elapsed_s\n" + f"{sample[0].id},PASS,1\n{sample[1].id},INTERRUPTED,2\n")
-    left = tmp_path / "left.txt"
-    corpus.cmd_remaining([tmp_path / "c1"], left)
-    assert left.read_text().split() == [op.id for op in sample[1:]]  # the interrupted one again, in order
-    assert f"1 of the sample's {len(sample)} ops ended" in capsys.readouterr().out
-    assert corpus.in_suite("benchmark/test_greater.py::test_greater") == "test_greater.py::test_greater"
-    assert corpus.in_suite("test_greater.py::test_greater") == "test_greater.py::test_greater"
 
-
-def test_merge_keeps_each_op_once_from_the_part_it_ended_in_and_orders_parts_by_number(tmp_path: Path) -> None:
-    import csv
-
+def test_node_ids_are_made_relative_to_the_tree_and_parts_sort_by_number(tmp_path: Path,
+                                                                         monkeypatch: pytest.MonkeyPatch) -> None:
     import benchmarks.flaggems_corpus as corpus
 
-    def part(call: str, k: int, ops: dict[str, str]) -> None:
-        folder = tmp_path / call / f"sample-{k}"
-        folder.mkdir(parents=True)
-        (folder / "ops_status.csv").write_text("op,status,elapsed_s,compile_s\n"
-                                               + "".join(f"{op},{status},1,\n" for op, status in ops.items()))
-        (folder / "summary.csv").write_text("case_id,op,status\n" + "".join(f"{op}[x],{op},{status.lower()}\n"
-                                                                             for op, status in ops.items()))
-        (tmp_path / call / f"triage-{k}.csv").write_text("op,case,status,message\n" + "".join(
-            f"{op},,{status},from part {k}\n" for op, status in ops.items() if status != "PASS"))
+    monkeypatch.setattr(corpus, "SUITE", tmp_path / "benchmark")
+    assert corpus.in_suite("benchmark/test_greater.py::test_greater") == "test_greater.py::test_greater"
+    assert corpus.in_suite("test_greater.py::test_greater") == "test_greater.py::test_greater"
+    for k in (2, 10):
+        (tmp_path / "c" / f"sample-{k}").mkdir(parents=True)
+        (tmp_path / "c" / f"sample-{k}" / "ops_status.csv").write_text("op,status\n")
+    (tmp_path / "c" / "sample-3").mkdir()  # no ops_status.csv: not a part
+    assert [p.name for p in corpus.parts_in(tmp_path / "c")] == ["sample-2", "sample-10"]
 
-    part("c1", 2, {"a": "INTERRUPTED", "b": "PENDING"})
-    part("c1", 10, {"a": "ERROR", "b": "PASS"})  # sample-10 comes after sample-2
-    assert [p.name for p in corpus.parts_in(tmp_path / "c1")] == ["sample-2", "sample-10"]
-    assert corpus.part_number(Path("triage-10.csv")) == 10
-    rows = corpus.final_status({**r, "part": str(p)} for p in corpus.parts_in(tmp_path / "c1")
-                               for r in corpus.read_csv(p / "ops_status.csv"))
-    assert {op: r["status"] for op, r in rows.items()} == {"a": "ERROR", "b": "PASS"}
-    # the merge itself (its summary needs a tree: the stand-in's)
-    suite = write_fake_suite(tmp_path / "tree")
-    with pytest.MonkeyPatch.context() as mp:
-        mp.setattr(corpus, "SUITE", suite.benchmark)
-        corpus.cmd_merge([tmp_path / "c1"], tmp_path / "merged")
-    merged = tmp_path / "merged"
-    assert [(r["op"], r["status"]) for r in csv.DictReader((merged / "ops_status.csv").open())] == [("a", "ERROR"),
-                                                                                                  ("b", "PASS")]
-    assert [r["status"] for r in csv.DictReader((merged / "summary.csv").open())] == ["error", "pass"]
-    assert [r["message"] for r in csv.DictReader((merged / "triage.csv").open())] == ["from part 10"]
-    causes = list(csv.DictReader((merged / "causes.csv").open()))
-    assert [(r["op"], bool(r["case"]), r["status"]) for r in causes] == [("a", False, "ERROR"), ("a", True, "error")]
-    assert all(r["cause"] for r in causes)
+
+def test_a_sample_part_is_a_shard_of_the_sample_and_a_carried_part_is_resumed(tmp_path: Path,
+                                                                            monkeypatch: pytest.MonkeyPatch) -> None:
+    """sampleK: ``--shard K/PARTS`` of one ops file (the whole sample), with --budget and the hard
+    stop GRACE_S after it; a part an earlier call left in RUNS is resumed as it was started."""
+    import benchmarks.flaggems_corpus as corpus
+
+    inventory = read_inventory(locate_suite(write_fake_suite(tmp_path / "tree").benchmark))
+    sample = stratified_sample(all_ops(inventory), 8, inventory.base_classes)
+    runs = tmp_path / "runs"
+    runs.mkdir()
+    started: list[tuple[list[str], float]] = []
+
+    def bounded(cmd: list[str], budget_s: float, **_: object) -> tuple[int, float]:
+        started.append((list(cmd), budget_s))
+        return 130, 1.0
+
+    monkeypatch.setattr(corpus, "bounded", bounded)
+    monkeypatch.setattr(corpus, "RUNS", runs)
+    monkeypatch.setattr(corpus, "PARTS", 3)
+    monkeypatch.setattr(corpus, "SHARD_WEIGHTS", "last/ops_status.csv")
+    monkeypatch.setattr(corpus, "HARNESS_ARGS", ["--ir", "off"])
+    monkeypatch.setitem(corpus.BUDGETS, "sample", 300.0)
+    corpus.step_sample(2, sample, inventory.base_classes)
+    ((cmd, limit),) = started
+    assert cmd[cmd.index("--budget") + 1] == "300" and limit == 300.0 + corpus.GRACE_S
+    assert cmd[cmd.index("--out") + 1] == str(runs / "sample-2")
+    assert cmd[-8:] == ["--ops-file", str(runs / "sample.txt"), "--shard", "2/3", "--shard-weights",
+                        "last/ops_status.csv", "--ir", "off"]
+    assert (runs / "sample.txt").read_text().split() == [op.id for op in sample]  # every part: the same plan
+    (runs / "sample-2").mkdir()
+    (runs / "sample-2" / "run.json").write_text("{}")
+    corpus.step_sample(2, sample, inventory.base_classes)
+    cmd, limit = started[1]
+    assert cmd[-4:] == ["--progress", "plain", "--resume", str(runs / "sample-2")] and limit == 300.0 + corpus.GRACE_S
 
 
 def test_the_timeline_splits_each_ended_op_into_before_during_and_after_its_session(tmp_path: Path) -> None:
     import json
 
-    import benchmarks.flaggems_corpus as corpus
+    from harness.run.timeline import timeline
 
     run = tmp_path / "sample-1"
     (run / "specs").mkdir(parents=True)
@@ -143,13 +141,13 @@ def test_the_timeline_splits_each_ended_op_into_before_during_and_after_its_sess
     (run / "specs" / "fresh.times.json").write_text(json.dumps(
         {"started": 50, "pytest": 51, "session_start": 52.5, "session_end": 53, "returned": 53.2}))
     (run / "specs" / "cut.times.json").write_text(json.dumps({"started": 0, "pytest": 1}))  # never ended
-    assert corpus.timeline([run]) == {"ops": 2, "elapsed_s": 14.0, "before_session_s": 3.5, "session_s": 6.5,
+    assert timeline([run]) == {"ops": 2, "elapsed_s": 14.0, "before_session_s": 3.5, "session_s": 6.5,
                                       "after_session_s": 3.0, "import_wait_s": 1.0}
     # warmed: ready ("held") only after the profiler's warm-up, which the op also waited for
     (run / "specs" / "held.times.json").write_text(json.dumps(
         {"started": 0, "preloaded": 99, "warmed": 101, "held": 101, "asked": 100, "go": 101, "pytest": 101,
          "session_start": 102, "session_end": 108, "returned": 108.5}))
-    assert corpus.timeline([run])["import_wait_s"] == 1.0
+    assert timeline([run])["import_wait_s"] == 1.0
 
 
 def test_parts_run_side_by_side_on_a_device_count_their_statuses_but_not_their_times(
@@ -157,50 +155,60 @@ def test_parts_run_side_by_side_on_a_device_count_their_statuses_but_not_their_t
     import json
 
     import benchmarks.flaggems_corpus as corpus
+    from harness.run.timeline import part_span, side_by_side, union_s
+    from harness.suite.costing import sample_summary
 
     spans = [("a", 0.0, 10.0, frozenset({"0"})), ("b", 5.0, 20.0, frozenset({"0"})),
              ("c", 5.0, 20.0, frozenset({"1"})), ("d", 30.0, 40.0, frozenset({"0"}))]
-    assert corpus.side_by_side(spans) == {"a", "b"}  # c overlaps both in time, on another device
-    assert corpus.union_s(spans) == 30.0  # 0-20 and 30-40
-    assert corpus.union_s([]) == 0.0
+    assert side_by_side(spans) == {"a", "b"}  # c overlaps both in time, on another device
+    assert union_s(spans) == 30.0  # 0-20 and 30-40
+    assert union_s([]) == 0.0
 
     suite = write_fake_suite(tmp_path / "tree")
     monkeypatch.setattr(corpus, "SUITE", suite.benchmark)
-    ops = [o.id for o in all_ops(read_inventory(locate_suite(suite.benchmark)))]
+    inventory = read_inventory(locate_suite(suite.benchmark))
+    ops = [o.id for o in all_ops(inventory)]
 
     def part(k: int, start: str, end: str, op: str, elapsed: int) -> Path:
         folder = tmp_path / "c" / f"sample-{k}"
         folder.mkdir(parents=True)
-        (folder / "ops_status.csv").write_text(f"op,status,elapsed_s,compile_s\n{op},PASS,{elapsed},\n")
+        (folder / "ops_status.csv").write_text(f"op,status,elapsed_s,compile_s\n{op},PASS,{elapsed},{elapsed - 20}\n")
         (folder / "run.json").write_text(json.dumps({"started_at": f"2026-12-02T10:{start}+00:00",
                                                      "finished_at": f"2026-12-02T10:{end}+00:00", "devices": ["0"]}))
         return folder
 
     parts = [part(1, "00:00", "01:00", ops[0], 50), part(2, "02:00", "04:00", ops[1], 70),
              part(3, "03:00", "05:00", ops[2], 90)]
-    summary = corpus.summarize(parts, tmp_path)
+    summary = sample_summary(parts, all_ops(inventory), inventory.base_classes)
     assert summary["ops_ended"] == 3 and summary["ops_costed"] == 1
-    assert summary["side_by_side_parts"] == ["sample-2", "sample-3"]
+    assert summary["side_by_side_runs"] == ["sample-2", "sample-3"]
     assert summary["wall_s"] == 60 + 180  # parts 2 and 3 together took 10:02-10:05
     assert summary["projection"]["mean_op_s"] == 50.0  # only the part that ran alone
+    assert summary["projection_without_compile"]["mean_op_s"] == 20.0 and summary["compile_s"] == 30.0
+    low, high = summary["projection_interval"]["hours"]["1"]  # one costed op: nothing to resample
+    assert low == high == summary["projection"]["hours"]["1"]
+    # the script's corpus.json: that summary, with the tree it projects
+    written = corpus.summarize(parts, tmp_path / "out", {"steps": ["sample1"]})
+    on_disk = json.loads((tmp_path / "out" / "corpus.json").read_text())
+    assert on_disk == json.loads(json.dumps(written)) and on_disk["suite"] == str(suite.benchmark)
+    assert on_disk["ref"] and on_disk["steps"] == ["sample1"] and on_disk["ops_costed"] == 1
     # a part cut before it wrote its end: it ends when it last wrote a file
     import os
 
     (parts[2] / "run.json").write_text(json.dumps({"started_at": "2026-12-02T10:03:00+00:00", "devices": ["0"]}))
-    end = corpus.part_span(parts[1])[2] + 60  # type: ignore[index]
+    end = part_span(parts[1])[2] + 60  # type: ignore[index]
     for path in parts[2].iterdir():
         os.utime(path, (end, end))
-    assert corpus.part_span(parts[2])[2] == end  # type: ignore[index]
-    assert corpus.side_by_side([s for p in parts if (s := corpus.part_span(p))]) == {str(parts[1]), str(parts[2])}
+    assert part_span(parts[2])[2] == end  # type: ignore[index]
+    assert side_by_side([s for p in parts if (s := part_span(p))]) == {str(parts[1]), str(parts[2])}
 
 
-def test_a_parts_lead_pays_the_imports_once_and_its_cost_is_its_time_less_them(
-        tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+def test_a_parts_lead_pays_the_imports_once_and_its_cost_is_its_time_less_them(tmp_path: Path) -> None:
     import json
 
-    import benchmarks.flaggems_corpus as corpus
     from harness.child.process import times_path
     from harness.contract import RunFiles
+    from harness.run.timeline import cost_rows, part_leads
 
     def part(k: int, timelines: dict[str, dict[str, float]], attempts: dict[str, int] | None = None) -> Path:
         folder = tmp_path / "c" / f"sample-{k}"
@@ -215,75 +223,15 @@ def test_a_parts_lead_pays_the_imports_once_and_its_cost_is_its_time_less_them(
     held = {"started": 0.0, "go": 20.0, "session_start": 20.5, "session_end": 25.0, "returned": 25.0}  # 5 s after go
     retried = {"started": 25.0, "pytest": 25.1, "session_start": 33.0, "session_end": 40.0, "returned": 40.0}
     one = part(1, {"lead": lead, "next": held, "again": retried}, {"again": 2})
-    assert corpus.part_leads(one) == {"lead": 8.5}  # 9 s before its session, less a held op's 0.5 s
+    assert part_leads(one) == {"lead": 8.5}  # 9 s before its session, less a held op's 0.5 s
     no_prestart = part(2, {"lead": lead, "next": {**lead, "started": 20.0, "session_start": 29.0, "session_end": 40.0,
                                                   "returned": 40.0}})
-    assert corpus.part_leads(no_prestart) == {}  # nothing held: every op paid its imports, none is a lead
+    assert part_leads(no_prestart) == {}  # nothing held: every op paid its imports, none is a lead
     rows = [{"op": "lead", "status": "PASS", "elapsed_s": "20", "part": str(one)},
             {"op": "next", "status": "PASS", "elapsed_s": "25", "part": str(one)},
             {"op": "next", "status": "PASS", "elapsed_s": "99", "part": "side"}]
-    costs = corpus.cost_rows(rows, {"side"}, {str(one): corpus.part_leads(one)})
+    costs = cost_rows(rows, {"side"}, {str(one): part_leads(one)})
     assert costs == {"lead": 11.5, "next": 25.0}  # next: the side-by-side run is no cost
-
-
-def test_caliber_gives_an_earlier_sessions_rows_flaggems_own_numbers(tmp_path: Path,
-                                                                     monkeypatch: pytest.MonkeyPatch) -> None:
-    """CALIBER_PREVIOUS: an earlier row's op gets what its rows lack (mm: FlagGems' own runner,
-    with this call's ops; bitwise_not: a direct run), not what they have (its own numbers), and the rows
-    join the table with the new numbers, the rest of each row as measured then."""
-    import csv
-    import json
-
-    import benchmarks.flaggems_corpus as corpus
-
-    suite = write_fake_suite(tmp_path / "tree")
-    runs = tmp_path / "runs"
-    sample = runs / "sample-1"
-    sample.mkdir(parents=True)
-    (sample / "ops_status.csv").write_text("op,status,elapsed_s,rows\nadd,PASS,3,1\n")
-    facts = {"nodeid": "benchmark/test_add.py::test_add", "op_name": "add", "shape_detail": [[64, 64]]}
-    (sample / "records.jsonl").write_text(json.dumps(
-        {"op": "add", "dtype": "bfloat16", "status": "pass", "speedup": 1.1, "timer": "profiler",
-         "candidate": {"summary": {"median": 0.002}}, "baseline": {"summary": {"median": 0.0022}},
-         "extra": {"suite": facts}}) + "\n")
-    previous = tmp_path / "caliber.csv"
-    previous.write_text("op,op_name,dtype,input,shape,flaggems_own_speedup,own_torch_ms,own_gems_ms,direct_speedup,"
-                        "graph_speedup\nmm,mm,bfloat16,0,\"[[384, 384]]\",,,,0.2,0.8\n"
-                        "bitwise_not,bitwise_not,bfloat16,0,\"[[64, 64]]\",0.04,,,,1.1\n")
-    asked: list[list[str]] = []
-
-    def own(nodes: list[str], work: Path, budget: float, options: list[str]) -> tuple[list[dict[str, object]], float]:
-        asked.append(nodes)
-        work.mkdir(parents=True)
-        return [{"op_name": "add", "dtype": "torch.bfloat16", "result": [{"speedup": 0.05}]},
-                {"op_name": "mm", "dtype": "torch.bfloat16", "result": [{"speedup": 0.7, "latency": 0.005}]}], 1.0
-
-    timed: list[list[str]] = []
-    monkeypatch.setattr(corpus, "flaggems_own", own)
-    def harness_run(name: str, extra: list[str], budget: float) -> Path:
-        timed.append(list(extra))
-        ops = Path(extra[extra.index("--ops-file") + 1]).read_text().split()
-        if name.startswith("caliber-direct"):  # bitwise_not's direct run: a record _harness_rows reads
-            (runs / name).mkdir(parents=True)
-            (runs / name / "records.jsonl").write_text(json.dumps(
-                {"op": "bitwise_not", "dtype": "bfloat16", "status": "pass", "speedup": 0.03, "timer": "direct",
-                 "extra": {"suite": {"op_name": "bitwise_not"}}}) + "\n")
-            assert ops == ["add", "bitwise_not"]
-        return runs / name
-
-    monkeypatch.setattr(corpus, "harness_run", harness_run)
-    monkeypatch.setattr(corpus, "SUITE", suite.benchmark)
-    monkeypatch.setattr(corpus, "RUNS", runs)
-    monkeypatch.setattr(corpus, "CALIBER_PREVIOUS", str(previous))
-    corpus.step_caliber(tmp_path / "out")
-    assert len(asked) == 1 and len(asked[0]) == 2 and any("mm" in n for n in asked[0])  # add and mm, one runner
-    assert not any("bitwise_not" in n for n in asked[0])  # bitwise_not had FlagGems' own numbers
-    assert all({"--triton-cache", "user", "--ir", "off", "-wall"} <= set(extra) for extra in timed)
-    table = {r["op"]: r for r in csv.DictReader((tmp_path / "out" / "caliber.csv").open())}
-    assert float(table["add"]["flaggems_own_speedup"]) == 0.05
-    assert float(table["mm"]["flaggems_own_speedup"]) == 0.7 and float(table["mm"]["own_gems_ms"]) == 0.005
-    assert table["mm"]["direct_speedup"] == "0.2" and table["mm"]["graph_speedup"] == "0.8"  # as measured then
-    assert float(table["bitwise_not"]["direct_speedup"]) == 0.03 and table["bitwise_not"]["flaggems_own_speedup"] == "0.04"
 
 
 def test_throughput_keeps_an_earlier_calls_files_and_takes_the_next_ones(tmp_path: Path,
@@ -403,129 +351,6 @@ def test_throughput_can_time_the_harness_side_in_a_run_of_its_own_led_by_an_op_o
             corpus.step_throughput(tmp_path / "bad")
 
 
-def _one_bf16_file(tmp_path: Path) -> tuple[Any, str, list[str]]:
-    """A stand-in tree, the first of its files with bf16 benchmarks, and that file's bf16 op ids."""
-    suite = write_fake_suite(tmp_path / "tree")
-    inventory = read_inventory(locate_suite(suite.benchmark))
-    bf16 = [op for op in all_ops(inventory) if "bfloat16" in op.functions[0].dtypes and "::" not in op.id]
-    file = sorted({op.functions[0].file for op in bf16})[0]
-    return suite, file, [op.id for op in all_ops(inventory)
-                         if op.functions[0].file == file and "bfloat16" in op.functions[0].dtypes]
-
-
-def test_cached_times_both_runners_on_one_filled_cache_folder_and_leaves_the_environment_as_it_was(
-        tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
-    """CACHED_FILES: FlagGems' runner fills a cache folder of the file's own and is timed on the
-    run after; the harness then runs the file's ops led by CACHED_LEAD with the user's caches,
-    which are that folder (``--triton-cache user`` last, so no HARNESS_ARGS overrides it); the cache
-    variables are put back afterwards. A file the tree lacks is left out; a filling run cut by its
-    budget leaves its file not compared."""
-    import csv
-    import os
-
-    import benchmarks.flaggems_corpus as corpus
-
-    suite, file, ops = _one_bf16_file(tmp_path)
-    runs = tmp_path / "runs"
-    walls = iter([30.0, 12.0])
-    seen: list[tuple[str | None, str | None, float]] = []
-
-    def own(nodes: list[str], work: Path, budget: float, options: tuple[str, ...]) -> tuple[list[dict[str, object]], float]:
-        seen.append((os.environ.get("TRITON_CACHE_DIR"), os.environ.get("FLAGGEMS_CACHE_DIR"), budget))
-        assert all(file in n for n in nodes) and options == corpus.FLAGGEMS_OWN_OPTIONS
-        return [{"result": [{}, {}]}], next(walls)
-
-    asked: list[tuple[list[str], list[str], str | None]] = []
-
-    def harness_run(name: str, extra: list[str], budget: float) -> Path:
-        listed = Path(extra[extra.index("--ops-file") + 1]).read_text().split()
-        asked.append((listed, extra, os.environ.get("TRITON_CACHE_DIR")))
-        (runs / name).mkdir(parents=True, exist_ok=True)
-        (runs / name / "ops_status.csv").write_text("op,status,elapsed_s,rows\n" + "".join(f"{op},PASS,2,2\n" for op in listed))
-        return runs / name
-
-    monkeypatch.setattr(corpus, "flaggems_own", own)
-    monkeypatch.setattr(corpus, "harness_run", harness_run)
-    monkeypatch.setattr(corpus, "SUITE", suite.benchmark)
-    monkeypatch.setattr(corpus, "RUNS", runs)
-    monkeypatch.setattr(corpus, "HARNESS_ARGS", ["--ir", "off", "--triton-cache", "isolated"])
-    monkeypatch.setattr(corpus, "CACHED_FILES", ["test_nowhere.py", file])
-    monkeypatch.setitem(corpus.BUDGETS, "cached", 240.0)
-    monkeypatch.setenv("TRITON_CACHE_DIR", "/before")
-    monkeypatch.delenv("FLAGGEMS_CACHE_DIR", raising=False)
-    corpus.step_cached(tmp_path / "out")
-    folder = runs / "compiler-caches" / Path(file).stem
-    assert [s[:2] for s in seen] == [(str(folder / "triton"), str(folder / "flaggems"))] * 2  # filled, then timed
-    assert 110 < seen[0][2] <= 120  # the filling run may take half the file's share (all of 240 s here)
-    ((listed, extra, cache),) = asked
-    assert listed == ["tan", *ops] and extra[-2:] == ["--triton-cache", "user"] and cache == str(folder / "triton")
-    assert os.environ["TRITON_CACHE_DIR"] == "/before" and "FLAGGEMS_CACHE_DIR" not in os.environ
-    (row,) = csv.DictReader((tmp_path / "out" / "cached.csv").open())
-    assert row["file"] == file and row["flaggems_fill_s"] == "30.0" and row["flaggems_cached_s"] == "12.0"
-    assert float(row["harness_op_wall_s"]) == 2 * len(ops) and row["harness_rows"] == str(2 * len(ops))
-    assert float(row["harness_over_flaggems"]) == round(2 * len(ops) / 12.0, 3) and row["note"] == ""
-    assert row["flaggems_rows"] == "2"
-    # a filling run that used its whole budget was cut: the file is said so and not compared
-    seen.clear()
-    walls = iter([1e9, 12.0])
-    corpus.step_cached(tmp_path / "cut")
-    (cut,) = csv.DictReader((tmp_path / "cut" / "cached.csv").open())
-    assert cut["harness_over_flaggems"] == "" and "filling run was cut" in cut["note"]
-
-
-def test_autotune_counts_each_runners_autotunings_from_its_own_log(tmp_path: Path,
-                                                                    monkeypatch: pytest.MonkeyPatch) -> None:
-    """AUTOTUNE_FILES: FlagGems' runner on a fresh cache folder and the harness on its own cache,
-    both with TRITON_PRINT_AUTOTUNING=1; each one's "finished after" lines counted and summed
-    (FlagGems' log is appended to, so only this run's part counts); the environment put back."""
-    import csv
-    import os
-
-    import benchmarks.flaggems_corpus as corpus
-    from harness.contract import RunFiles
-
-    suite, file, ops = _one_bf16_file(tmp_path)
-    runs = tmp_path / "runs"
-    line = "Triton autotuning for function k_{} finished after {}s; config key: (64,)\n"
-    (runs / "autotune-own").mkdir(parents=True)
-    (runs / "autotune-own" / "pytest.log").write_text(line.format("old", 99.0))  # an earlier run's
-    seen: list[dict[str, str | None]] = []
-
-    def own(nodes: list[str], work: Path, budget: float, options: tuple[str, ...]) -> tuple[list[dict[str, object]], float]:
-        seen.append({k: os.environ.get(k) for k in ("TRITON_CACHE_DIR", "TRITON_PRINT_AUTOTUNING")})
-        assert options[-1] == "-s"
-        with (work / "pytest.log").open("a") as fh:
-            fh.write(line.format("a", 1.5) + "noise\n" + line.format("b", 2.25))
-        return [{"result": [{}, {}, {}]}], 20.0
-
-    def harness_run(name: str, extra: list[str], budget: float) -> Path:
-        seen.append({k: os.environ.get(k) for k in ("TRITON_CACHE_DIR", "TRITON_PRINT_AUTOTUNING")})
-        run = runs / name
-        listed = Path(extra[extra.index("--ops-file") + 1]).read_text().split()
-        RunFiles(run).log(listed[1]).parent.mkdir(parents=True, exist_ok=True)
-        RunFiles(run).log(listed[1]).write_text(line.format("c", 3.0))
-        (run / "ops_status.csv").write_text("op,status,elapsed_s,rows\n" + "".join(f"{op},PASS,4,3\n" for op in listed))
-        return run
-
-    monkeypatch.setattr(corpus, "flaggems_own", own)
-    monkeypatch.setattr(corpus, "harness_run", harness_run)
-    monkeypatch.setattr(corpus, "SUITE", suite.benchmark)
-    monkeypatch.setattr(corpus, "RUNS", runs)
-    monkeypatch.setattr(corpus, "AUTOTUNE_FILES", [file])
-    monkeypatch.setenv("TRITON_CACHE_DIR", "/before")
-    monkeypatch.delenv("TRITON_PRINT_AUTOTUNING", raising=False)
-    corpus.step_autotune(tmp_path / "out")
-    folder = runs / "autotune-caches" / Path(file).stem
-    assert seen == [{"TRITON_CACHE_DIR": str(folder / "triton"), "TRITON_PRINT_AUTOTUNING": "1"},
-                    {"TRITON_CACHE_DIR": None, "TRITON_PRINT_AUTOTUNING": "1"}]  # the harness: its own cache
-    assert os.environ["TRITON_CACHE_DIR"] == "/before" and "TRITON_PRINT_AUTOTUNING" not in os.environ
-    (row,) = csv.DictReader((tmp_path / "out" / "autotune.csv").open())
-    assert (row["flaggems_autotunings"], row["flaggems_autotune_s"]) == ("2", "3.8")  # not the earlier 99 s
-    assert (row["harness_autotunings"], row["harness_autotune_s"]) == ("1", "3.0")
-    assert float(row["harness_op_wall_s"]) == 4 * len(ops) and row["flaggems_wall_s"] == "20.0"
-    assert corpus.autotunings("nothing here") == (0, 0)
-
-
 def test_a_bounded_run_refreshes_the_archive_while_it_goes_and_stops_at_its_budget(tmp_path: Path) -> None:
     """bounded(): the tick runs every ``every_s`` while the command runs; past the budget the
     command is ended (SIGTERM) and its exit code returned."""
@@ -606,3 +431,22 @@ def test_what_the_script_starts_does_not_see_its_harness_args(monkeypatch: pytes
     monkeypatch.setenv("HARNESS_CAP_MS", "250")
     env = corpus.child_env()
     assert "HARNESS_ARGS" not in env and env["HARNESS_CAP_MS"] == "250"
+
+
+def test_a_summary_where_scipy_is_missing_says_why_it_has_no_interval(tmp_path: Path,
+                                                                       monkeypatch: pytest.MonkeyPatch) -> None:
+    """A GPU machine's Python may lack scipy: the call's corpus.json still holds the rest."""
+    from harness.suite import costing
+
+    def no_scipy(*args: object, **kwargs: object) -> dict[str, object]:
+        raise ImportError("No module named 'scipy'")
+
+    monkeypatch.setattr(costing, "project_interval", no_scipy)
+    inventory = read_inventory(locate_suite(write_fake_suite(tmp_path / "tree").benchmark))
+    run = tmp_path / "sample-1"
+    run.mkdir()
+    (run / "ops_status.csv").write_text("op,status,elapsed_s,compile_s\nadd,PASS,5,\nsoftmax,PENDING,0,\n")
+    summary = costing.sample_summary([run], all_ops(inventory), inventory.base_classes)
+    assert "scipy" in summary["projection_interval"]["skipped"]
+    assert summary["ops_planned"] == 2 and summary["ops_ended"] == 1 and summary["unspanned"] == []
+    assert summary["projection"]["measured_ops"] == 1
