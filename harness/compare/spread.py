@@ -16,6 +16,7 @@ from pathlib import Path
 from typing import Any
 
 from harness.errors import UsageError
+from harness.results.trend import MIN_MEASURED_SIGMA, history_spread
 from harness.yamlfile import load_yaml
 
 __all__ = ["MIN_MEASURED_SIGMA", "SHIPPED", "KnownSpread", "SizeClass", "SpreadTable", "history_series",
@@ -23,9 +24,6 @@ __all__ = ["MIN_MEASURED_SIGMA", "SHIPPED", "KnownSpread", "SizeClass", "SpreadT
 
 FORMAT_VERSION = 1
 SHIPPED = "run_spread.yaml"
-# The least spread a case's history is taken to show: a timer's own resolution and rounding keep
-# two runs from agreeing closer than this, however quiet a short history looked.
-MIN_MEASURED_SIGMA = 0.001
 
 
 @dataclass(frozen=True)
@@ -160,10 +158,8 @@ def _cases(data: Any) -> dict[str, KnownSpread]:
 
 def measured_spread(series: Mapping[str, Sequence[float]], source: str, min_runs: int = 4) -> dict[str, KnownSpread]:
     """Each case's run-to-run spread from its medians over a history of runs (oldest first;
-    harness.compare.stats.history_spread), at least :data:`MIN_MEASURED_SIGMA`; cases with fewer
+    harness.results.trend.history_spread), at least :data:`MIN_MEASURED_SIGMA`; cases with fewer
     than ``min_runs`` runs are left out (the table's classes answer for them)."""
-    from harness.compare.stats import history_spread
-
     found: dict[str, KnownSpread] = {}
     for case, medians in series.items():
         sigma = history_spread(medians, min_runs)

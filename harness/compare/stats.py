@@ -29,6 +29,9 @@ from typing import Any, TypeAlias
 import numpy as np
 from scipy import stats as sps
 
+# The one measure of a history's spread, which the history site uses too.
+from harness.results.trend import history_spread
+
 __all__ = [
     "CORRECTIONS",
     "VERDICTS",
@@ -199,26 +202,6 @@ def observed_run_spread(*sides: Sequence[float]) -> tuple[float, int] | None:
     if dof == 0:
         return None
     return math.sqrt(squares / dof), dof
-
-
-# MAD of a normal sample / its standard deviation: 1 / Phi^-1(3/4).
-_MAD_SCALE = 1.482602218505602
-
-
-def history_spread(medians: Sequence[float], min_runs: int = 4) -> float | None:
-    """Sigma of one run's log median, from a case's medians over a series of runs of the same code
-    and machine (a history, oldest first); None with fewer than ``min_runs`` usable medians.
-
-    Taken from the successive changes of the log median, robustly: the median absolute
-    deviation of the differences, scaled to a standard deviation and divided by sqrt(2) (each
-    difference holds two runs' wander). A step (an upgrade, a real regression) moves one
-    difference only, so it does not inflate the spread as a plain standard deviation would."""
-    m = np.asarray([x for x in medians if x is not None and x > 0 and math.isfinite(x)], dtype=np.float64)
-    if m.size < max(min_runs, 3):
-        return None
-    diffs = np.diff(np.log(m))
-    mad = float(np.median(np.abs(diffs - np.median(diffs))))
-    return _MAD_SCALE * mad / math.sqrt(2.0)
 
 
 def resolvable_change(sigma: float, criteria: Criteria, rows: int = 1, runs_base: int = 1,

@@ -5,15 +5,29 @@ A case slower than its baseline (the median of its medians in the last ``window`
 than ``threshold`` is *suspect*; it is a regression only when it was also suspect in the
 previous ``persist - 1`` runs, or at once when it is slower by more than ``large``.
 `harness history check` (harness.compare.history) and the history pages
-(harness.results.html.history) both judge with it, so it sits below both."""
+(harness.results.html.history) both judge with it, so it sits below both.
+
+A series' run-to-run spread (:func:`history_spread`, which `harness compare|gate --history`
+also uses) says how small a lasting slowdown the rule can catch (:func:`detectable_change`)."""
 
 from __future__ import annotations
 
+import functools
+import math
 import statistics
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 
-__all__ = ["CaseCheck", "HistoryRules", "assess_case", "check_run"]
+__all__ = ["DETECT_CHANCE", "MIN_MEASURED_SIGMA", "CaseCheck", "HistoryRules", "assess_case", "check_run",
+           "detectable_change", "history_spread"]
+
+# The least spread a case's history is taken to show: a timer's own resolution and rounding keep
+# two runs from agreeing closer than this, however quiet a short history looked.
+MIN_MEASURED_SIGMA = 0.001
+# How often a lasting slowdown of the size :func:`detectable_change` names is flagged in time.
+DETECT_CHANCE = 0.9
+# MAD of a normal sample / its standard deviation: 1 / Phi^-1(3/4).
+_MAD_SCALE = 1.482602218505602
 
 
 @dataclass(frozen=True)
@@ -107,3 +121,79 @@ def check_run(
         assess_case(case_id, [run.get(case_id) for run in earlier_runs], value, rules)
         for case_id, value in current.items()
     ]
+
+
+def history_spread(medians: Sequence[float | None], min_runs: int = 4) -> float | None:
+    """Sigma of one run's log median, from a case's medians over a series of runs of the same code
+    and machine (a history, oldest first); None with fewer than ``min_runs`` usable medians.
+
+    Taken from the successive changes of the log median, robustly: the median absolute
+    deviation of the differences, scaled to a standard deviation and divided by sqrt(2) (each
+    difference holds two runs' wander). A step (an upgrade, a real regression) moves one
+    difference only, so it does not inflate the spread as a plain standard deviation would."""
+    m = [float(x) for x in medians if x is not None and x > 0 and math.isfinite(x)]
+    if len(m) < max(min_runs, 3):
+        return None
+    diffs = [math.log(b) - math.log(a) for a, b in zip(m, m[1:], strict=False)]
+    center = statistics.median(diffs)
+    mad = statistics.median(abs(d - center) for d in diffs)
+    return _MAD_SCALE * mad / math.sqrt(2.0)
+
+
+def _baseline_shift(window: int, slowed: int) -> float | None:
+    """Where the baseline (the median of ``window`` nights) lies, in sigmas of one night, when
+    ``slowed`` of those nights are nights of a slowdown and so above all the others: the expected
+    order statistic(s) of the rest (Blom's approximation); None once a slowed night is at the
+    median (the baseline has moved to the slowdown)."""
+    rest = window - slowed
+    middle = sorted({(window - 1) // 2, window // 2})  # statistics.median's middle value(s)
+    if middle[-1] >= rest:
+        return None
+    normal = statistics.NormalDist()
+    return statistics.fmean(normal.inv_cdf((i + 1 - 0.375) / (rest + 0.25)) for i in middle)
+
+
+@functools.lru_cache(maxsize=64)
+def _persist_margin(rules: HistoryRules, chance: float) -> float | None:
+    """How far, in sigmas of one night, a lasting slowdown's log must lie beyond the threshold's
+    for the rule to find it suspect on each of its first ``persist`` nights with ``chance``;
+    None when a slowed night reaches the baseline's median before then."""
+    wander = math.sqrt(1.0 + math.pi / (2.0 * rules.window))
+    shifts = [_baseline_shift(rules.window, min(k, rules.window)) for k in range(rules.persist)]
+    if any(m is None for m in shifts):
+        return None
+    shift = [float(m) for m in shifts if m is not None]
+    normal = statistics.NormalDist()
+    low, high = min(shift) - 40.0 * wander, max(shift) + 40.0 * wander
+    for _ in range(200):
+        mid = (low + high) / 2.0
+        if math.prod(normal.cdf((mid - m) / wander) for m in shift) >= chance:
+            high = mid
+        else:
+            low = mid
+    return high
+
+
+def detectable_change(sigma: float, rules: HistoryRules, chance: float = DETECT_CHANCE) -> float:
+    """The smallest lasting slowdown (a fraction: 0.06 is 6% slower) that :func:`assess_case`
+    flags as a regression by its ``persist``-th night with about ``chance``, on a series whose
+    nightly median wanders by ``sigma`` (of its log: :func:`history_spread`).
+
+    A night is judged on its ratio to the median of the ``window`` nights before it, so the log
+    of that ratio wanders by sigma * sqrt(1 + pi / (2 * window)): its own night's wander and the
+    baseline's (the median of ``window`` values varies about pi / 2 times as much as their mean).
+    The slowdown's own earlier nights enter the later nights' baselines and raise them (taken as
+    above every quiet night, true where the change is large against sigma). The rule flags the
+    slowdown when the ratio is beyond ``threshold`` on each of its first ``persist`` nights, or
+    beyond ``large`` on its first; the answer is the smaller of the two sizes. With sigma 0 it
+    is ``threshold``."""
+    if not (sigma >= 0 and math.isfinite(sigma)):
+        raise ValueError(f"sigma must be a finite spread of 0 or more, got {sigma!r}")
+    if not 0 < chance < 1:
+        raise ValueError(f"chance must lie between 0 and 1, got {chance!r}")
+    wander = math.sqrt(1.0 + math.pi / (2.0 * rules.window))
+    at_once = (1.0 + rules.large) * math.exp(statistics.NormalDist().inv_cdf(chance) * wander * sigma)
+    margin = _persist_margin(rules, chance)
+    if margin is None:
+        return at_once - 1.0
+    return min((1.0 + rules.threshold) * math.exp(margin * sigma), at_once) - 1.0
