@@ -21,7 +21,6 @@ from harness.errors import UsageError
 __all__ = ["STATE", "add_parser", "run"]
 
 STATE = "bisect-state.json"  # the output folder's resumable state
-RESULT_JSON, RESULT_MD = "bisect.json", "bisect.md"
 
 
 def _positive_int(text: str) -> int:
@@ -120,7 +119,13 @@ def _check_ops(run_args: Sequence[str], env: Mapping[str, str], metric: str, all
 
 def run(ns: argparse.Namespace, environ: Mapping[str, str]) -> int:
     from harness.bisect.git import Repo, github_base
-    from harness.bisect.report import render_markdown, result_json, summary_line
+    from harness.bisect.report import (
+        RESULT_JSON,
+        RESULT_MD,
+        render_markdown,
+        result_json,
+        summary_line,
+    )
     from harness.bisect.runner import AbStepRunner
     from harness.bisect.session import Commit, Settings, bisect, check_state
     from harness.compare.ab import check_run_args

@@ -1,18 +1,27 @@
-"""bisect.json, bisect.md and the summary line, from a finished (or resumed) bisection."""
+"""bisect.json, bisect.md and the summary line, from a finished (or resumed) bisection; and
+bisect.json read back for the history site (:func:`read_finding`)."""
 
 from __future__ import annotations
 
+import json
 from collections.abc import Mapping
-from typing import Any
+from pathlib import Path
+from typing import TYPE_CHECKING, Any
 
 from harness.bisect.git import commit_link
 from harness.bisect.session import BisectResult
+from harness.errors import UsageError
 from harness.results.render import one_line
 from harness.results.text import xml_text
 
-__all__ = ["FORMAT_VERSION", "render_markdown", "result_json", "summary_line"]
+if TYPE_CHECKING:
+    from harness.results.html.history import BisectFinding
+
+__all__ = ["FORMAT_VERSION", "RESULT_JSON", "RESULT_MD", "finding_from_json", "read_finding", "render_markdown", "result_json",
+           "summary_line"]
 
 FORMAT_VERSION = 1
+RESULT_JSON, RESULT_MD = "bisect.json", "bisect.md"
 
 
 def md_cell(text: str) -> str:
@@ -125,3 +134,75 @@ def render_markdown(data: Mapping[str, Any]) -> str:
     lines += ["", f"{data['rounds']} round(s), {data['runs']} run(s), {data['minutes']:.1f} minute(s); "
               f"{data['cached_runs']} run(s) taken from the cache.", ""]
     return "\n".join(lines)
+
+
+def _text(data: Mapping[str, Any], key: str, where: str) -> str:
+    value = data.get(key)
+    if not isinstance(value, str):
+        raise ValueError(f"{where}{key} is {type(value).__name__}, not text")
+    return value
+
+
+def _commit(data: Any, where: str) -> tuple[str, str, str]:
+    if not isinstance(data, Mapping):
+        raise ValueError(f"{where} is not a mapping of sha, subject and link")
+    sha, subject, link = (_text(data, k, f"{where}.") for k in ("sha", "subject", "link"))
+    if link and not link.startswith(("https://", "http://")):
+        raise ValueError(f"{where}.link {link!r} is not a web address")
+    return sha, subject, link
+
+
+def _ops(run_args: list[str]) -> tuple[str, ...]:
+    """The ops the run arguments name with --ops (comma lists split), as `harness run` reads them."""
+    from harness.runargs import parse_run_args
+
+    try:
+        named = parse_run_args(run_args).ops or []
+    except UsageError as exc:
+        raise ValueError(f"run_args are not `harness run` arguments ({exc.message})") from None
+    return tuple(op.strip() for item in named for op in str(item).split(",") if op.strip())
+
+
+def finding_from_json(data: Any, origin: str) -> BisectFinding:
+    """What the history site needs of a bisect.json's content; ValueError naming the first thing
+    that is not as :func:`result_json` writes it (another ``format_version`` included)."""
+    from harness.results.html.history import BisectFinding
+
+    if not isinstance(data, Mapping):
+        raise ValueError("not a JSON object")
+    version = data.get("format_version")
+    if version != FORMAT_VERSION:
+        raise ValueError(f"format_version {version!r}; this harness reads {FORMAT_VERSION}")
+    good, bad = _text(data, "good_sha", ""), _text(data, "bad_sha", "")
+    run_args = data.get("run_args")
+    if not isinstance(run_args, list) or not all(isinstance(a, str) for a in run_args):
+        raise ValueError("run_args is not a list of text")
+    check = data.get("check")
+    if not isinstance(check, Mapping) or not isinstance(check.get("tracked"), list):
+        raise ValueError("check is not a mapping with a tracked list")
+    culprit = data.get("culprit")
+    sha, subject, link = _commit(culprit, "culprit") if culprit is not None else ("", "", "")
+    remaining = data.get("remaining")
+    if not isinstance(remaining, list):
+        raise ValueError("remaining is not a list")
+    left = tuple(_commit(c, f"remaining[{i}]")[0] for i, c in enumerate(remaining))
+    return BisectFinding(good=good, bad=bad, ops=_ops(run_args), cases=tuple(str(t) for t in check["tracked"]),
+                         changed=bool(check.get("changed")), culprit_sha=sha, culprit_subject=subject,
+                         culprit_link=link, remaining=left, origin=origin)
+
+
+def read_finding(path: Path, option: str = "--bisect") -> BisectFinding:
+    """A stored bisection for the history site: ``path`` is a bisect.json, or the folder `harness
+    bisect --out` wrote one into. A file that is missing, unreadable, of another format version
+    or not shaped as bisect.json is a UsageError of one line (exit 2)."""
+    file = path / RESULT_JSON if path.is_dir() else path
+    try:
+        text = file.read_text(encoding="utf-8")
+    except OSError as exc:
+        raise UsageError(f"{option} {path}: cannot read {file} ({exc.strerror or exc}); give a bisect.json or the "
+                         "folder `harness bisect --out` wrote.") from None
+    try:
+        return finding_from_json(json.loads(text), str(path))
+    except ValueError as exc:  # json.JSONDecodeError included
+        raise UsageError(f"{option} {path}: {file} is not a bisect.json this harness reads: "
+                         f"{one_line(str(exc))}.") from None

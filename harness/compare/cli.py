@@ -238,6 +238,9 @@ def _add_history(sub: argparse._SubParsersAction[argparse.ArgumentParser]) -> No
                       help="link for a point's commit, with {commit} in it, e.g. "
                            "https://github.com/OWNER/REPO/commit/{commit}")
     site.add_argument("--title", default="Performance history", help="the site's title")
+    site.add_argument("--bisect", nargs="+", action="extend", default=[], metavar="PATH",
+                      help="stored `harness bisect` results (bisect.json, or its --out folder): a regression whose "
+                           "library range one bisected shows its culprit")
     export = hs.add_parser("export", help="trend CSV: one line per case and run, grouped by case",
                            description="Export stored medians as CSV, ordered by case then time.")
     db(export)
@@ -522,6 +525,7 @@ def _cmd_history(ns: argparse.Namespace, env: Mapping[str, str], stdout: TextIO)
 
 
 def _history_site(store: HistoryStore, db: Path, ns: argparse.Namespace, stdout: TextIO) -> int:
+    from harness.bisect.report import read_finding
     from harness.results.html import render_history_site
     from harness.results.store import atomic_write_text
 
@@ -535,8 +539,9 @@ def _history_site(store: HistoryStore, db: Path, ns: argparse.Namespace, stdout:
     out = Path(ns.out)
     if out.exists() and not out.is_dir():
         raise UsageError(f"--out {out} is a file; give a folder for the site.")
+    bisects = [read_finding(Path(p)) for p in ns.bisect]
     _checked_out(ns)  # before any page is rendered
-    pages = render_history_site(store.export(), commit_url=ns.commit_url, title=ns.title)
+    pages = render_history_site(store.export(), commit_url=ns.commit_url, title=ns.title, bisects=bisects)
     for name, text in pages.items():
         atomic_write_text(out / name, text)
     print(f"history site: {len(pages)} page(s) in {out} (open {out / 'index.html'})", file=stdout)

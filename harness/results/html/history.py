@@ -11,7 +11,12 @@ optionally ``op`` and a precomputed ``check``/``reason``. Points without a check
 
 A series is one case on one backend and device model. A change of software (the
 ``environment``, else the fingerprint) is a marker on its series saying what changed; it
-does not start another series.
+does not start another series. Each series shows its run-to-run spread and the smallest
+lasting slowdown the history rule catches with it (:func:`harness.results.trend.detectable_change`).
+
+Stored bisections (:class:`BisectFinding`, read from bisect.json by
+:func:`harness.bisect.report.read_finding`) are matched to the regressions whose library
+range they bisected (:func:`bisect_for`), which then show the culprit.
 """
 
 from __future__ import annotations
@@ -19,18 +24,80 @@ from __future__ import annotations
 import json
 from collections import Counter
 from collections.abc import Mapping, Sequence
+from dataclasses import dataclass
 from typing import Any
 
 from harness.results.html.charts import trend_chart
 from harness.results.html.page import Grid, GridColumn, render_page, site_assets
-from harness.results.trend import HistoryRules, assess_case
+from harness.results.trend import (
+    DETECT_CHANCE,
+    MIN_MEASURED_SIGMA,
+    HistoryRules,
+    assess_case,
+    detectable_change,
+    history_spread,
+)
 
-__all__ = ["bisect_command", "judged_points", "op_page_path", "regression_episodes", "render_history_site"]
+__all__ = ["BisectFinding", "bisect_command", "bisect_for", "judged_points", "op_page_path", "regression_episodes",
+           "render_history_site", "same_commit", "series_detection"]
 
 _FLAGS = ("regression", "suspect")
 ASSETS = "assets"
 LANDING_REGRESSIONS = 25  # regressions listed on the landing page; the regressions page has all
 BISECT = "harness bisect --repo {repo} --good {good} --bad {bad} -- --suite {suite} --ops {op}"
+
+
+@dataclass(frozen=True)
+class BisectFinding:
+    """A finished `harness bisect` as the site uses it (its bisect.json)."""
+
+    good: str  # the good and bad commits' hashes (bisect.json's good_sha, bad_sha)
+    bad: str
+    ops: tuple[str, ...]  # the ops of its run arguments' --ops; empty when they named none
+    cases: tuple[str, ...]  # the cases whose change it followed (its check's tracked rows)
+    changed: bool  # whether bad differed from good at all
+    culprit_sha: str = ""  # the first bad commit, when one was named
+    culprit_subject: str = ""
+    culprit_link: str = ""
+    remaining: tuple[str, ...] = ()  # the commits left when none could be named, oldest first
+    origin: str = ""  # where it was read from
+
+
+def same_commit(a: str, b: str) -> bool:
+    """Whether two commit hashes name one commit: equal, or one an abbreviation (7 or more hex
+    digits) of the other, as a nightly's library commit may be (a git describe's -gHASH)."""
+    a, b = a.strip().lower(), b.strip().lower()
+    if len(a) < 7 or len(b) < 7:
+        return False
+    return a.startswith(b) or b.startswith(a)
+
+
+def bisect_for(episode: Mapping[str, Any], findings: Sequence[BisectFinding]) -> BisectFinding | None:
+    """The stored bisection of a regression: one whose good and bad commits are the library
+    commits of the episode's last good and first bad nights, which ran the episode's op (or
+    named no ops) and, when it followed some cases, followed this one. One that named a
+    culprit comes before one that did not; among equals the last given wins."""
+    good, bad = str(episode.get("library_good") or ""), str(episode.get("library_bad") or "")
+    if not (good and bad):
+        return None
+    found = [f for f in findings
+             if same_commit(f.good, good) and same_commit(f.bad, bad)
+             and (not f.ops or episode["op"] in f.ops)
+             and (not f.cases or episode["case_id"] in f.cases)]
+    named = [f for f in found if f.culprit_sha]
+    return (named or found)[-1] if found else None
+
+
+def series_detection(medians: Sequence[float | None], rules: HistoryRules) -> tuple[float | None, float | None]:
+    """A series' run-to-run spread (sigma of a night's log median, from its nights' medians,
+    oldest first: :func:`history_spread`, at least :data:`MIN_MEASURED_SIGMA`) and the
+    smallest lasting slowdown the rule flags in time with it (:func:`detectable_change`), both
+    fractions; (None, None) with too few nights to measure a spread."""
+    sigma = history_spread(medians)
+    if sigma is None:
+        return None, None
+    sigma = max(sigma, MIN_MEASURED_SIGMA)
+    return sigma, detectable_change(sigma, rules)
 
 
 def _op_of(point: Mapping[str, Any]) -> str:
@@ -173,7 +240,7 @@ def regression_episodes(points: Sequence[Mapping[str, Any]]) -> list[dict[str, A
             good = next((rows[k] for k in range(start - 1, -1, -1) if rows[k]["median_ms"] is not None), None)
             bad = rows[start]
             size = max(float(r["ratio"]) for r in rows[start:end + 1] if r["ratio"] is not None)
-            lib_good, lib_bad = (good or {}).get("library_commit") or "", bad["library_commit"]
+            lib_good, lib_bad = str((good or {}).get("library_commit") or ""), str(bad["library_commit"])
             if good is None:
                 bisect = "no good night before it"
             elif not (lib_good and lib_bad):
@@ -188,10 +255,16 @@ def regression_episodes(points: Sequence[Mapping[str, Any]]) -> list[dict[str, A
                 "last_good": good["t"] if good else "", "last_good_run": good["run_id"] if good else "",
                 "harness_range": _range(good["commit"] if good else "", bad["commit"]),
                 "library_range": _range(lib_good, lib_bad) if (lib_good or lib_bad) else "not recorded",
+                "library_good": lib_good, "library_bad": lib_bad,
                 "now": _now(rows[-1]), "now_t": rows[-1]["t"], "change": bad["change"], "bisect": bisect,
             })
             i = end + 1
     return sorted(out, key=lambda e: (-e["size"], e["case_id"], e["series"]))
+
+
+def _web_link(link: str) -> str | None:
+    """A stored link, only where it is a web address (a bisect.json is a file from elsewhere)."""
+    return link if link.startswith(("https://", "http://")) else None
 
 
 def _range(good: str, bad: str) -> str:
@@ -225,6 +298,12 @@ LATEST_COLUMNS = (
     GridColumn("baseline", "baseline ms", kind="num", width=86),
     GridColumn("change_pct", "change %", kind="num", digits=3, width=72),
     GridColumn("runs", "nights", kind="num", width=60),
+    GridColumn("spread_pct", "spread %", kind="num", digits=2, width=70,
+               title="how far a night's median wanders from night to night: sigma of its log, from this series' "
+                     "nights, as `harness gate --history` measures it"),
+    GridColumn("detects_pct", "detects %", kind="num", digits=3, width=76,
+               title=f"the smallest lasting slowdown the history rule flags in time, {DETECT_CHANCE:.0%} of the "
+                     "time, given the spread"),
     GridColumn("commit", "latest commit", kind="code", href="url", width=110),
     GridColumn("reason", "why"),
 )
@@ -243,15 +322,19 @@ OP_COLUMNS = (
 )
 
 
-def _latest_rows(rows_by_series: Mapping[tuple[str, str], Sequence[Mapping[str, Any]]]) -> list[dict[str, Any]]:
+def _latest_rows(rows_by_series: Mapping[tuple[str, str], Sequence[Mapping[str, Any]]],
+                 rules: HistoryRules) -> list[dict[str, Any]]:
     out = []
     for rows in rows_by_series.values():
         p = rows[-1]
         ratio = p["ratio"]
+        sigma, detects = series_detection([r["median_ms"] for r in rows], rules)
         out.append({"case_id": p["case_id"], "series": p["series"], "now": _now(p), "op": p["op"],
                     "median": p["median_ms"], "baseline": p["baseline_ms"],
                     "change_pct": (ratio - 1) * 100 if ratio is not None else None,
                     "runs": sum(r["median_ms"] is not None for r in rows),
+                    "spread_pct": sigma * 100 if sigma is not None else None,
+                    "detects_pct": detects * 100 if detects is not None else None,
                     "commit": p["commit_short"], "url": p["url"], "reason": str(p["reason"] or "")})
     return out
 
@@ -267,12 +350,15 @@ _CHART_KEYS = ("case_id", "series", "t", "median_ms", "p10_ms", "p90_ms", "torch
 
 def render_history_site(points: Sequence[Mapping[str, Any]], *, rules: HistoryRules | None = None,
                         commit_url: str | None = None,
-                        title: str = "Performance history") -> dict[str, str]:
+                        title: str = "Performance history",
+                        bisects: Sequence[BisectFinding] = ()) -> dict[str, str]:
     """The site as {relative path: text}: ``index.html`` (regressions first, then every op,
     then the nights), ``regressions.html``, ``ops/<op>.html`` and the shared ``assets/``.
 
     ``commit_url``: a link for each point's commit, with ``{commit}`` where the hash goes
-    (``https://github.com/OWNER/REPO/commit/{commit}``); without it commits are plain text."""
+    (``https://github.com/OWNER/REPO/commit/{commit}``); without it commits are plain text.
+    ``bisects``: stored bisections; a regression one of them bisected (:func:`bisect_for`)
+    shows its culprit (linked as its bisect.json links it), or the range it left."""
     if commit_url is not None and not commit_url.startswith(("https://", "http://", "file://")):
         raise ValueError(f"commit_url must be an http(s) (or file) URL with {{commit}} in it, got {commit_url!r}")
     rules = rules or HistoryRules()
@@ -284,13 +370,20 @@ def render_history_site(points: Sequence[Mapping[str, Any]], *, rules: HistoryRu
     taken: set[str] = set()
     paths = {op: op_page_path(op, taken) for op in ops}
     episodes = regression_episodes(normal)
+    used: set[int] = set()
     for e in episodes:
         e["href"] = paths[e["op"]]
+        found = bisect_for(e, bisects)
+        e["found"] = found
+        e["culprit_href"] = _web_link(found.culprit_link) if found else None
+        if found is not None:
+            used.add(id(found))
+    unmatched = [f for f in bisects if id(f) not in used]
     site: dict[str, str] = dict(site_assets(ASSETS))
     per_op: list[dict[str, Any]] = []
     for op in ops:
         series_rows = _by_series(of_op[op])
-        latest = _latest_rows(series_rows)
+        latest = _latest_rows(series_rows, rules)
         op_series = sorted({p["series"] for p in of_op[op]})
         # Only what a point's tooltip or link shows: a thousand ops' pages stay small.
         chart_points = [{k: p[k] for k in _CHART_KEYS if p[k] not in (None, "")
@@ -304,6 +397,8 @@ def render_history_site(points: Sequence[Mapping[str, Any]], *, rules: HistoryRu
             regressions_href="../regressions.html",
             charts=[trend_chart("chart-trend", chart_points)],
             episodes=[e for e in episodes if e["op"] == op],
+            rules=rules,
+            chance=DETECT_CHANCE,
             table=Grid("latest-grid", "latest per case", LATEST_COLUMNS, latest,
                        filters=(("now", "now"), ("series", "backend · device")), page_size=50),
         )
@@ -320,7 +415,7 @@ def render_history_site(points: Sequence[Mapping[str, Any]], *, rules: HistoryRu
     runs = _runs(normal)
     site["regressions.html"] = render_page(
         "history_regressions.html", title=f"{title}: regressions", assets=f"{ASSETS}/",
-        index="index.html", site_title=title, episodes=episodes, rules=rules)
+        index="index.html", site_title=title, episodes=episodes, rules=rules, unmatched=unmatched)
     site["index.html"] = render_page(
         "history_index.html",
         title=title,
