@@ -24,6 +24,7 @@ from __future__ import annotations
 
 import argparse
 import contextlib
+import functools
 import json
 import os
 import shutil
@@ -131,7 +132,7 @@ def setup() -> None:
     wheels += [str(w) for w in (REPO / ".whl").glob("flaggems-v5.3.4/*.whl")]
     subprocess.run([sys.executable, "-m", "pip", "install", "-q", "--no-index", "--no-deps", "--no-compile",
                     "--target", str(SITE), *wheels], check=True)
-    probe = subprocess.run([sys.executable, "-c", "import flag_gems; print(flag_gems.__version__, flag_gems.vendor_name)"],
+    probe = subprocess.run([sys.executable, "-c", "import flag_gems; print(flag_gems.__version__)"],
                            env=child_env(), capture_output=True, text=True, timeout=300)
     say("flag_gems:", probe.stdout.strip() or probe.stderr.strip()[-400:])
 
@@ -148,8 +149,8 @@ def harness_run(name: str, extra: Sequence[str], budget: float) -> Path:
     code, wall = bounded([*cmd, *extra], budget + GRACE_S, log=RUNS / f"{name}.log",
                          tick=archive_now if ARCHIVE_TO and ARCHIVE_EVERY_S > 0 else None, every_s=ARCHIVE_EVERY_S)
     info = json.loads((run_dir / "run.json").read_text()) if (run_dir / "run.json").is_file() else {}
-    say(f"{name}: exit {code}, {wall:.0f} s, run {info.get('status', '?')}, "
-        f"ops {dict(Counter(o['status'] for o in info.get('ops', [])))}")
+    ops = dict(Counter(o["status"] for o in info.get("ops", [])))
+    say(f"{name}: exit {code}, {wall:.0f} s, run {info.get('status', '?')}, ops {ops}")
     return run_dir
 
 
@@ -166,29 +167,26 @@ def step_sample(k: int, sample: Sequence[SuiteOp], base_classes: frozenset[str])
     harness_run(run_dir.name, extra, BUDGETS["sample"])
 
 
-def archive(out: Path, limit: int = 15 << 20) -> None:
-    """RUNS' run directories into OUT/runs.tgz, without IR, compiler caches, specs (but the op
-    timelines), sweep files and the HTML and JUnit a report makes again; the recorded autotune
-    configs and completion markers are kept. Without the op logs when it is over ``limit``."""
-    def keep(logs: bool) -> Callable[[tarfile.TarInfo], tarfile.TarInfo | None]:
-        def pick(info: tarfile.TarInfo) -> tarfile.TarInfo | None:
-            parts = Path(info.name).parts
-            if "specs" in parts[1:] and (info.isdir() or parts[-1].endswith(".times.json")):
-                return info
-            if len(parts) in (2, 3) and parts[1] == "autotune" and (info.isdir() or parts[-1].endswith(".json")):
-                return info  # RUN/autotune/<op>.json: what --replay-from reads
-            dropped = {"ir", "triton-cache", "triton_cache", "cache", "specs", "sweep", "autotune"}
-            if dropped & set(parts[1:]) or parts[-1] in ("report.html", "junit.xml") and parts[1:]:
-                return None
-            return None if not logs and "logs" in parts[1:] else info
-        return pick
+def kept(info: tarfile.TarInfo, logs: bool) -> tarfile.TarInfo | None:
+    """What runs.tgz keeps of a run: the op timelines of specs/, RUN/autotune/<op>.json (what
+    --replay-from reads); not IR, caches, specs, sweep files, HTML or JUnit; the logs if ``logs``."""
+    parts = Path(info.name).parts
+    if "specs" in parts[1:] and (info.isdir() or parts[-1].endswith(".times.json")) or (
+            len(parts) in (2, 3) and parts[1] == "autotune" and (info.isdir() or parts[-1].endswith(".json"))):
+        return info
+    if {"ir", "triton-cache", "triton_cache", "cache", "specs", "sweep", "autotune"} & set(parts[1:]):
+        return None
+    return None if parts[-1] in ("report.html", "junit.xml") or not logs and "logs" in parts[1:] else info
 
+
+def archive(out: Path, limit: int = 15 << 20) -> None:
+    """RUNS' run directories into OUT/runs.tgz (``kept``); without the op logs where it is over ``limit``."""
     target, partial = out / "runs.tgz", out / "runs.tgz.partial"
     out.mkdir(parents=True, exist_ok=True)
     for logs in (True, False):
         with tarfile.open(partial, "w:gz") as tar:
             for run in sorted(p for p in RUNS.iterdir() if p.is_dir() and (p / "run.json").is_file()):
-                tar.add(run, arcname=run.name, filter=keep(logs))
+                tar.add(run, arcname=run.name, filter=functools.partial(kept, logs=logs))
         if partial.stat().st_size <= limit:
             break
     os.replace(partial, target)  # a call cut while this writes keeps the archive before it
@@ -215,9 +213,8 @@ def in_suite(nodeid: str) -> str:
 
 
 def flaggems_own(nodes: Sequence[str], work: Path, budget: float, options: Sequence[str]) -> tuple[list[dict[str, Any]], float]:
-    """FlagGems' own pytest on ``nodes`` in SUITE (its conftest; ``-c /dev/null`` keeps this
-    repository's settings out): its results as it recorded them (benchmarks/flaggems_stream.py),
-    and the wall time."""
+    """FlagGems' own pytest on ``nodes`` in SUITE (``-c /dev/null``: not this repository's settings):
+    its results as it recorded them (benchmarks/flaggems_stream.py), and the wall time."""
     work.mkdir(parents=True, exist_ok=True)
     stream = work / "results.jsonl"
     stream.unlink(missing_ok=True)
@@ -235,19 +232,18 @@ def flaggems_own(nodes: Sequence[str], work: Path, budget: float, options: Seque
 
 
 def part_number(path: Path) -> int:
-    """K of a ``sample-K`` folder; parts sort by it (sample-10 after sample-2)."""
-    digits = path.stem.rpartition("-")[2]
-    return int(digits) if digits.isdigit() else 0
+    return int(path.name.removeprefix("sample-"))
 
 
 def parts_in(folder: Path, name: str = "ops_status.csv") -> list[Path]:
-    """The ``sample-K`` folders of ``folder`` holding ``name``, in the order of K."""
-    return sorted((p.parent for p in folder.glob(f"sample-*/{name}")), key=part_number)
+    """The ``sample-K`` folders of ``folder`` holding ``name``, in the order of K (sample-10 after sample-2)."""
+    found = (p.parent for p in folder.glob(f"sample-*/{name}"))
+    return sorted((p for p in found if p.name.removeprefix("sample-").isdigit()), key=part_number)
 
 
 def harness_side(ops: Sequence[SuiteOp], status: Mapping[str, Mapping[str, str]], flaggems_wall: float) -> dict[str, Any]:
-    """A file's harness columns: its ops' rows and summed wall times and the ratio to FlagGems'
-    wall; none where an op did not pass where it was timed, or where FlagGems' wall is 0."""
+    """A file's rows, summed op wall times and their ratio to FlagGems' wall; none where an op did
+    not pass or FlagGems' wall is 0."""
     passed = bool(ops) and all(status.get(o.id, {}).get("status") == "PASS" for o in ops)
     harness_s = sum(float(status[o.id]["elapsed_s"]) for o in ops) if passed else None
     return {"harness_rows": sum(int(status[o.id]["rows"]) for o in ops) if passed else None,
@@ -258,9 +254,8 @@ def harness_side(ops: Sequence[SuiteOp], status: Mapping[str, Mapping[str, str]]
 def throughput_harness_run(files: Sequence[str], by_file: Mapping[str, Sequence[SuiteOp]],
                            alone: Mapping[str, Mapping[str, str]], deadline: float,
                            made: Path | None = None, *, own_runs_after: bool) -> dict[str, Mapping[str, str]]:
-    """The table's ops timed by the harness alone on DEVICES (run tp-harness), led by the sample's
-    passing op (of ``alone``: from parts that had their devices alone) that took the least time
-    of those taking LEAD_MIN_S or more, so every op of the table is pre-started as in a nightly."""
+    """The table's ops timed alone on DEVICES (tp-harness), led by the quickest passing op of
+    ``alone`` taking LEAD_MIN_S or more, so every op of the table is pre-started as in a nightly."""
     ops = [o.id for f in sorted(files, key=_rank) for o in by_file[f]]
     passed = {op: float(r.get("elapsed_s") or 0) for op, r in alone.items() if r.get("status") == "PASS" and op not in ops}
     lead = min(passed, key=lambda op: (passed[op] < LEAD_MIN_S, passed[op], _rank(op)), default=None)
@@ -339,9 +334,8 @@ def summarize(parts: Sequence[Path], out: Path, extra: Mapping[str, Any] | None 
 
 
 def sample_of_suite() -> tuple[list[SuiteOp], list[SuiteOp], frozenset[str]]:
-    inventory = read_inventory(locate_suite(SUITE))
-    corpus = all_ops(inventory)
-    return corpus, stratified_sample(corpus, SAMPLE_SIZE, inventory.base_classes), inventory.base_classes
+    corpus, base = all_ops(inventory := read_inventory(locate_suite(SUITE))), inventory.base_classes
+    return corpus, stratified_sample(corpus, SAMPLE_SIZE, base), base
 
 
 def cmd_plan() -> None:
@@ -354,8 +348,7 @@ def cmd_plan() -> None:
 
 def cmd_run(out: Path) -> None:
     steps = knob("STEPS", " ".join([f"sample{k}" for k in range(1, PARTS + 1)] + ["throughput"])).split()
-    for folder in (RUNS, out):
-        folder.mkdir(parents=True, exist_ok=True)
+    RUNS.mkdir(parents=True, exist_ok=True)
     begin = time.monotonic()
     say(f"steps {steps}, suite {SUITE}, devices {DEVICES}")
     setup()
@@ -376,16 +369,14 @@ def cmd_run(out: Path) -> None:
 
 
 def cmd_merge(dirs: Sequence[Path], out: Path) -> None:
-    """The sample's parts (the last given folder's copy of each sample-K) joined by ``harness
-    merge`` into ``out``, its causes (``python -m harness.results.triage``), corpus.json, and the
-    last throughput.csv given (CPU only)."""
+    """The parts (each sample-K from the last folder that has it) joined by ``harness merge``, its
+    causes (``python -m harness.results.triage``), corpus.json and the last throughput.csv given."""
     parts = sorted({p.name: p for d in dirs for p in parts_in(d, "run.json")}.values(), key=part_number)
     for cmd in (["harness", "merge", *map(str, parts), "--out", str(out)], ["harness.results.triage", str(out)]):
         if subprocess.run([sys.executable, "-m", *cmd], env=child_env()).returncode:
             raise SystemExit(f"python -m {cmd[0]} failed (above); nothing more written")
-    found = [d / "throughput.csv" for d in dirs if (d / "throughput.csv").is_file()]
-    if found:
-        shutil.copyfile(found[-1], out / "throughput.csv")
+    for found in [d / "throughput.csv" for d in dirs if (d / "throughput.csv").is_file()][-1:]:
+        shutil.copyfile(found, out / "throughput.csv")
     summarize(parts, out)
 
 
