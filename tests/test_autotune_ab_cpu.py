@@ -58,7 +58,7 @@ def test_a_replayed_run_uses_the_recorded_configs_and_marks_a_missing_key(tmp_pa
     marks = {case: r["autotune"] for case, r in rows(b).items()}
     assert marks == {"tuned_copy[builtin-float32-100]": "replayed", "tuned_copy[builtin-float32-200]": "replay-miss"}
     spec = json.loads((b / "specs" / "tuned_copy.json").read_text())
-    assert spec["extra"]["replay_from"] == str(a.resolve())
+    assert spec["replay"]["run_dir"] == str(a.resolve())
     assert json.loads((b / "run.json").read_text())["options"]["replay_from"] == str(a.resolve())
 
 
