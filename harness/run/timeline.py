@@ -10,7 +10,7 @@ the cost timeline behind a corpus nightly's projection (harness/suite/projection
 - :func:`part_span`, :func:`side_by_side`, :func:`union_s`: when runs ran, which shared a device
   at the same time, and the wall time they covered together.
 
-benchmarks/flaggems_corpus.py summarizes its calls with these.
+harness/suite/costing.py summarizes a sample's calls with these (benchmarks/flaggems_corpus.py through it).
 """
 
 from __future__ import annotations

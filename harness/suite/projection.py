@@ -11,7 +11,7 @@ nightly from what a sample cost (pure; numpy and scipy only for the interval).
 - :func:`project_interval`: how far that could be off from sampling alone (a stratified
   percentile bootstrap of the corpus's total).
 
-benchmarks/flaggems_corpus.py draws its samples and projects its nights with these.
+benchmarks/flaggems_corpus.py draws its samples with these; harness/suite/costing.py projects the nights.
 """
 
 from __future__ import annotations
