@@ -7,7 +7,9 @@ prepare (src/ with benchmarks/fetch_flaggems.sh, data/ the bench-data branch), b
 the corpus-inputs artifact downloads, the checkout), publish (shards/ as the shards' artifacts
 download, data/). The harness on PATH is this checkout's (the install steps make a venv from
 requirements/host.lock; tests/test_nightly_steps.py runs that one). The runner's Python stands in
-for a device's: torch and Triton of this venv, the stand-in flag_gems on PYTHONPATH.
+for a device's: torch and Triton of this venv, the stand-in flag_gems on PYTHONPATH. prepare's night
+step runs .github/scripts/night.sh, nightly.yml's night rule, with tests/test_nightly_steps.py's
+stand-ins on PATH: a `curl` answering for GitHub's API and a `date` for the runner's clock.
 """
 
 from __future__ import annotations
@@ -26,6 +28,7 @@ import pytest
 import yaml
 
 from tests.data.fake_flaggems_suite import write_fake_suite
+from tests.test_nightly_steps import night_step, night_tools
 
 ROOT = Path(__file__).resolve().parents[1]
 WORKFLOW = ROOT / ".github" / "workflows" / "corpus-nightly.yml"
@@ -78,7 +81,8 @@ def _env(work: Path, job: str, site: Path | None = None, **extra: str) -> dict[s
         _wrapper(temp / venv / "bin" / "harness", HARNESS)
         _wrapper(temp / venv / "bin" / "python", Path(sys.executable))
     env.update(FLAGGEMS_REF_INPUT="", BUDGET_S="3600", RUNNER_TEMP=str(temp), GITHUB_RUN_ID="1001",
-               GITHUB_OUTPUT=str(temp / "output"))
+               GITHUB_OUTPUT=str(temp / "output"), GH_TOKEN="not-a-token", GITHUB_API_URL="https://api.invalid",
+               GITHUB_REPOSITORY="owner/repo", PATH=f"{night_tools(work)}:{os.environ.get('PATH', '/usr/bin:/bin')}")
     if site is not None:
         env["PYTHONPATH"] = str(site)
     env.update(extra)
@@ -88,6 +92,17 @@ def _env(work: Path, job: str, site: Path | None = None, **extra: str) -> dict[s
 
 def _outputs(env: dict[str, str]) -> dict[str, str]:
     return dict(line.split("=", 1) for line in Path(env["GITHUB_OUTPUT"]).read_text().splitlines() if "=" in line)
+
+
+def _night(work: Path, created: str, now: str, schedule: str | None = None) -> tuple[
+        subprocess.CompletedProcess[str], dict[str, str]]:
+    """prepare's night step in an attempt run at `now`, of a run GitHub created at `created` for
+    the workflow's schedule (for `schedule`; "" is a manual run)."""
+    cron = str(yaml.safe_load(WORKFLOW.read_text())[True]["schedule"][0]["cron"])
+    step = _step("prepare", "The night this run records")
+    env = _env(work, "prepare", FAKE_CREATED=created, FAKE_NOW=now, FAKE_STARTED=now,
+               SCHEDULE=cron if schedule is None else schedule)
+    return _bash(str(step["run"]), work, env), env
 
 
 def _flaggems_repo(root: Path, version: str = "5.3.4") -> tuple[Path, Path]:
@@ -128,7 +143,9 @@ def test_shards_expected_are_the_bench_matrix_and_the_policy_holds() -> None:
         assert parts == {(k, int(expected[backend])) for k in range(1, int(expected[backend]) + 1)}
     # The security model of the nightly: read-only self-hosted jobs, one writer on a hosted runner.
     assert jobs["bench"]["permissions"] == {"contents": "read"} and "self-hosted" in jobs["bench"]["runs-on"]
-    assert jobs["prepare"]["permissions"] == {"contents": "read"} and jobs["prepare"]["runs-on"] == "ubuntu-latest"
+    # prepare reads the run's creation time (actions: read), for the night's date.
+    assert jobs["prepare"]["permissions"] == {"contents": "read", "actions": "read"}
+    assert jobs["prepare"]["runs-on"] == "ubuntu-latest"
     assert jobs["publish"]["runs-on"] == "ubuntu-latest" and jobs["publish"]["environment"] == "bench-data"
     from tests.unit.test_workflow_policy import check_workflow
 
@@ -149,7 +166,6 @@ def test_the_ref_is_the_pinned_tag_or_mains_sha_and_an_unknown_one_is_refused(tm
     tree = work / "inputs" / ".flaggems" / name
     assert (tree / "benchmark" / "test_add.py").is_file()
     assert (tree / "FLAGGEMS_REF").read_text().startswith(f"{pinned} (")
-    assert _outputs(env)["night"]
 
     done, env = _prepare(work, repo, "main")
     assert done.returncode == 0, done.stdout + done.stderr
@@ -160,6 +176,26 @@ def test_the_ref_is_the_pinned_tag_or_mains_sha_and_an_unknown_one_is_refused(tm
         assert done.returncode == 2, (bad, done.stdout, done.stderr)
         errors = [line for line in done.stdout.splitlines() if line.startswith("::error::")]
         assert len(errors) == 1 and "FlagGems ref" in errors[0] and "name=" not in Path(env["GITHUB_OUTPUT"]).read_text()
+
+
+def test_the_night_is_nightly_ymls_rule_and_a_re_run_after_midnight_keeps_it(tmp_path: Path) -> None:
+    """The night publish stores under is prepare's, from the run's creation time (night.sh, as
+    nightly.yml's publish takes it): an attempt run after midnight UTC records the same night."""
+    jobs = _jobs()
+    night_step(jobs["prepare"]["steps"])
+    assert jobs["prepare"]["outputs"]["night"] == "${{ steps.night.outputs.date }}"
+    assert _step("publish", "Merge, check, store")["env"]["NIGHT"] == "${{ needs.prepare.outputs.night }}"
+    cron = str(yaml.safe_load(WORKFLOW.read_text())[True]["schedule"][0]["cron"])
+    assert cron == "43 1 * * *", "the runs below are created at this schedule's slot"
+    for created, now, schedule in (
+        ("2026-12-04T01:43:09Z", "2026-12-04T01:43:30Z", None),  # the scheduled run's first attempt
+        ("2026-12-04T01:43:09Z", "2026-12-05T00:20:00Z", None),  # that run again, after midnight UTC
+        ("2026-12-04T01:43:09Z", "2026-12-07T09:00:00Z", None),  # ... and days later
+        ("2026-12-04T23:59:00Z", "2026-12-05T00:20:00Z", ""),  # a manual run, again after midnight
+    ):
+        done, env = _night(tmp_path, created, now, schedule)
+        assert done.returncode == 0, done.stdout + done.stderr
+        assert _outputs(env) == {"date": "2026-12-04"}, (created, now)
 
 
 def test_a_tree_of_a_layout_the_harness_does_not_know_is_refused_in_one_line(tmp_path: Path) -> None:
@@ -223,6 +259,9 @@ def test_a_night_runs_shards_merges_stores_whole_and_the_next_replays_it(tmp_pat
     repo, site = _flaggems_repo(tmp_path / "fg")
     prep = tmp_path / "prepare"
     (prep / "data").mkdir(parents=True)
+    night, env = _night(prep, "2026-12-04T01:43:09Z", "2026-12-04T01:43:30Z")
+    assert night.returncode == 0, night.stdout + night.stderr
+    day = _outputs(env)["date"]
     done, env = _prepare(prep, repo, "v5.3.4")
     assert done.returncode == 0, done.stdout + done.stderr
     last_night = _bash(str(_step("prepare", "Last night")["run"]), prep,
@@ -239,7 +278,7 @@ def test_a_night_runs_shards_merges_stores_whole_and_the_next_replays_it(tmp_pat
     assert info["caches"]["triton"].startswith(str(tmp_path / "runner-cache" / "flaggems-5.3.4-triton-"))
     pub = tmp_path / "publish"
     (pub / "data").mkdir(parents=True)
-    record = _publish(pub, store, ["cpu-1", "cpu-2"], "2026-12-04", "1001")
+    record = _publish(pub, store, ["cpu-1", "cpu-2"], day, "1001")
     assert record.returncode == 0, record.stdout[-3000:] + record.stderr[-3000:]
     assert "night 2026-12-04: passed: cpu; failed or partial: none" in record.stdout
     assert "::notice::cpu: new baseline: flaggems-5.3.4-torch-" in record.stdout
@@ -254,6 +293,9 @@ def test_a_night_runs_shards_merges_stores_whole_and_the_next_replays_it(tmp_pat
     # Night 2's prepare reads night 1 from bench-data: its op times for the shards, its configs.
     shutil.rmtree(prep / "data")
     shutil.copytree(pub / "data", prep / "data")
+    night, env = _night(prep, "2026-12-05T01:43:10Z", "2026-12-05T01:43:40Z")
+    assert night.returncode == 0, night.stdout + night.stderr
+    day = _outputs(env)["date"]
     done, env = _prepare(prep, repo, "v5.3.4")
     assert done.returncode == 0
     last_night = _bash(str(_step("prepare", "Last night")["run"]), prep, {**env, "NAME": "v5.3.4"})
@@ -267,7 +309,7 @@ def test_a_night_runs_shards_merges_stores_whole_and_the_next_replays_it(tmp_pat
     assert again["options"]["replay_from"].endswith("inputs/last/cpu/night")
 
     # Night 2, shard 2/2 never reported (its runner offline): partial, named, that backend fails.
-    record = _publish(pub, tmp_path / "artifacts-2", ["cpu-1"], "2026-12-05", "1002")
+    record = _publish(pub, tmp_path / "artifacts-2", ["cpu-1"], day, "1002")
     assert record.returncode == 1
     assert "::error::cpu: night 2026-12-05 partial: shard(s) 2/2 missing" in record.stdout
     assert "failed or partial: cpu" in record.stdout

@@ -11,9 +11,11 @@ that way) fails here. Nights run back to back, each loading the earlier ones fro
 branch: several artifacts, one artifact, a missing backend, a missing shard, an attempt run
 again, and a push that meets a concurrent one and is replayed onto it.
 
-The night step (the date a run records) asks GitHub's API for the run's creation time; here a
-`curl` on PATH answers for the API. Those tests, and the one that holds SHARDS_EXPECTED to the
-bench matrices, need no index and run with the unit tests.
+The night step (the date a run records) runs .github/scripts/night.sh, which asks GitHub's API
+for the run's creation time; here a `curl` on PATH answers for the API and a `date` on PATH
+stands for the runner's clock. Those tests, and the one that holds SHARDS_EXPECTED to the bench
+matrices, need no index and run with the unit tests. tests/test_corpus_workflow.py runs the same
+script as corpus-nightly.yml's prepare job calls it, with the same stand-ins (night_tools).
 """
 
 from __future__ import annotations
@@ -35,9 +37,11 @@ from tests.harness_cli import run_harness
 ROOT = Path(__file__).resolve().parents[1]
 NIGHTLY = ROOT / ".github" / "workflows" / "nightly.yml"
 
+NIGHT_SCRIPT = Path(".github") / "scripts" / "night.sh"  # the one night rule, both nightlies call it
+
 # Stands in for GitHub's API: answers GET .../actions/runs/$GITHUB_RUN_ID with FAKE_CREATED as the
-# run's creation time (and a run_started_at that must not be used), refusing a request without the
-# token on stdin or with the token on the command line.
+# run's creation time (and this attempt's run_started_at, FAKE_STARTED, which must not be used),
+# refusing a request without the token on stdin or with the token on the command line.
 FAKE_CURL = """#!/bin/sh
 headers=$(cat)
 case "$headers" in *"Authorization: Bearer $GH_TOKEN"*) ;; *) echo "curl: no token on stdin" >&2; exit 22;; esac
@@ -46,8 +50,33 @@ for arg in "$@"; do url=$arg; done
 if [ "$url" != "$GITHUB_API_URL/repos/$GITHUB_REPOSITORY/actions/runs/$GITHUB_RUN_ID" ]; then
   echo "curl: unexpected URL $url" >&2; exit 22
 fi
-printf '{"id": %s, "created_at": "%s", "run_started_at": "2031-01-01T00:10:00Z"}\n' "$GITHUB_RUN_ID" "$FAKE_CREATED"
+printf '{"id": %s, "created_at": "%s", "run_started_at": "%s"}\n' "$GITHUB_RUN_ID" "$FAKE_CREATED" \
+  "${FAKE_STARTED:-2031-01-01T00:10:00Z}"
 """
+
+# The runner's clock: with FAKE_NOW set, `date` without -d tells FAKE_NOW's time (an attempt run
+# after midnight UTC); `date -d ...` and every call without FAKE_NOW are the real date's.
+FAKE_DATE = """#!/bin/sh
+case " $* " in *" -d "*) exec {date} "$@";; esac
+if [ -z "$FAKE_NOW" ]; then exec {date} "$@"; fi
+exec {date} -d "$FAKE_NOW" "$@"
+"""
+
+
+def night_tools(work: Path) -> Path:
+    """What a job's night step finds: night.sh where the checkout puts it (work/src/), and the
+    API's curl and the runner's clock on PATH (the directory returned)."""
+    script = work / "src" / NIGHT_SCRIPT
+    script.parent.mkdir(parents=True, exist_ok=True)
+    shutil.copy2(ROOT / NIGHT_SCRIPT, script)
+    bin_dir = work / "bin"
+    bin_dir.mkdir(parents=True, exist_ok=True)
+    real_date = shutil.which("date")
+    assert real_date is not None
+    for name, text in (("curl", FAKE_CURL), ("date", FAKE_DATE.replace("{date}", real_date))):
+        (bin_dir / name).write_text(text)
+        (bin_dir / name).chmod(0o755)
+    return bin_dir
 
 
 def _workflow() -> dict[str, Any]:
@@ -98,14 +127,11 @@ def _copy_checkout(target: Path) -> None:
 
 
 def _bin(work: Path) -> Path:
-    """The runner's PATH additions: setup-python's `python` (3.11 or newer) and the API's curl."""
-    bin_dir = work / "bin"
-    bin_dir.mkdir(parents=True, exist_ok=True)
+    """The runner's PATH additions: setup-python's `python` (3.11 or newer), the API's curl and
+    the runner's clock (night_tools)."""
+    bin_dir = night_tools(work)
     if not (bin_dir / "python").exists():
         (bin_dir / "python").symlink_to(sys.executable)
-    curl = bin_dir / "curl"
-    curl.write_text(FAKE_CURL)
-    curl.chmod(0o755)
     return bin_dir
 
 
@@ -121,10 +147,28 @@ def _env(work: Path, run_id: str) -> dict[str, str]:
     return env
 
 
+def night_step(steps: list[dict[str, Any]]) -> dict[str, Any]:
+    """A job's night step, as both nightlies write it: after the checkout into src/, night.sh run
+    with the token and the schedule in its environment (the token never on a command line)."""
+    (index,) = [i for i, s in enumerate(steps) if str(s.get("name", "")).startswith("The night this run records")]
+    step = steps[index]
+    checkout = [i for i, s in enumerate(steps[:index]) if str(s.get("uses", "")).startswith("actions/checkout@")
+                and s.get("with", {}).get("path") == "src" and "ref" not in s.get("with", {})]
+    assert checkout, "the night step runs before the checkout that brings night.sh"
+    assert step["id"] == "night" and str(step["run"]).split("#")[0].split() == ["bash", f"src/{NIGHT_SCRIPT}"]
+    assert step["env"] == {"GH_TOKEN": "${{ github.token }}", "SCHEDULE": "${{ github.event.schedule }}"}
+    return step
+
+
+# The clock of an attempt run again days later, after midnight UTC: the night must not move with it.
+RERUN_NOW = "2026-12-03T00:20:00Z"
+
+
 def _night_date(work: Path, run_id: str, created: str, schedule: str) -> subprocess.CompletedProcess[str]:
-    """The publish job's night step; its output `date` is in the result's stdout as `date=...`."""
+    """The publish job's night step, in an attempt run at RERUN_NOW; its output `date` is in the
+    result's stdout as `date=...`."""
     env = _env(work, run_id)
-    env.update(FAKE_CREATED=created, SCHEDULE=schedule)
+    env.update(FAKE_CREATED=created, SCHEDULE=schedule, FAKE_NOW=RERUN_NOW, FAKE_STARTED=RERUN_NOW)
     output = Path(env["GITHUB_OUTPUT"])
     output.write_text("")
     done = _bash(_script("publish", "The night this run records"), work, env)
@@ -132,15 +176,14 @@ def _night_date(work: Path, run_id: str, created: str, schedule: str) -> subproc
 
 
 @pytest.mark.parametrize(("created", "schedule", "night"), [
-    ("2026-11-30T02:31:07Z", "17 2 * * *", "2026-11-30"),  # the slot's day, whatever the day of the re-run
+    ("2026-11-30T02:31:07Z", "17 2 * * *", "2026-11-30"),  # the slot's day, not the re-run's (RERUN_NOW)
     ("2026-11-30T02:17:00Z", "17 2 * * *", "2026-11-30"),  # created on the slot
     ("2026-12-01T00:40:00Z", "50 23 * * *", "2026-11-30"),  # a slot late in the day, started after midnight
     ("2026-11-30T23:59:59Z", "", "2026-11-30"),  # workflow_dispatch: the day it was asked for
 ])
 def test_the_night_is_the_schedules_date_from_the_runs_creation(tmp_path: Path, created: str, schedule: str,
                                                                  night: str) -> None:
-    step = _step("publish", "The night this run records")
-    assert step["id"] == "night" and step["env"]["SCHEDULE"] == "${{ github.event.schedule }}"
+    night_step(_workflow()["jobs"]["publish"]["steps"])
     assert _step("publish", "Merge, check, record")["env"]["NIGHT"] == "${{ steps.night.outputs.date }}"
     done = _night_date(tmp_path, "1001", created, schedule)
     assert done.returncode == 0, done.stdout + done.stderr
