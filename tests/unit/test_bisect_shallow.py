@@ -1,10 +1,12 @@
 """`harness bisect`'s git reading on a shallow git directory as benchmarks/fetch_bisect_repo.sh
-makes it (the range and nothing older)."""
+makes it (the range and nothing older), and the source export's compiled bytecode."""
 
 from __future__ import annotations
 
+import os
 import shutil
 import subprocess
+import sys
 from pathlib import Path
 
 import pytest
@@ -54,3 +56,14 @@ def test_nothing_older_than_the_oldest_ref_is_kept(repos: tuple[Path, Path, dict
                           check=True).stdout.split()
     assert sorted(tags) == ["bad", "culprit", "docs", "tidy"]  # 'good' points before the range
 
+
+def test_an_export_holds_bytecode_that_imports_from_where_it_lies(repos: tuple[Path, Path, dict[str, str]],
+                                                                   tmp_path: Path) -> None:
+    _, shallow, shas = repos
+    one = Repo(shallow).export(shas["sleeps"], "src", tmp_path)
+    source = one / "src" / "slowlib" / "__init__.py"
+    assert list((source.parent / "__pycache__").glob("__init__.*.pyc"))
+    done = subprocess.run([sys.executable, "-c", "import slowlib; print(slowlib.work.__code__.co_filename)"],
+                          capture_output=True, text=True, check=True,
+                          env={**os.environ, "PYTHONPATH": str(one / "src")})
+    assert Path(done.stdout.strip()) == source
