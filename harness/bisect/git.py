@@ -4,11 +4,11 @@ a link to a commit when the repository has a GitHub remote."""
 
 from __future__ import annotations
 
-import compileall
 import io
 import re
 import shutil
 import subprocess
+import sys
 import tarfile
 import tempfile
 from collections.abc import Sequence
@@ -105,7 +105,9 @@ class Repo:
         # Bytecode for every module, on every core, once per tree: otherwise each op process that
         # imports a newly exported tree compiles what it imports one module at a time (about 3 s
         # for FlagGems' src/ on one core), and most tested commits run on one side of one try only.
-        compileall.compile_dir(str(work), ddir=str(dest), quiet=2, workers=0)
+        # A process of its own: its workers are not forked from this one, whose probes are threads.
+        subprocess.run([sys.executable, "-m", "compileall", "-qq", "-j", "0", "-d", str(dest), str(work)],
+                       capture_output=True, check=False)
         try:
             work.rename(dest)
         except OSError:  # another probe exported the same tree first
