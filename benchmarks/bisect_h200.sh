@@ -3,8 +3,8 @@
 # tags, each bisected to a commit with `harness bisect` and the culprit checked against its parent
 # with `harness ab`.
 #
-# JOBS lists "OP GOOD BAD" (';'-separated), tried in order until BISECT_COUNT of them name a
-# culprit. Per job:
+# JOBS lists "OP GOOD BAD [METRIC]" (';'-separated; METRIC speed, the default, or verdict), tried
+# in order until BISECT_COUNT of them name a culprit. Per job:
 #   1. `harness bisect --repeats 1 --max-tries MAX_TRIES` over GOOD..BAD (every first-parent commit
 #      that changes src/). Its opening check (BAD against GOOD, 2 runs a side) is the measurement of
 #      the op at both tags: an op that did not change ends there ("nothing to bisect") and the next
@@ -232,13 +232,14 @@ RUN_ARGS=(--backend "$BACKEND" --suite "$WORK/flaggems/tree/benchmark" --dtypes 
           --progress plain)
 tr ';' '\n' <<< "$JOBS" | awk 'NF' > "$WORK/out/jobs.txt"
 mapfile -t jobs < "$WORK/out/jobs.txt"
-echo "jobs (op good bad):"
+echo "jobs (op good bad [metric]):"
 cat "$WORK/out/jobs.txt"
 
 found=0
 n=0
 for line in "${jobs[@]}"; do
-  read -r op good bad <<< "$line"
+  read -r op good bad metric <<< "$line"
+  metric=${metric:-speed}
   n=$((n + 1))
   [ "$found" -ge "$BISECT_COUNT" ] && break
   folder=$WORK/out/bisect-$op
@@ -251,7 +252,7 @@ for line in "${jobs[@]}"; do
     share=$(( $(left) - CHECK_S - (wanted - 1) * 60 ))
     [ "$share" -lt 90 ] && share=90
     timed "bisect-$op" "$(limit "$share")" "$PY" -m harness bisect --repo "$WORK/repo.git" --good "$good" \
-      --bad "$bad" --repeats 1 --max-tries "$MAX_TRIES" --repo-url "$REPO_URL" --out "$folder" \
+      --bad "$bad" --metric "$metric" --repeats 1 --max-tries "$MAX_TRIES" --repo-url "$REPO_URL" --out "$folder" \
       --cache "$WORK/cache" ${CPU[@]+"${CPU[@]}"} -- "${RUN_ARGS[@]}" --ops "$op"
   fi
   culprit=$("$PY" -c 'import json, sys; print((json.load(open(sys.argv[1])).get("culprit") or {}).get("sha", ""))' \
