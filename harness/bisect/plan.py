@@ -61,11 +61,12 @@ class RowResult:
     ci_high: float | None = None
     head_status: str = ""  # the case's status at the tested commit: pass, fail, error, skip, absent
     head_op_status: str = ""  # the op's status at the tested commit: PASS, FAIL, ERROR, CRASH, TIMEOUT, ""
+    base_status: str = ""  # the case's status at the good commit: pass, fail, error, skip, absent
 
     def to_json(self) -> dict[str, object]:
         return {"case_id": self.case_id, "verdict": self.verdict, "reason": self.reason, "ratio": self.ratio,
                 "ci_low": self.ci_low, "ci_high": self.ci_high, "head_status": self.head_status,
-                "head_op_status": self.head_op_status}
+                "head_op_status": self.head_op_status, "base_status": self.base_status}
 
     @staticmethod
     def from_json(data: Mapping[str, object]) -> RowResult:
@@ -76,7 +77,8 @@ class RowResult:
         return RowResult(case_id=str(data["case_id"]), verdict=str(data["verdict"]), reason=str(data["reason"]),
                          ratio=num("ratio"), ci_low=num("ci_low"), ci_high=num("ci_high"),
                          head_status=str(data.get("head_status") or ""),
-                         head_op_status=str(data.get("head_op_status") or ""))
+                         head_op_status=str(data.get("head_op_status") or ""),
+                         base_status=str(data.get("base_status") or ""))
 
 
 @dataclass(frozen=True)
@@ -93,7 +95,7 @@ class Check:
     show it (the rows every later step is judged on)."""
 
     changed: bool
-    direction: str  # speed: "regression" or "improvement"; verdict: "failing"; "" when unchanged
+    direction: str  # speed: "regression" or "improvement"; verdict: "failing" or "passing"; "" when unchanged
     tracked: tuple[str, ...]  # case ids that changed
     ratio: float | None  # the geometric mean of the tracked rows' ratios (speed), None otherwise
     reason: str
@@ -130,11 +132,16 @@ def _row_mark_speed(row: RowResult, direction: str, threshold: float) -> tuple[s
     return NOISY, numbers + " (the interval straddles it)"
 
 
-def _row_mark_verdict(row: RowResult) -> tuple[str, str]:
+def _row_mark_verdict(row: RowResult, direction: str) -> tuple[str, str]:
+    """A row that passes is good when the bad end broke the case ("failing") and bad when the bad
+    end fixed it ("passing"); a row that fails or crashes the other way round; a row that did not
+    run (the op did not import, the tree does not match) is a skip either way."""
+    broken = row.head_status == "fail" or row.head_op_status in BROKEN_STATUSES
     if row.head_status == "pass":
-        return GOOD, f"{row.case_id} passes"
-    if row.head_status == "fail" or row.head_op_status in BROKEN_STATUSES:
-        return BAD, f"{row.case_id}: {row.reason}"
+        return (BAD, f"{row.case_id} passes") if direction == "passing" else (GOOD, f"{row.case_id} passes")
+    if broken:
+        why = f"{row.case_id}: {row.reason}"
+        return (GOOD, why) if direction == "passing" else (BAD, why)
     return SKIP, f"{row.case_id} did not run at this commit ({row.reason})"
 
 
@@ -153,7 +160,7 @@ def judge_step(rows: Sequence[RowResult], metric: str, check: Check, threshold: 
             marks.append((SKIP, f"{case} has no result at this commit (the op did not run: import or "
                                 "benchmark tree)"))
         elif metric == "verdict":
-            marks.append(_row_mark_verdict(row))
+            marks.append(_row_mark_verdict(row, check.direction))
         else:
             marks.append(_row_mark_speed(row, check.direction, threshold))
     if not marks:
@@ -167,13 +174,21 @@ def judge_step(rows: Sequence[RowResult], metric: str, check: Check, threshold: 
 
 def judge_check(rows: Sequence[RowResult], metric: str) -> Check:
     """The opening check (bad against good): the rows that changed, and in which direction. With
-    the speed metric, the direction is the one most rows took (slower when tied)."""
+    the speed metric, the direction is the one most rows took (slower when tied). With the verdict
+    metric, cases that pass at the good end and fail or crash at the bad end ("failing", a
+    breakage) are tracked; where there are none, cases that fail at the good end and pass at the
+    bad end ("passing": the commit that fixed them is searched for)."""
     if metric == "verdict":
         tracked = tuple(r.case_id for r in rows
                         if r.verdict == "failing" and (r.head_status == "fail" or r.head_op_status in BROKEN_STATUSES))
-        if not tracked:
-            return Check(False, "", (), None, "no case that passes at the good end fails or crashes at the bad end")
-        return Check(True, "failing", tracked, None, f"{len(tracked)} case(s) pass at the good end and fail at "
+        if tracked:
+            return Check(True, "failing", tracked, None, f"{len(tracked)} case(s) pass at the good end and fail at "
+                         "the bad end")
+        fixed = tuple(r.case_id for r in rows if r.base_status == "fail" and r.head_status == "pass")
+        if fixed:
+            return Check(True, "passing", fixed, None, f"{len(fixed)} case(s) fail at the good end and pass at "
+                         "the bad end")
+        return Check(False, "", (), None, "no case changed between pass and fail or crash from the good end to "
                      "the bad end")
     counts = {word: sum(1 for r in rows if r.verdict == word) for word in SPEED_CHANGES}
     if not any(counts.values()):

@@ -144,6 +144,6 @@ class AbStepRunner:
                 case_id=row.case_id, verdict=row.verdict, reason=row.reason,
                 ratio=stats.ratio if stats else None, ci_low=stats.ci_low if stats else None,
                 ci_high=stats.ci_high if stats else None, head_status=row.head_status,
-                head_op_status=comparison.head.op_status(row.op)[0]))
+                head_op_status=comparison.head.op_status(row.op)[0], base_status=row.base_status))
         return tuple(rows)
 

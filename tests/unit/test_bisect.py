@@ -115,6 +115,29 @@ def test_the_verdict_metric_marks_fail_and_crash_bad_and_import_errors_skipped()
     assert not judge_check([passes], "verdict").changed
 
 
+def test_the_verdict_metric_finds_the_commit_that_fixed_a_case() -> None:
+    # Failing at the good end and passing at the bad end: the culprit is the commit that fixed it,
+    # so a tested commit where the case passes behaves as the bad end does.
+    fixed = RowResult(CASE, "not compared", "fail in base, pass in head", head_status="pass",
+                      head_op_status="PASS", base_status="fail")
+    other = RowResult("y", "unchanged", "", 1.0, 0.9, 1.1, head_status="pass", head_op_status="PASS",
+                      base_status="pass")
+    found = judge_check([fixed, other], "verdict")
+    assert (found.changed, found.direction, found.tracked) == (True, "passing", (CASE,))
+    still = RowResult(CASE, "not compared", "fail in base, fail in head", head_status="fail",
+                      head_op_status="FAIL", base_status="fail")
+    absent = RowResult(CASE, "not compared", "fail in base, absent in head", head_status="absent",
+                       head_op_status="ERROR", base_status="fail")
+    assert [judge_step([r], "verdict", found, 0.05).mark for r in (fixed, still, absent)] == [BAD, GOOD, SKIP]
+    # A breakage at the bad end is what is tracked when a case also broke there.
+    broke = RowResult("z", "failing", "passed in base, fail in head", head_status="fail", head_op_status="FAIL",
+                      base_status="pass")
+    both = judge_check([fixed, broke], "verdict")
+    assert (both.direction, both.tracked) == ("failing", ("z",))
+    # The base status survives the step cache's JSON.
+    assert RowResult.from_json(fixed.to_json()) == fixed
+
+
 def test_the_check_tracks_the_rows_that_moved_and_their_direction() -> None:
     rows = [RowResult("a", "regression", "", 1.10, 1.08, 1.12), RowResult("b", "unchanged", "", 1.0, 0.99, 1.01),
             RowResult("c", "regression", "", 1.20, 1.18, 1.22), RowResult("d", "improvement", "", 0.8, 0.79, 0.81)]
