@@ -55,7 +55,7 @@ RUNS = Path(knob("RUNS", "/tmp/flaggems-corpus"))
 SITE = Path(knob("SITE", "/tmp/site"))
 DEVICES = knob("DEVICES", "0").split()
 BACKEND = knob("BACKEND", "cuda")  # cpu: a dry run of the plumbing on a stand-in tree (tests/data)
-SAMPLE_SIZE = int(knob("SAMPLE_SIZE", "160"))
+SAMPLE_SIZE, SAMPLE_SEED = int(knob("SAMPLE_SIZE", "160")), knob("SAMPLE_SEED", "")  # "" is the committed sample
 PARTS = int(knob("PARTS", "2"))
 OP_TIMEOUT = knob("OP_TIMEOUT", "120")
 CAP_MS = knob("CAP_MS", "300")  # --cap-ms: rows of small kernels rarely settle, each costs the cap (docs/timing.md)
@@ -335,7 +335,7 @@ def summarize(parts: Sequence[Path], out: Path, extra: Mapping[str, Any] | None 
 
 def sample_of_suite() -> tuple[list[SuiteOp], list[SuiteOp], frozenset[str]]:
     corpus, base = all_ops(inventory := read_inventory(locate_suite(SUITE))), inventory.base_classes
-    return corpus, stratified_sample(corpus, SAMPLE_SIZE, base), base
+    return corpus, stratified_sample(corpus, SAMPLE_SIZE, base, SAMPLE_SEED), base
 
 
 def cmd_plan() -> None:

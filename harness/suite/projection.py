@@ -47,11 +47,14 @@ def _rank(key: str) -> int:
     return int.from_bytes(hashlib.sha256(key.encode()).digest()[:8], "big")
 
 
-def stratified_sample(ops: Sequence[SuiteOp], size: int, base_classes: frozenset[str]) -> list[SuiteOp]:
+def stratified_sample(ops: Sequence[SuiteOp], size: int, base_classes: frozenset[str],
+                      seed: str = "") -> list[SuiteOp]:
     """``size`` ops, every stratum in proportion (at least 2 each), in round-robin order over the
-    strata so any prefix of the list is stratified too; deterministic."""
+    strata so any prefix of the list is stratified too; deterministic for one ``seed``. Within a
+    stratum ops are taken in the order of a hash of the seed and the op's id: another seed draws
+    another sample of the same proportions (the empty seed is the sample drawn before seeds)."""
     strata: dict[str, list[SuiteOp]] = defaultdict(list)
-    for op in sorted(ops, key=lambda o: _rank(o.id)):
+    for op in sorted(ops, key=lambda o: _rank(f"{seed}:{o.id}" if seed else o.id)):
         strata[category(op, base_classes)].append(op)
     total = sum(len(v) for v in strata.values())
     quota = {k: min(len(v), max(2, round(size * len(v) / total))) for k, v in strata.items()}

@@ -28,6 +28,26 @@ def test_the_sample_covers_every_stratum_in_proportion_and_every_prefix_is_strat
     assert one + two == sample and len(one) == round(len(sample) * 2 / 3)
 
 
+def test_another_seed_draws_another_sample_of_the_same_proportions(tmp_path: Path) -> None:
+    inventory = read_inventory(locate_suite(write_fake_suite(tmp_path).benchmark))
+    ops = all_ops(inventory)
+
+    def per_stratum(sample: list) -> dict[str, int]:
+        counts: dict[str, int] = {}
+        for op in sample:
+            key = category(op, inventory.base_classes)
+            counts[key] = counts.get(key, 0) + 1
+        return counts
+
+    unseeded = stratified_sample(ops, 8, inventory.base_classes)
+    seeded = {seed: stratified_sample(ops, 8, inventory.base_classes, seed) for seed in ("s1", "s2", "s3")}
+    assert stratified_sample(ops, 8, inventory.base_classes, "s1") == seeded["s1"]  # one seed, one sample
+    assert all(per_stratum(s) == per_stratum(unseeded) for s in seeded.values())
+    # 8 of 14 ops leave a choice within the larger strata: the seeds do not all draw the same ops
+    drawn = {frozenset(o.id for o in s) for s in [unseeded, *seeded.values()]}
+    assert len(drawn) > 1
+
+
 def test_the_projection_gives_unsampled_ops_their_strata_mean_and_shards_longest_first(tmp_path: Path) -> None:
     assert lpt_makespan([5, 4, 3, 3], 2) == 8
     assert lpt_makespan([5, 4, 3], 8) == 5
