@@ -132,14 +132,18 @@ def _row_mark_speed(row: RowResult, direction: str, threshold: float) -> tuple[s
     return NOISY, numbers + " (the interval straddles it)"
 
 
+def _broken(row: RowResult) -> bool:
+    """The case failed, or its op failed, crashed or timed out, at the tested commit."""
+    return row.head_status == "fail" or row.head_op_status in BROKEN_STATUSES
+
+
 def _row_mark_verdict(row: RowResult, direction: str) -> tuple[str, str]:
     """A row that passes is good when the bad end broke the case ("failing") and bad when the bad
     end fixed it ("passing"); a row that fails or crashes the other way round; a row that did not
     run (the op did not import, the tree does not match) is a skip either way."""
-    broken = row.head_status == "fail" or row.head_op_status in BROKEN_STATUSES
     if row.head_status == "pass":
         return (BAD, f"{row.case_id} passes") if direction == "passing" else (GOOD, f"{row.case_id} passes")
-    if broken:
+    if _broken(row):
         why = f"{row.case_id}: {row.reason}"
         return (GOOD, why) if direction == "passing" else (BAD, why)
     return SKIP, f"{row.case_id} did not run at this commit ({row.reason})"
@@ -179,8 +183,7 @@ def judge_check(rows: Sequence[RowResult], metric: str) -> Check:
     breakage) are tracked; where there are none, cases that fail at the good end and pass at the
     bad end ("passing": the commit that fixed them is searched for)."""
     if metric == "verdict":
-        tracked = tuple(r.case_id for r in rows
-                        if r.verdict == "failing" and (r.head_status == "fail" or r.head_op_status in BROKEN_STATUSES))
+        tracked = tuple(r.case_id for r in rows if r.verdict == "failing" and _broken(r))
         if tracked:
             return Check(True, "failing", tracked, None, f"{len(tracked)} case(s) pass at the good end and fail at "
                          "the bad end")

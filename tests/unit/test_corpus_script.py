@@ -4,6 +4,7 @@ sample's runs (harness/suite/costing.py)."""
 
 from __future__ import annotations
 
+from collections import Counter
 from pathlib import Path
 
 import pytest
@@ -32,12 +33,8 @@ def test_another_seed_draws_another_sample_of_the_same_proportions(tmp_path: Pat
     inventory = read_inventory(locate_suite(write_fake_suite(tmp_path).benchmark))
     ops = all_ops(inventory)
 
-    def per_stratum(sample: list) -> dict[str, int]:
-        counts: dict[str, int] = {}
-        for op in sample:
-            key = category(op, inventory.base_classes)
-            counts[key] = counts.get(key, 0) + 1
-        return counts
+    def per_stratum(sample: list) -> Counter[str]:
+        return Counter(category(op, inventory.base_classes) for op in sample)
 
     unseeded = stratified_sample(ops, 8, inventory.base_classes)
     seeded = {seed: stratified_sample(ops, 8, inventory.base_classes, seed) for seed in ("s1", "s2", "s3")}
