@@ -56,6 +56,8 @@ OPTIONAL_PLUGINS: dict[str, OptionalPlugin] = {
                        "keeps each compiled kernel's IR and metadata under ir/<op>/<case>/ and its compile time"),
         OptionalPlugin("wall", child_plugin("wall"), ("cases",),
                        "also times each call as a user makes it (host dispatch and launch included)"),
+        OptionalPlugin("device_inputs", child_plugin("device_inputs"), ("suite",),
+                       "draws FlagGems' integer and bool benchmark inputs on the device instead of on the CPU"),
         OptionalPlugin("skipguards", child_plugin("skipguards"), ("suite",),
                        "drops FlagGems' torch.cuda.is_available() skip guards that are stale on this device"),
         # FlagGems' process is the harness's op process (--provider flaggems) or its own pytest (--suite).
@@ -134,6 +136,10 @@ def _defaults(backend: Backend, timer: str, ir: str) -> dict[str, tuple[bool, st
         "wall": (timer != "cpu",
                  "wall: a second time per call, host dispatch and launch included (docs/timing.md)"
                  if timer != "cpu" else "wall: off: the cpu timer already times the call as a user makes it"),
+        "device_inputs": (caps.accelerator,
+                          "device_inputs (FlagGems' pytest): its integer and bool inputs drawn on the device, not "
+                          "on the CPU and copied (docs/plugins.md)" if caps.accelerator else
+                          "device_inputs: off: no accelerator; FlagGems draws on the CPU already"),
         "skipguards": (caps.stale_cuda_guards,
                        "skipguards (FlagGems' pytest): drops its torch.cuda.is_available() skip guards, stale "
                        "here (capability stale_cuda_guards)" if caps.stale_cuda_guards else
@@ -243,6 +249,7 @@ def plan_plugins(
     for module in extra:
         modules.append(module)
         reasons.append(f"{module}: --extra-plugin")
+    optional("device_inputs")
     optional("skipguards")
     optional("mm_cluster")
     return PluginPlan(modules=tuple(modules), timer=timer, reasons=tuple(reasons),

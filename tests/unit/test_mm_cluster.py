@@ -165,9 +165,10 @@ def test_plus_mm_cluster_loads_it_into_both_kinds_of_flaggems_process_on_cuda() 
     cuda = get_backend("cuda")
     plan = plan_plugins(cuda, toggles=("+mm_cluster",))
     assert plan.has("mm_cluster") and MODULE in plan.modules  # the op process (--provider flaggems)
-    assert plan.suite_pytest_args() == ["-p", MODULE]  # FlagGems' pytest (--suite)
+    inputs = ["-p", "harness.child.plugins.device_inputs"]  # on by default on accelerators
+    assert plan.suite_pytest_args() == [*inputs, "-p", MODULE]  # FlagGems' pytest (--suite)
     suite = suite_plugins(cuda, RunOptions(plugins=("+mm_cluster",)))
-    assert suite.suite_pytest_args() == ["-p", MODULE] and MODULE not in suite.modules
+    assert suite.suite_pytest_args() == [*inputs, "-p", MODULE] and MODULE not in suite.modules
     assert any(line.startswith("mm_cluster: off by default") for line in suite_plugins(cuda, RunOptions()).off)
     assert not plan_plugins(cuda, toggles=("+mm_cluster", "-mm_cluster")).has("mm_cluster")
 

@@ -94,7 +94,8 @@ def test_rules_read_the_decorators_as_written() -> None:
 
 def test_the_shim_is_planned_for_the_suite_where_the_backend_says_so() -> None:
     musa, cuda = plan_plugins(get_backend("musa")), plan_plugins(get_backend("cuda"))
-    assert musa.suite_pytest_args() == ["-p", "harness.child.plugins.skipguards"]
-    assert cuda.suite_pytest_args() == [] and any(line.startswith("skipguards: off") for line in cuda.off)
+    inputs = ["-p", "harness.child.plugins.device_inputs"]  # on by default on accelerators
+    assert musa.suite_pytest_args() == [*inputs, "-p", "harness.child.plugins.skipguards"]
+    assert cuda.suite_pytest_args() == inputs and any(line.startswith("skipguards: off") for line in cuda.off)
     forced = plan_plugins(get_backend("cuda"), toggles=("+skipguards",))
     assert forced.has("skipguards") and not plan_plugins(get_backend("musa"), toggles=("-skipguards",)).has("skipguards")

@@ -322,12 +322,14 @@ def test_flaggems_pytest_gets_the_compat_plugins_planned_for_a_librarys_pytest(v
 
     musa = suite_plugins(get_backend("musa"), RunOptions())
     assert musa.modules == ("harness.child.plugins.suite",) and musa.timer == "graph"
-    assert musa.suite_pytest_args() == ["-p", "harness.child.plugins.skipguards"]
-    assert suite_plugins(get_backend("cuda"), RunOptions()).suite_modules == ()
-    assert suite_plugins(get_backend("musa"), RunOptions(plugins=("-skipguards",))).suite_modules == ()
+    assert musa.suite_pytest_args() == ["-p", "harness.child.plugins.device_inputs",
+                                        "-p", "harness.child.plugins.skipguards"]
+    assert suite_plugins(get_backend("cuda"), RunOptions()).suite_modules == ("harness.child.plugins.device_inputs",)
+    assert suite_plugins(get_backend("musa"), RunOptions(plugins=("-skipguards", "-device_inputs"))).suite_modules == ()
     tree = locate_suite(v53.benchmark)
     args = suite_command(tree, ops(inv53, "mm")[0], "core", tree.shapes_yaml, Path("/s.json"), musa.suite_pytest_args())
-    assert args[args.index("harness.child.plugins.suite") + 3:][:2] == ["-p", "harness.child.plugins.skipguards"]
+    assert args[args.index("harness.child.plugins.suite") + 3:][:4] == ["-p", "harness.child.plugins.device_inputs",
+                                                                        "-p", "harness.child.plugins.skipguards"]
 
 
 def test_the_runner_says_when_pytest_found_nothing_or_a_function_timed_nothing(v53: FakeSuite, inv53: Inventory,

@@ -20,7 +20,6 @@ imported during the last test, is reported and left as it is). docs/plugins.md.
 
 from __future__ import annotations
 
-import contextlib
 import sys
 from dataclasses import dataclass, field
 from types import ModuleType
@@ -29,6 +28,7 @@ from typing import Any
 import pytest
 
 from harness.child.plugins.autotune import library_modules
+from harness.child.plugins.oplog import say
 
 __all__ = ["PREFIX", "SCENARIO", "ClusterGuard", "Outcome", "cluster_modules", "turn_off"]
 
@@ -98,26 +98,12 @@ class ClusterGuard:
         return new
 
 
-def _say(config: pytest.Config, line: str) -> None:
-    """One line of the op's log, now (on a line of its own, outside pytest's output capture,
-    which holds a test's setup)."""
-    capture = config.pluginmanager.getplugin("capturemanager")
-    terminal = config.pluginmanager.getplugin("terminalreporter")
-    with capture.global_and_fixture_disabled() if capture is not None else contextlib.nullcontext():
-        if terminal is not None:
-            if getattr(getattr(terminal, "_tw", None), "width_of_current_line", 0):
-                terminal.write("\n")  # after the progress letters of -q ("..")
-            terminal.write_line(f"{PREFIX} {line}", flush=True)
-        else:
-            print(f"{PREFIX} {line}", flush=True)
-
-
 def _check(config: pytest.Config, late: bool = False) -> ClusterGuard:
     guard = config.stash.get(GUARD_KEY, None)
     if guard is None:
         guard = config.stash[GUARD_KEY] = ClusterGuard()
     for outcome in guard.check(late):
-        _say(config, outcome.line)
+        say(config, PREFIX, outcome.line)
     return guard
 
 
@@ -135,4 +121,4 @@ def pytest_runtest_setup(item: pytest.Item) -> None:
 def pytest_sessionfinish(session: pytest.Session) -> None:
     """What a module imported during the last test holds, or that none was ever loaded."""
     if not _check(session.config, late=True).outcomes:
-        _say(session.config, NONE_FOUND)
+        say(session.config, PREFIX, NONE_FOUND)
