@@ -325,7 +325,7 @@ def test_each_night_keeps_its_versions_and_commits_and_export_gives_them(tmp_pat
     db = tmp_path / "history.sqlite"
     _history(["add", str(_suite_night(tmp_path, 1, f"v5.3.4 (v5.3.4, {'a' * 40})"))], db)
     _history(["add", str(_suite_night(tmp_path, 2, f"v5.3.4 (v5.3.4-3-gbbbbbbb, {'b' * 40})", torch="2.14.0"))], db)
-    rows = [r for r in HistoryStore(db).export() if r["case_id"].startswith("softmax")]
+    rows = [r for r in HistoryStore(db).export() if str(r["case_id"]).startswith("softmax")]
     assert [r["library_commit"] for r in rows] == ["a" * 40, "b" * 40]
     assert [r["git_commit"] for r in rows] == [f"{1:040d}", f"{2:040d}"]
     assert json.loads(str(rows[1]["environment"])) == {

@@ -1,0 +1,68 @@
+#!/usr/bin/env bash
+# One call on the H200 for the seed-nightly-b sample (SAMPLE_SEED=nightly-b, 206 ops in 16 parts,
+# parts weighted by the 2026-12-03c sample's op times):
+#   AB=1: the device_inputs plugin's A/B on xor__ (FlagGems' CPU draw, then the device draw), after
+#         a check that the device draws FlagGems' integer and bool ranges;
+#   for each part K of KS: the part cold (an empty Triton and FlagGems cache of its own, live
+#         autotuning: --triton-cache user on fresh folders), then the ops it ended measured again
+#         warm (the same caches kept) with its autotune configs replayed (--replay-from the part):
+#         what a nightly with a kept cache and last night's configs does.
+# Budgets come from DEADLINE_S (seconds from the start of this script); what ran is in $OUT.
+set -u
+exec > >(tee "$OUT/call${CALL}.log") 2>&1
+t0=$(date +%s)
+left() { echo $(( DEADLINE_S - ($(date +%s) - t0) )); }
+cat .corpus/commit; nvidia-smi -L
+export RUNS=${RUNS:-/tmp/runs} SITE=/tmp/site SAMPLE_SIZE=200 SAMPLE_SEED=nightly-b PARTS=16 OP_TIMEOUT=${OP_TIMEOUT:-150} \
+  SHARD_WEIGHTS=benchmarks/results/flaggems-corpus-h200-2026-12-03c/ops_status.csv GEMS_VENDOR=nvidia PYTHONUNBUFFERED=1
+mkdir -p $RUNS
+python3 -m pip install -q --no-index --no-deps --no-compile --target $SITE $(ls .whl/*.whl | grep -v /flag_gems-) .whl/flaggems-v5.3.4/*.whl
+export PYTHONPATH=$SITE:$PWD
+python3 -c 'import torch, triton, flag_gems; print(torch.__version__, triton.__version__, flag_gems.__version__)'
+common=(--progress plain --backend cuda --suite .flaggems/v5.3.4/benchmark --level core --dtypes bfloat16 --devices 0
+        --op-timeout $OP_TIMEOUT --cap-ms 300)
+if [ "${AB:-0}" = 1 ]; then
+  python3 - <<'P'
+import torch
+for dt in (torch.int16, torch.int32, torch.int64):
+    x = torch.randint(torch.iinfo(dt).min, torch.iinfo(dt).max, (1 << 24,), dtype=dt, device="cuda")
+    print(dt, "min", int(x.min()), "max", int(x.max()), "of", torch.iinfo(dt).min, torch.iinfo(dt).max)
+b = torch.randint(0, 2, (1 << 24,), dtype=torch.bool, device="cuda")
+print("bool true share", float(b.float().mean()))
+P
+  for side in cpu device; do
+    toggles="-wall"; [ $side = cpu ] && toggles="-wall -device_inputs"
+    s=$(date +%s)
+    timeout 400 python3 -m harness run "${common[@]}" --ops xor__ --plugins $toggles --ir off --out $RUNS/ab-$side >/dev/null 2>&1
+    echo "ab-$side rc=$? $(( $(date +%s) - s )) s"; cat $RUNS/ab-$side/ops_status.csv; grep "harness device_inputs" $RUNS/ab-$side/logs/xor__.log
+  done
+fi
+for K in $KS; do
+  export TRITON_CACHE_DIR=/tmp/cache-$K/triton FLAGGEMS_CACHE_DIR=/tmp/cache-$K/flaggems
+  cold=$(( ($(left) - 60) * ${COLD_SHARE:-55} / 100 ))
+  [ $cold -lt 60 ] && { echo "part $K: $(left) s left, not started"; break; }
+  echo "=== part $K cold, budget $cold s ($(left) s left)"
+  SKIP_SETUP=1 STEPS=sample$K SAMPLE_BUDGET_S=$cold GRACE_S=${GRACE_S:-60} ARCHIVE=0 \
+    HARNESS_ARGS="--plugins -wall --ir off --triton-cache user" python3 benchmarks/flaggems_corpus.py run --out /tmp/c$K
+  cat $RUNS/sample-$K/ops_status.csv
+  W=warm-$K-c$CALL
+  python3 - "$RUNS" "$K" > $RUNS/$W.txt <<'P'
+import csv, sys
+from pathlib import Path
+runs, k = Path(sys.argv[1]), sys.argv[2]
+done = {r["op"] for f in runs.glob(f"warm-{k}-c*/ops_status.csv") for r in csv.DictReader(open(f))}
+ended = [r["op"] for r in csv.DictReader(open(runs / f"sample-{k}" / "ops_status.csv"))
+         if r["status"] in ("PASS", "FAIL", "SKIP", "ERROR") and r["op"] not in done]
+print("\n".join(ended))
+P
+  warm=$(( $(left) - 60 ))
+  [ $warm -lt 30 ] && { echo "part $K: no time for the warm pass"; break; }
+  [ -s $RUNS/$W.txt ] || { echo "part $K: no op left to measure warm"; continue; }
+  echo "=== part $K warm and replayed, $(wc -l < $RUNS/$W.txt) ops, budget $warm s"
+  s=$(date +%s)
+  timeout $(( warm + 60 )) python3 -m harness run "${common[@]}" --ops-file $RUNS/$W.txt --replay-from $RUNS/sample-$K \
+    --plugins -wall --ir off --triton-cache user --budget $warm --out $RUNS/$W > $RUNS/$W.log 2>&1
+  echo "$W rc=$? $(( $(date +%s) - s )) s"; tail -3 $RUNS/$W.log; cat $RUNS/$W/ops_status.csv
+done
+python3 -c "import sys; sys.path.insert(0, 'benchmarks'); import flaggems_corpus as c; from pathlib import Path; c.archive(Path('$OUT'))"
+echo "done $(( $(date +%s) - t0 )) s"
