@@ -42,7 +42,7 @@ REPO = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(REPO))
 
 from harness.results.store import atomic_write_text, csv_text  # noqa: E402
-from harness.run.timeline import ENDED, final_status, part_span, read_csv, side_by_side, timeline  # noqa: E402
+from harness.run.timeline import ENDED, final_status, read_csv, run_spans, side_by_side, timeline  # noqa: E402
 from harness.suite.costing import sample_summary  # noqa: E402
 from harness.suite.inventory import read_inventory  # noqa: E402
 from harness.suite.layout import locate_suite  # noqa: E402
@@ -286,7 +286,7 @@ def step_throughput(out: Path) -> None:
                          "(a run directory with ops_status.csv)")
     status: Mapping[str, Mapping[str, str]] = final_status(
         {**o, "part": str(d)} for d in samples for o in read_csv(d / "ops_status.csv"))
-    shared = side_by_side([s for d in samples if (s := part_span(d)) is not None])
+    shared = side_by_side([s for d in samples for s in run_spans(d)])
     alone = {op: o for op, o in status.items() if o["status"] in ENDED and o["part"] not in shared}
     by_file: dict[str, list[SuiteOp]] = defaultdict(list)
     for op in all_ops(read_inventory(locate_suite(SUITE))):

@@ -7,8 +7,9 @@ the cost timeline behind a corpus nightly's projection (harness/suite/projection
 - :func:`final_status`, :func:`cost_rows`: one status per op over several runs of it (the last
   that ended it) and its cost from a run that had its device alone;
 - :func:`part_leads`: what an op paid for leading a run that pre-started its ops (the imports);
-- :func:`part_span`, :func:`side_by_side`, :func:`union_s`: when runs ran, which shared a device
-  at the same time, and the wall time they covered together.
+- :func:`part_span`, :func:`run_spans`, :func:`side_by_side`, :func:`union_s`: when runs ran (a
+  resumed run: its ops' intervals), which shared a device at the same time, and the wall time they
+  covered together.
 
 harness/suite/costing.py summarizes a sample's calls with these (benchmarks/flaggems_corpus.py through it).
 """
@@ -25,8 +26,8 @@ from typing import Any
 
 from harness.contract import RunFiles
 
-__all__ = ["ENDED", "Span", "cost_rows", "final_status", "part_leads", "part_span", "side_by_side", "timeline",
-           "union_s"]
+__all__ = ["ENDED", "Span", "cost_rows", "final_status", "part_leads", "part_span", "run_spans", "side_by_side",
+           "timeline", "union_s"]
 
 
 def read_csv(path: Path) -> list[dict[str, str]]:
@@ -151,14 +152,48 @@ def part_span(run_dir: Path) -> Span | None:
             frozenset(map(str, info.get("devices") or ())))
 
 
+def run_spans(run_dir: Path) -> list[Span]:
+    """When a run had its devices, as its ops' own intervals: each ended op's process from its
+    start to its return (``specs/<op>.times.json``), overlapping ones joined. A run resumed in a
+    later call thus leaves out the time between its calls, when other runs may have had the device.
+    Where an ended op has no such interval (a process killed before it wrote one, a run from before
+    the timelines), the run's whole :func:`part_span`. None for a run without a start: []."""
+    whole = part_span(run_dir)
+    if whole is None:
+        return []
+    name, _, _, devices = whole
+    intervals: list[tuple[float, float]] = []
+    for row in read_csv(run_dir / "ops_status.csv"):
+        if row["status"] not in ENDED:
+            continue
+        try:
+            t = json.loads(RunFiles(run_dir).times_file(row["op"]).read_text())
+            stamps = [float(v) for v in t.values() if isinstance(v, int | float)]
+            start, end = float(t["started"]), max(stamps)
+        except (OSError, ValueError, KeyError, TypeError):
+            return [whole]
+        # a retried op's timeline is its last attempt's: reach back over its whole elapsed time
+        intervals.append((min(start, end - float(row.get("elapsed_s") or 0)), end))
+    if not intervals:
+        return [whole]
+    joined: list[list[float]] = []
+    for start, end in sorted(intervals):
+        if joined and start <= joined[-1][1]:
+            joined[-1][1] = max(joined[-1][1], end)
+        else:
+            joined.append([start, end])
+    return [(name, start, end, devices) for start, end in joined]
+
+
 def side_by_side(spans: Sequence[Span]) -> set[str]:
     """The parts that ran at the same time as another part on a device they share (several
     harness runs on one GPU, to fit a session's device time): their ops' statuses count, but
-    their times are not an op's cost alone on a device, so they stay out of the projection."""
+    their times are not an op's cost alone on a device, so they stay out of the projection. A part
+    may have several spans (:func:`run_spans`); its own never count against each other."""
     shared: set[str] = set()
     for i, (name, start, end, devices) in enumerate(spans):
         for other, start2, end2, devices2 in spans[i + 1:]:
-            if start < end2 and start2 < end and devices & devices2:
+            if other != name and start < end2 and start2 < end and devices & devices2:
                 shared.update((name, other))
     return shared
 

@@ -21,8 +21,8 @@ from harness.run.timeline import (
     cost_rows,
     final_status,
     part_leads,
-    part_span,
     read_csv,
+    run_spans,
     side_by_side,
     union_s,
 )
@@ -39,8 +39,8 @@ def sample_summary(run_dirs: Sequence[Path], ops: Sequence[SuiteOp], base_classe
     ended an op decides its status). A run without a start in run.json counts as run alone
     (named in ``unspanned``). The interval needs scipy; without it, ``projection_interval`` says
     why it was skipped rather than failing the summary."""
-    span_of = {d: part_span(d) for d in run_dirs}
-    spans = [span for span in span_of.values() if span is not None]
+    span_of = {d: run_spans(d) for d in run_dirs}
+    spans = [span for found in span_of.values() for span in found]
     shared = side_by_side(spans)
     rows = [dict(row, part=str(d)) for d in run_dirs for row in read_csv(d / "ops_status.csv")]
     final = final_status(rows)
@@ -56,7 +56,7 @@ def sample_summary(run_dirs: Sequence[Path], ops: Sequence[SuiteOp], base_classe
     except ImportError as exc:  # a GPU machine's Python may lack scipy; a CPU machine computes it
         interval = {"skipped": f"{exc} (computed where scipy is installed)"}
     return {"runs": [d.name for d in run_dirs],
-            "unspanned": [d.name for d, span in span_of.items() if span is None and (d / "run.json").is_file()],
+            "unspanned": [d.name for d, found in span_of.items() if not found and (d / "run.json").is_file()],
             "side_by_side_runs": sorted(Path(p).name for p in shared),
             "ops_planned": len(final), "ops_ended": len(ended), "ops_costed": len(costs),
             "run_leads": {Path(run).name: found for run, found in leads.items() if found},

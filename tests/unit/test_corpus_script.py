@@ -220,6 +220,44 @@ def test_parts_run_side_by_side_on_a_device_count_their_statuses_but_not_their_t
     assert side_by_side([s for p in parts if (s := part_span(p))]) == {str(parts[1]), str(parts[2])}
 
 
+def test_a_part_resumed_in_a_later_call_is_not_beside_a_run_made_between_its_calls(tmp_path: Path) -> None:
+    import json
+
+    from harness.run.timeline import run_spans, side_by_side, union_s
+
+    def run(name: str, start: str, end: str, ops: dict[str, tuple[float, float, float]], attempts: int = 1) -> Path:
+        folder = tmp_path / name
+        (folder / "specs").mkdir(parents=True)
+        (folder / "run.json").write_text(json.dumps({"started_at": f"2026-12-04T10:{start}+00:00",
+                                                     "finished_at": f"2026-12-04T10:{end}+00:00", "devices": ["0"]}))
+        (folder / "ops_status.csv").write_text("op,status,attempts,elapsed_s\n" + "".join(
+            f"{op},PASS,{attempts},{elapsed}\n" for op, (_, _, elapsed) in ops.items()))
+        for op, (began, returned, _) in ops.items():
+            (folder / "specs" / f"{op}.times.json").write_text(json.dumps(
+                {"started": began, "session_start": began + 1, "session_end": returned - 1, "returned": returned}))
+        return folder
+
+    t0 = 1796378400.0  # 2026-12-04T10:00:00Z
+    # part 5: two ops in the first call, one more (resumed) in the third; warm-5 ran in between
+    part = run("sample-5", "00:00", "20:00", {"a": (t0, t0 + 60, 60), "b": (t0 + 50, t0 + 120, 70),
+                                              "c": (t0 + 1000, t0 + 1100, 100)})
+    between = run("warm-5", "03:00", "05:00", {"a": (t0 + 180, t0 + 240, 60), "b": (t0 + 240, t0 + 300, 60)})
+    spans = run_spans(part)
+    assert [(s[1] - t0, s[2] - t0) for s in spans] == [(0, 120), (1000, 1100)]  # the pre-started b joins a
+    assert side_by_side([*spans, *run_spans(between)]) == set()
+    assert union_s([*spans, *run_spans(between)]) == 120 + 100 + 120
+    # run.json's whole span would have put them side by side
+    from harness.run.timeline import part_span
+    assert side_by_side([s for d in (part, between) if (s := part_span(d))]) == {str(part), str(between)}
+    # an ended op without a timeline: the whole span again
+    (part / "specs" / "c.times.json").unlink()
+    assert len(run_spans(part)) == 1 and side_by_side([*run_spans(part), *run_spans(between)]) == {str(part),
+                                                                                                str(between)}
+    # a retried op's timeline is its last attempt's: its interval reaches back over its elapsed time
+    retried = run("sample-6", "00:00", "20:00", {"x": (t0 + 200, t0 + 260, 100)}, attempts=2)
+    assert [(s[1] - t0, s[2] - t0) for s in run_spans(retried)] == [(160, 260)]
+
+
 def test_a_parts_lead_pays_the_imports_once_and_its_cost_is_its_time_less_them(tmp_path: Path) -> None:
     import json
 
