@@ -30,11 +30,28 @@ ENTRY = "entry.json"  # written once a step's runs are complete
 
 
 def ops_of(run_args: Sequence[str]) -> tuple[str, ...] | None:
-    """The ops the run arguments select by name (None: not named, the run's default)."""
+    """The ops the run arguments select by name (None: not named, the run's default). With
+    ``--suite TREE`` the names are its op ids, as `harness run` resolves them (an op mark such as
+    ``adaptive_avg_pool2d`` is the function ``perf_adaptive_avg_pool2d``): the rows a bisection
+    tracks carry those ids. A name the tree does not resolve stays as written; the run refuses it."""
     from harness.runargs import parse_run_args
 
     ns = parse_run_args(run_args)
-    return tuple(sorted(ns.ops)) if ns.ops else None
+    if not ns.ops:
+        return None
+    names = [op.strip() for item in ns.ops for op in str(item).split(",") if op.strip()]
+    suite = getattr(ns, "suite", None)
+    if suite:
+        from harness.errors import UsageError
+        from harness.suite.inventory import read_inventory
+        from harness.suite.layout import locate_suite
+        from harness.suite.select import resolve_ops
+
+        try:
+            names = [o.id for o in resolve_ops(read_inventory(locate_suite(Path(suite))), [(n, "--ops") for n in names])]
+        except (UsageError, OSError):
+            pass
+    return tuple(sorted(set(names)))
 
 
 def run_key(run_args: Sequence[str]) -> str:

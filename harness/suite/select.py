@@ -108,10 +108,6 @@ def _hint(name: str, catalog: Mapping[str, SuiteOp], inventory: Inventory) -> st
     hidden = [nodeid for nodeid, marks in inventory.uncollected if name in marks or nodeid.endswith(f"::{name}")]
     if hidden:
         return f"{hidden[0]} has that mark but pytest does not collect it: its name lacks the test prefix"
-    by_mark = [f for f in inventory.functions if name in f.marks and f.key != name]
-    if by_mark:
-        where = ", ".join(f"{f.key} ({f.file})" for f in by_mark[:4])
-        return f"{name!r} is the op mark of {where}; --ops takes the function names"
     keys = list(catalog) + [f.key for f in inventory.functions]
     close = difflib.get_close_matches(name, list(dict.fromkeys(keys)), n=5, cutoff=0.6)
     return f"closest: {', '.join(close)}" if close else "no close match"
@@ -140,6 +136,14 @@ def resolve_ops(inventory: Inventory, names: Sequence[tuple[str, str]]) -> list[
                                 f"{', '.join(_qualified(f) for o in matches for f in o.functions)}")
                 continue
             op = matches[0] if matches else None
+        if op is None and by_key:  # an op mark (adaptive_avg_pool2d) naming one function, as in v5.0
+            marked = list({o.id: o for f in inventory.functions if name in f.marks and f.key != name
+                           for o in by_key.get(f.key, []) if any(g is f for g in o.functions)}.values())
+            if len(marked) > 1:
+                problems.append(f"{name}{where} is the op mark of {len(marked)} benchmarks: write one of "
+                                f"{', '.join(o.id for o in marked)}")
+                continue
+            op = marked[0] if marked else None
         if op is None:
             problems.append(f"{name}{where}: no such benchmark ({_hint(name, catalog, inventory)})")
             continue

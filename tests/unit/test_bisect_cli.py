@@ -153,6 +153,17 @@ def test_cached_runs_serve_any_op_they_measured_whatever_the_device() -> None:
     assert run_key(["--level", "core"]) != run_key(["--level", "smoke"])
 
 
+def test_suite_op_names_are_the_ids_the_run_gives_its_rows(tmp_path: Path) -> None:
+    from harness.bisect.runner import ops_of
+    from tests.data.fake_flaggems_suite import write_fake_suite
+
+    tree = str(write_fake_suite(tmp_path / "gems").benchmark)
+    # add_ is the op mark of add_inplace: the rows the bisection tracks are add_inplace's
+    assert ops_of(["--suite", tree, "--ops", "add_", "softmax"]) == ("add_inplace", "softmax")
+    assert ops_of(["--suite", tree, "--ops", "add_,add_inplace"]) == ("add_inplace",)
+    assert ops_of(["--suite", tree, "--ops", "no_such_op"]) == ("no_such_op",)  # the run refuses it, clearly
+
+
 def test_a_step_folder_is_reused_only_for_ops_it_measured(repo: tuple[Path, dict[str, str]], tmp_path: Path) -> None:
     from harness.bisect.runner import ENTRY, AbStepRunner
 

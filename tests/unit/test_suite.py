@@ -172,8 +172,20 @@ def test_unknown_names_are_reported_together_with_the_closest_ones(inv53: Invent
         ops(inv53, "softmx", "add_", "nothing_like_it")
     message = caught.value.message
     assert "softmx: no such benchmark (closest: softmax" in message
-    assert "'add_' is the op mark of add_inplace (test_add.py)" in message
+    assert "add_" not in message  # the op mark of one benchmark, add_inplace: that one
     assert "nothing_like_it: no such benchmark (no close match)" in message
+
+
+def test_an_op_mark_names_the_one_benchmark_that_carries_it_or_is_refused_as_ambiguous(inv53: Inventory) -> None:
+    import dataclasses
+
+    (op,) = ops(inv53, "add_")
+    assert op.id == "add_inplace" and ops(inv53, "add_", "add_inplace") == [op]
+    add_inplace = next(f for f in inv53.functions if f.key == "add_inplace")
+    twin = dataclasses.replace(add_inplace, file="test_add_twin.py", function="test_add_twice")
+    both = dataclasses.replace(inv53, functions=(*inv53.functions, twin))
+    with pytest.raises(UsageError, match="add_ is the op mark of 2 benchmarks: write one of add_inplace, add_twice"):
+        ops(both, "add_")
 
 
 def test_nodes_run_exactly_the_node_given(inv53: Inventory) -> None:
