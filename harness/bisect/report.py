@@ -106,8 +106,9 @@ def render_markdown(data: Mapping[str, Any]) -> str:
     lines += [
         f"- repository: `{md_cell(str(data['repo']))}`, source path `{md_cell(str(data['source_path']))}`",
         f"- {data['commits_in_range']} first-parent commit(s) change the source between good and bad",
-        f"- metric: {data['metric']}; threshold: {data['threshold']:.2%}"
-        + (" (half the change the check saw)" if data.get("threshold_given") is None else " (--threshold)"),
+        ("- metric: verdict (PASS against FAIL or CRASH; no speed threshold)" if data["metric"] == "verdict" else
+         f"- metric: {data['metric']}; threshold: {data['threshold']:.2%}"
+         + (" (half the change the check saw)" if data.get("threshold_given") is None else " (--threshold)")),
         f"- run arguments: `{md_cell(' '.join(data['run_args']))}`",
         f"- check (bad against good): {md_cell(data['check']['reason'])}",
         "",

@@ -192,8 +192,8 @@ def bisect(
             marks[step["sha"]] = step["mark"]
 
     if check.changed:
-        say(f"bisect: {check.reason}; {len(commits)} commit(s) change the source; steps judged at "
-            f"{threshold:.1%}")
+        judged = "by verdict" if settings.metric == "verdict" else f"at {threshold:.1%}"
+        say(f"bisect: {check.reason}; {len(commits)} commit(s) change the source; steps judged {judged}")
         while True:
             probes = next_probes(shas, marks, len(settings.devices))
             if not probes:

@@ -138,6 +138,9 @@ def test_the_outputs_name_the_culprit_with_its_link_and_every_commit_tested() ->
     line = summary_line(data)
     assert line.startswith(f"bisect: culprit {commits[11].sha[:12]} commit 11 (") and "\n" not in line
     md = render_markdown(data)
+    assert "- metric: speed; threshold: " in md
+    verdict = render_markdown({**data, "metric": "verdict"})  # judged by PASS against FAIL: no threshold said
+    assert "- metric: verdict (PASS against FAIL or CRASH; no speed threshold)" in verdict and "threshold: " not in verdict
     assert f"[{commits[11].sha[:12]}](https://github.com/a/b/commit/{commits[11].sha})" in md
     assert md.count("\n| ") == len(result.steps) + 1  # the header and one row per commit tested
     json.dumps(data, allow_nan=False)
