@@ -155,7 +155,9 @@ def test_list_plugins_and_doctor(tmp_path: Path) -> None:
     assert suite.returncode == 0 and "a suite op process" in suite.stdout
     assert "autotune: on, inside the suite plugin" in suite.stdout and "wall: off, inside the suite plugin" in suite.stdout
     assert "harness.child.plugins.skipguards" in suite.stdout  # FlagGems' pytest on MUSA gets the shim
-    assert "harness.child.plugins.device" not in suite.stdout  # the suite plugin pins the device itself
+    modules = [line.split()[0] for line in suite.stdout.splitlines() if line.startswith("  harness.")]
+    assert "harness.child.plugins.device" not in modules  # the suite plugin pins the device itself
+    assert "harness.child.plugins.device_inputs" in modules  # FlagGems' inputs drawn on the device
     doctor = harness("doctor", cwd=tmp_path, env={"CUDA_VISIBLE_DEVICES": "5"})
     assert doctor.returncode == 0 and "detected backend: cpu" in doctor.stdout
 
