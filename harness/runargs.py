@@ -12,7 +12,7 @@ from typing import Any, NoReturn
 from harness.errors import UsageError
 from harness.options import PLUGIN_OPTIONS, RUN_OPTIONS, RunOption
 
-__all__ = ["add_plugin_args", "add_run_parser", "cli_values", "join_toggles", "parse_run_args"]
+__all__ = ["add_plugin_args", "add_run_parser", "cli_values", "join_toggles", "named_ops", "parse_run_args"]
 
 _RUN_EPILOG = """\
 examples:
@@ -109,6 +109,16 @@ def parse_run_args(args: Sequence[str]) -> argparse.Namespace:
     parser = _RunArgs(prog="harness")
     add_run_parser(parser.add_subparsers(dest="command", parser_class=_RunArgs))
     return parser.parse_args(["run", *join_toggles(args)])
+
+
+def named_ops(ns: argparse.Namespace) -> tuple[str, ...]:
+    """The op names ``--ops`` gave (comma lists split, as the options layer reads them); () when
+    none."""
+    if not ns.ops:
+        return ()
+    option = next(o for o in RUN_OPTIONS if o.name == "ops")
+    assert option.parse is not None
+    return tuple(option.parse(list(ns.ops)))
 
 
 def cli_values(ns: argparse.Namespace) -> dict[str, Any]:

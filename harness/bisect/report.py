@@ -155,13 +155,12 @@ def _commit(data: Any, where: str) -> tuple[str, str, str]:
 
 def _ops(run_args: list[str]) -> tuple[str, ...]:
     """The ops the run arguments name with --ops (comma lists split), as `harness run` reads them."""
-    from harness.runargs import parse_run_args
+    from harness.runargs import named_ops, parse_run_args
 
     try:
-        named = parse_run_args(run_args).ops or []
+        return named_ops(parse_run_args(run_args))
     except UsageError as exc:
         raise ValueError(f"run_args are not `harness run` arguments ({exc.message})") from None
-    return tuple(op.strip() for item in named for op in str(item).split(",") if op.strip())
 
 
 def finding_from_json(data: Any, origin: str) -> BisectFinding:

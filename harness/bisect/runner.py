@@ -34,12 +34,12 @@ def ops_of(run_args: Sequence[str]) -> tuple[str, ...] | None:
     ``--suite TREE`` the names are its op ids, as `harness run` resolves them (an op mark such as
     ``adaptive_avg_pool2d`` is the function ``perf_adaptive_avg_pool2d``): the rows a bisection
     tracks carry those ids. A name the tree does not resolve stays as written; the run refuses it."""
-    from harness.runargs import parse_run_args
+    from harness.runargs import named_ops, parse_run_args
 
     ns = parse_run_args(run_args)
-    if not ns.ops:
+    names = list(named_ops(ns))
+    if not names:
         return None
-    names = [op.strip() for item in ns.ops for op in str(item).split(",") if op.strip()]
     suite = getattr(ns, "suite", None)
     if suite:
         from harness.errors import UsageError

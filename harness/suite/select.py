@@ -137,8 +137,8 @@ def resolve_ops(inventory: Inventory, names: Sequence[tuple[str, str]]) -> list[
                 continue
             op = matches[0] if matches else None
         if op is None and by_key:  # an op mark (adaptive_avg_pool2d) naming one function, as in v5.0
-            marked = list({o.id: o for f in inventory.functions if name in f.marks and f.key != name
-                           for o in by_key.get(f.key, []) if any(g is f for g in o.functions)}.values())
+            marked = list({o.id: o for o in catalog.values() for f in o.functions
+                           if name in f.marks and f.key != name}.values())
             if len(marked) > 1:
                 problems.append(f"{name}{where} is the op mark of {len(marked)} benchmarks: write one of "
                                 f"{', '.join(o.id for o in marked)}")

@@ -3,9 +3,10 @@
 FlagGems' benchmark helper ``generate_tensor_input(shape, dtype, device)`` (``benchmark/base.py``
 in v5.3+, ``benchmark/utils.py`` in v5.0.x) draws floating inputs on the device but integer and
 bool ones on the CPU (``torch.randint(..., device="cpu").to(device)``). At the core level's
-1,073,741,824-element shapes that is 10 to 35 s per tensor on one CPU core (measured: int16 10 s,
-int32 34 s, bool 5 s per 1G elements), twice per row for a binary op, while the kernel it feeds
-runs for milliseconds: on the H200 such rows held about a quarter of a corpus sample's wall time.
+1,073,741,824-element shapes that is 10 to 34 s per tensor (measured with 2 threads on a 2-core
+machine: int16 10 s, int32 34 s, bool 5 s per 1G elements), twice per row for a binary op, while
+the kernel it feeds runs for milliseconds: on the H200 such rows held over a third of the op time
+of the 2026-12-02 corpus runs.
 
 This plugin replaces the helper, for the length of the session, by one that draws the same
 values' distribution on ``device`` itself: ``torch.randint(iinfo.min, iinfo.max, shape)`` for
