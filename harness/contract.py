@@ -159,6 +159,11 @@ class RunFiles:
         """Where an op process writes pytest's exit status once pytest returned."""
         return self.root / "specs" / f"{op_file_stem(op)}.exit"
 
+    def capture_mark(self, op: str) -> Path:
+        """Present while an op process captures a graph (harness.child.timing.graph): one that an
+        ended process left behind says it died capturing, so the retry captures none."""
+        return self.root / "specs" / f"{op_file_stem(op)}.capturing"
+
     def times_file(self, op: str) -> Path:
         """Where an op process writes its timeline, next to its exit file (harness.child.process)."""
         return times_path(self.exit_file(op))
@@ -379,7 +384,8 @@ class ChildSpec:
     cap_ms: float = 1000.0  # sampling stops here when the spread does not settle (the row is noisy)
     skip_cases: tuple[str, ...] = ()  # case ids already recorded (resume)
     # why this process must not capture graphs at all (an earlier attempt's capture poisoned the
-    # device context); its rows fall back to the direct timer with this reason. "" to capture.
+    # device context, or its process died capturing); its rows fall back to the direct timer with
+    # this reason. "" to capture.
     capture_off: str = ""
     ir_sass: bool = False  # --ir full: the IR kept includes SASS
     replay: Replay = field(default_factory=Replay)

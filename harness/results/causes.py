@@ -6,8 +6,8 @@ The causes:
 - ``library``: the library's output is wrong, or its kernel raised;
 - ``benchmark``: the benchmark's own code failed (its torch side returned None, its input
   generator raised, it declares what it cannot run, it timed one side only);
-- ``harness``: the harness's own fault (a graph capture that poisoned the device context, the
-  output check raising or running out of memory);
+- ``harness``: the harness's own fault (a graph capture that poisoned the device context or
+  during which the process died, the output check raising or running out of memory);
 - ``environment``: the machine or its software (out of memory in the op, a driver error, a
   missing package or hardware, the op timeout, the run's time budget);
 - ``unknown``: the records do not say enough.
@@ -27,6 +27,8 @@ from typing import Any, Protocol
 
 __all__ = [
     "BUDGET_NOTE",
+    "CAPTURE_DIED",
+    "CAPTURE_OFF",
     "CAUSES",
     "NO_TORCH_OUTPUT",
     "Cause",
@@ -40,6 +42,11 @@ CAUSES = ("library", "benchmark", "harness", "environment", "unknown")
 NO_TORCH_OUTPUT = "torch side returned None: nothing to compare"
 # The note of an op the run's --budget left unstarted (harness/run/batch.py writes it).
 BUDGET_NOTE = "not started: the run's --budget ran out"
+# What harness/run/batch.py adds to the note of an attempt whose process died while the graph
+# timer captured a graph (it left RunFiles.capture_mark behind), and to a later attempt's note
+# when that attempt captured none.
+CAPTURE_DIED = "while the harness captured a graph of the op's calls"
+CAPTURE_OFF = "captured no graph"
 
 _OOM = re.compile(r"out of memory|OutOfMemoryError|CUBLAS_STATUS_ALLOC_FAILED|hipErrorOutOfMemory", re.IGNORECASE)
 _DRIVER = re.compile(r"CUDA error|CUDA driver|driver error|hipError|HIP error|illegal memory access|"
@@ -191,9 +198,12 @@ def _most_common(causes: Sequence[Cause]) -> tuple[Cause, int]:
 
 
 def _crash_cause(said: str, failing: Sequence[Cause]) -> Cause:
-    """The cause of an op whose process crashed: a poisoned capture, memory, or unknown."""
+    """The cause of an op whose process crashed: a poisoned capture, a process that died inside a
+    capture (and no later attempt ran without capturing), memory, or unknown."""
     if "poisoned" in said or any(c.kind == "harness" and "capture" in c.evidence for c in failing):
         return Cause("harness", f"a graph capture poisoned the device context: {said}")
+    if CAPTURE_DIED in said and CAPTURE_OFF not in said:
+        return Cause("harness", f"the op's process died inside the harness's graph capture: {said}")
     if _OOM.search(said):
         return Cause("environment", f"out of memory: {said}")
     return Cause("unknown", f"the op's process ended early: {said or 'no note'}")

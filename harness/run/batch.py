@@ -25,7 +25,7 @@ from typing import Any
 
 from harness.contract import CASES_FILE, PYTEST_OFF, SPEC_OPTION, RunFiles
 from harness.options import MAX_PRESTART_DEPTH, PRESTART_DEPTH
-from harness.results.causes import BUDGET_NOTE
+from harness.results.causes import BUDGET_NOTE, CAPTURE_DIED, CAPTURE_OFF
 from harness.results.schema import Measurement
 from harness.results.store import atomic_write_text, read_records
 from harness.run.caches import cache_env, run_cache_dir
@@ -211,16 +211,23 @@ def _missing(op_plan: OpPlan, facts: _OpRecords, end: AttemptExit | None, attemp
     return [f"{op_plan.op}: cases after the {len(facts.recorded)} recorded"]
 
 
-def capture_off_reason(timer: str, poisoned: bool) -> str:
+def capture_off_reason(timer: str, poisoned: bool, died_capturing: int = 0) -> str:
     """Why an attempt must capture no graph: an earlier attempt of the op (this run's, or the
     interrupted run's a resume continues) poisoned the device context, which on the H200 was a
     graph capture each time (a capture that failed left torch's generator or the context broken,
     linalg_lu_factor_ex_out, 2026-12-01); capturing again would end that attempt the same way
-    one case later. Its cases are then timed by the direct timer, each row saying why."""
-    if timer != "graph" or not poisoned:
+    one case later. Or attempt ``died_capturing`` died inside a capture: on the H200 torch's
+    cholesky_solve (MAGMA) got "operation not permitted when stream is capturing" and MAGMA's own
+    assertion then aborted the process (2026-12-04); a retry that captures again dies the same
+    way. Its cases are then timed by the direct timer, each row saying why."""
+    if timer != "graph":
         return ""
-    return ("an earlier attempt of this op poisoned the device context (its row is marked poisoned): "
-            "this attempt captures no graph")
+    if died_capturing:
+        return f"attempt {died_capturing} of this op died inside a graph capture: this attempt captures no graph"
+    if poisoned:
+        return ("an earlier attempt of this op poisoned the device context (its row is marked poisoned): "
+                "this attempt captures no graph")
+    return ""
 
 
 def _attempt_notes(attempt: int, verdict: Verdict, end: AttemptExit, retry: bool, missing: Sequence[str],
@@ -237,7 +244,8 @@ def _attempt_notes(attempt: int, verdict: Verdict, end: AttemptExit, retry: bool
     elif verdict.note:
         notes.append(verdict.note)
     if capture_off:
-        notes.append(f"attempt {attempt} captured no graph: an earlier attempt poisoned the device context")
+        why = capture_off.split(":")[0]
+        notes.append(f"attempt {attempt} {CAPTURE_OFF}: {why}")
     notes.extend(n for n in found if n not in notes)
     if end.leftovers:
         notes.append(f"attempt {attempt} left processes running outside its process group; "
@@ -253,6 +261,8 @@ def run_op(ctx: BatchContext, op_plan: OpPlan, on_attempt: Callable[[int], None]
     notes: list[str] = []
     earlier: set[FailureKey] = set()
     attempts = 0
+    died_capturing = 0  # the last attempt whose process died inside a graph capture, 0: none
+    mark = ctx.files.capture_mark(op_plan.op)
     end: AttemptExit | None = None
     verdict = Verdict("SKIP", "no cases to run")
     sweep_compile: float | None = None
@@ -278,7 +288,8 @@ def run_op(ctx: BatchContext, op_plan: OpPlan, on_attempt: Callable[[int], None]
                              (*notes, "interrupted; resume with --resume"))
         attempts += 1
         on_attempt(attempts)
-        capture_off = capture_off_reason(ctx.plan.timer, facts.poisoned)
+        capture_off = capture_off_reason(ctx.plan.timer, facts.poisoned, died_capturing)
+        mark.unlink(missing_ok=True)
         end = _attempt(ctx, op_plan, attempts, facts.recorded, capture_off)
         found = ctx.runner.collect(ctx, op_plan, end)
         facts = _op_records(read_records(ctx.records_path, on_corrupt="skip"), op_plan)
@@ -286,8 +297,11 @@ def run_op(ctx: BatchContext, op_plan: OpPlan, on_attempt: Callable[[int], None]
             return OpOutcome(op_plan.op, op_plan.device, INTERRUPTED, attempts, time.monotonic() - begin,
                              len(facts.recorded),
                              (*notes, *found, f"interrupted during attempt {attempts}; resume with --resume"))
-        verdict = _with_log(classify_exit(end, facts.statuses, facts.poisoned, ctx.plan.options.op_timeout),
-                            ctx.files, op_plan.op)
+        verdict = classify_exit(end, facts.statuses, facts.poisoned, ctx.plan.options.op_timeout)
+        if verdict.status == "CRASH" and end.pytest_exit is None and mark.exists():
+            died_capturing = attempts  # it left the graph timer's mark: it died inside a capture
+            verdict = replace(verdict, note=f"{verdict.note} {CAPTURE_DIED}".strip())
+        verdict = _with_log(verdict, ctx.files, op_plan.op)
         missing = _missing(op_plan, facts, end, attempts)
         retry = should_retry(verdict, attempts, missing, earlier)
         notes += _attempt_notes(attempts, verdict, end, retry, missing, earlier, capture_off,

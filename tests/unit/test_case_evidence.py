@@ -7,6 +7,7 @@ from __future__ import annotations
 import math
 import statistics
 from dataclasses import dataclass
+from pathlib import Path
 from typing import Any
 
 import pytest
@@ -214,6 +215,35 @@ def test_the_small_kernel_switch_off_or_without_a_profiler_keeps_the_graph() -> 
     assert flaky.measure(device.call).timer == "profiler"
     with pytest.raises(CaptureRefused, match="small-kernel"):  # not a row of a profiler side and a graph side
         flaky.measure(device.call)
+
+
+def test_a_capture_is_marked_on_disk_while_it_lasts_and_only_then(tmp_path: Path) -> None:
+    """A process that dies inside a capture leaves the mark (RunFiles.capture_mark) and its retry
+    captures no graph (harness.run.batch); one that captured and went on leaves none."""
+    from harness.child.timing.base import CaptureRefused, DeviceApi
+
+    device = FakeDevice(kernel_ms=0.04)
+    mark = tmp_path / "add.capturing"
+    seen: list[bool] = []
+
+    def call() -> None:
+        if device.capturing is not None:
+            seen.append(mark.is_file())
+        device.call()
+
+    timer = GraphTimer(api=DeviceApi(device, "CUDAGraph"), backend=get_backend("cuda"), op_id="add", mark=mark)
+    timer.begin_row()
+    assert timer.measure(call).timer == "graph"
+    assert seen and all(seen) and not mark.exists()
+
+    def refused() -> None:
+        if device.capturing is not None:
+            raise RuntimeError("operation not permitted when stream is capturing")
+        device.call()
+
+    with pytest.raises(CaptureRefused):
+        timer.measure(refused)
+    assert not mark.exists()  # a capture that failed and was handled is not a process that died in one
 
 
 class FakeNvml:

@@ -103,6 +103,11 @@ def test_the_cause_round_trips_through_a_record_line() -> None:
     ("PENDING", ("not started: the run's --budget ran out",), [], "environment", "budget"),
     ("CRASH", ("device context poisoned; op process stopped",), [], "harness", "poisoned"),
     ("CRASH", ("killed by SIGKILL",), [], "unknown", "SIGKILL"),
+    ("CRASH", ("killed by SIGABRT while the harness captured a graph of the op's calls (log: logs/x.log)",), [],
+     "harness", "inside the harness's graph capture"),
+    ("CRASH", ("attempt 1 CRASH: killed by SIGABRT while the harness captured a graph of the op's calls",
+               "attempt 2 CRASH: killed by SIGSEGV", "attempt 2 captured no graph: attempt 1 of this op died "
+               "inside a graph capture"), [], "unknown", "SIGSEGV"),
     ("FAIL", ("3 case(s) failed the correctness check",),
      [_rec("fail", "x: out of tolerance"), _rec("fail", "y: out of tolerance"), _rec("pass"),
       _rec("fail", NO_TORCH_OUTPUT)], "library", "2 of 3 case(s) not passing"),

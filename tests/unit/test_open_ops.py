@@ -13,6 +13,7 @@ import pytest
 from harness.backends import get_backend
 from harness.contract import POISONED_EXIT
 from harness.options import RunOptions
+from harness.results.causes import op_cause
 from harness.results.schema import Measurement
 from harness.results.store import append_record
 from harness.run import batch
@@ -76,6 +77,10 @@ def scripted(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> Iterator[tuple[
         ctx.runner.launch(ctx, op_plan, n, skip, capture_off)
         rows, end = next(holder["runner"].attempts)
         for dtype in rows:  # "error": a row that raised; "poisoned": one whose capture poisoned the context
+            if dtype == "capturing":  # the process dies inside a capture: the graph timer's mark stays
+                ctx.files.capture_mark(op_plan.op).parent.mkdir(exist_ok=True)
+                ctx.files.capture_mark(op_plan.op).write_text("1\n")
+                continue
             notes = ("poisoned",) if dtype == "poisoned" else ()
             append_record(ctx.records_path, record(dtype, "error" if dtype in ("error", "poisoned") else "pass", notes))
         return end
@@ -120,6 +125,33 @@ def test_after_a_poisoned_attempt_the_retry_captures_no_graph(scripted: Any) -> 
     assert outcome.status == "CRASH" and outcome.attempts == 2 and outcome.rows == 3  # the poisoned row stays
     assert "attempt 2 captured no graph" in "; ".join(outcome.notes)
     assert capture_off_reason("cpu", True) == "" and capture_off_reason("graph", False) == ""
+
+
+def test_after_an_attempt_died_inside_a_capture_the_retry_captures_no_graph(scripted: Any) -> None:
+    """cholesky_solve on the H200 (2026-12-04): MAGMA, torch's side, aborted the process inside the
+    graph timer's capture ("operation not permitted when stream is capturing", then its own
+    assertion), and the retry captured again and died the same way."""
+    make, holder = scripted
+    ctx = make([(["float16", "capturing"], AttemptExit(-6)), (["bfloat16"], AttemptExit(0, pytest_exit=0))],
+               backend="cuda")
+    outcome = run_op(ctx, OPEN, lambda n: None)
+    first, second = holder["runner"].capture_offs
+    assert first == "" and second.startswith("attempt 1 of this op died inside a graph capture")
+    assert outcome.status == "PASS" and outcome.attempts == 2 and outcome.rows == 2
+    said = "; ".join(outcome.notes)
+    assert "attempt 1 CRASH: killed by SIGABRT while the harness captured a graph" in said
+    assert "attempt 2 captured no graph: attempt 1 of this op died inside a graph capture" in said
+    assert not ctx.files.capture_mark(OPEN.op).exists()  # the retry's process left none
+
+
+def test_a_last_attempt_that_died_inside_a_capture_is_the_harnesss_crash(scripted: Any) -> None:
+    make, holder = scripted
+    dies = [(["float16"], AttemptExit(-11)), (["bfloat16"], AttemptExit(-11)), (["capturing"], AttemptExit(-6))]
+    outcome = run_op(make(dies, backend="cuda"), OPEN, lambda n: None)
+    assert outcome.status == "CRASH" and outcome.attempts == 3 and holder["runner"].capture_offs == ["", "", ""]
+    cause = op_cause(outcome.status, outcome.notes, [])
+    assert cause is not None and cause.kind == "harness" and "inside the harness's graph capture" in cause.evidence
+    assert capture_off_reason("cpu", False, 1) == ""  # no graph timer, nothing to leave off
 
 
 def test_a_crash_that_repeats_at_the_same_place_is_not_retried(scripted: Any) -> None:

@@ -105,7 +105,7 @@ def timers_for(spec: ChildSpec, backend: Backend, torch_device: str, l2_bytes: i
         return Timers(GraphTimer(api=api, backend=backend, op_id=op_id or spec.op, flush=flush, budget=budget,
                                  small_timer=small, rng_probe=rng_probe(torch_device, backend.device_type),
                                  rng_keep=rng_keep(torch_device, backend.device_type),
-                                 denied=spec.capture_off), direct)
+                                 denied=spec.capture_off, mark=spec.files.capture_mark(spec.op)), direct)
     if spec.timer == "profiler":
         return Timers(ProfilerTimer(api=api, device=torch_device, flush=flush, budget=budget), None)
     raise pytest.UsageError(f"timer {spec.timer!r} is not available in this harness version")

@@ -23,10 +23,12 @@ used to cost the whole time cap. ``small_kernel_ms = 0`` switches this off
 from __future__ import annotations
 
 import contextlib
+import os
 import statistics
 import time
 from collections.abc import Callable, Iterator, Sequence
 from dataclasses import dataclass, field
+from pathlib import Path
 from typing import Any
 
 from harness.backends.base import Backend, CaptureFailure, capture_denied, classify_capture_error
@@ -115,6 +117,10 @@ class GraphTimer:
     # Why this process does not capture at all (the parent's reason, ChildSpec.extra["capture_off"]:
     # an earlier attempt's capture poisoned the device context), else "".
     denied: str = ""
+    # A file that exists while a capture is under way (RunFiles.capture_mark): a process that dies
+    # inside a capture (a library aborting on a call it may not make while capturing) leaves it,
+    # and the parent's retry captures no graph. None: no such file.
+    mark: Path | None = None
     captured: bool = False  # whether this process has begun a capture (whatever came of it)
     restored: int = 0  # failed captures after which the generator's copy was put back
     pools_ended: int = 0  # failed captures whose allocator pool was ended and released by hand
@@ -207,6 +213,9 @@ class GraphTimer:
     def _capture(self, body: Callable[[], None]) -> Any:
         self.captured = True
         restore = self.rng_keep() if self.rng_keep is not None else None
+        if self.mark is not None:
+            with contextlib.suppress(OSError):
+                self.mark.write_text(f"{os.getpid()}\n")
         try:
             return self._capture_graph(body)
         except BaseException:
@@ -220,6 +229,10 @@ class GraphTimer:
                     self.restored += 1
                     self._put_back = True
             raise
+        finally:
+            if self.mark is not None:
+                with contextlib.suppress(OSError):
+                    self.mark.unlink(missing_ok=True)
 
     def _capture_graph(self, body: Callable[[], None]) -> Any:
         ns = self.api.namespace
