@@ -35,6 +35,7 @@ __all__ = [
     "RUN_STATUSES",
     "RunInfo",
     "alike_values",
+    "code_versions",
     "environment_differences",
     "environment_values",
     "fingerprint",
@@ -106,6 +107,16 @@ def environment_differences(base: Mapping[str, Any], head: Mapping[str, Any]) ->
     "absent" stands for the missing side. A field neither states is alike."""
     b, h = environment_values(base), environment_values(head)
     return [(k, b[k] or "absent", h[k] or "absent") for k in ENVIRONMENT_FIELDS if b[k] != h[k]]
+
+
+def code_versions(info: Mapping[str, Any]) -> list[str]:
+    """The harness commits a run's ops were measured by, oldest first: a resumed run's earlier
+    sessions' (``earlier_commits``), then ``git_commit``, each with ``+dirty`` where the tracked
+    files differed; empty where the run names none (no git)."""
+    commit = info.get("git_commit")
+    now = f"{commit}{'+dirty' if info.get('git_dirty') else ''}" if commit else ""
+    earlier = [str(c) for c in info.get("earlier_commits") or () if str(c) != now]
+    return [*earlier, now] if now else earlier
 
 
 def library_commit(info: Mapping[str, Any]) -> str:
@@ -192,6 +203,9 @@ class RunInfo:
     harness_version: str = ""
     git_commit: str | None = None
     git_dirty: bool | None = None
+    # A resumed run: the harness commits (``+dirty`` where the tree differed) of its earlier
+    # sessions that differ from git_commit, oldest first; its ops were measured by each of them.
+    earlier_commits: tuple[str, ...] | None = None
     python: str = ""
     container: Mapping[str, Any] = field(default_factory=dict)  # image and digest, when run in one
     caches: Mapping[str, str] | None = None  # the user's caches a --triton-cache user run compiled into
@@ -239,6 +253,8 @@ class RunInfo:
         for name in ("devices", "plugins"):
             if isinstance(values.get(name), list):
                 values[name] = tuple(str(x) for x in values[name])
+        if isinstance(values.get("earlier_commits"), list):
+            values["earlier_commits"] = tuple(str(x) for x in values["earlier_commits"])
         for name in ("plan", "ops", "records_problems"):
             if isinstance(values.get(name), list):
                 values[name] = tuple(values[name])

@@ -25,7 +25,7 @@ from harness.backends.state import append_state, summarize_states
 from harness.contract import EXIT_FAILED, EXIT_INTERRUPTED, EXIT_OK, RunFiles
 from harness.errors import UsageError
 from harness.options import RunOptions, flagtune_env
-from harness.results.runinfo import RunInfo
+from harness.results.runinfo import RunInfo, code_versions
 from harness.results.store import atomic_write_text, read_json, read_records_file
 from harness.run.batch import CaseRunner, run_batch
 from harness.run.caches import named_caches, remove_run_cache
@@ -41,7 +41,7 @@ from harness.run.plan import (
 )
 from harness.run.plugins import check_extra_plugins
 from harness.run.progress import make_progress
-from harness.run.provenance import commit_state
+from harness.run.provenance import CommitState, commit_state
 from harness.run.rundir import (
     check_out_dir,
     read_markers,
@@ -73,6 +73,9 @@ class Prepared:
     sweep: SweepStep | None = None  # --sweep-devices (harness.run.sweep)
     part: Mapping[str, Any] | None = None  # which part of a --shard K/N split (run.json's "shard"), else None
     retry_failed: bool = False  # --resume --retry-failed: ops that did not pass run again
+    # a resumed run's earlier sessions' harness commits that differ from this one's (run.json
+    # ``earlier_commits``): its ops are then measured by more than one version of the code
+    earlier_commits: tuple[str, ...] = ()
 
 
 def prepare(options: RunOptions, env: Mapping[str, str], source: Source, all_ops: bool = False) -> Prepared:
@@ -188,7 +191,8 @@ def prepare_resume(run_dir: Path, env: Mapping[str, str], sources: Sequence[Sour
             raise TypeError("dismissed is not a table")
         return Prepared(plan=plan, run_dir=run_dir.absolute(), resumed=True, dismissed=dict(info.dismissed),
                         runner=chosen.runner,
-                        sweep=_with_launcher(sweep_step(stored, backend, devices, env), chosen), part=info.shard)
+                        sweep=_with_launcher(sweep_step(stored, backend, devices, env), chosen), part=info.shard,
+                        earlier_commits=_earlier_commits(info))
 
     return _stored(path, build)
 
@@ -212,14 +216,29 @@ def _stored_plan(o: OpPlan) -> dict[str, Any]:
             **({"open_cases": o.open_cases} if o.is_open else {})}
 
 
+def _source() -> CommitState:
+    """This harness's commit and whether its tracked files differ from it."""
+    return commit_state(Path(__file__).resolve().parent)
+
+
+def _earlier_commits(info: RunInfo) -> tuple[str, ...]:
+    """What a resume of the run ``info`` describes records as ``earlier_commits``: the commits of
+    its sessions so far, less this harness's own (code_versions)."""
+    source = _source()
+    now = {"git_commit": source.commit, "git_dirty": source.dirty}
+    mine = code_versions(now)
+    return tuple(c for c in code_versions(info.to_dict()) if c not in mine)
+
+
 def _run_info(prepared: Prepared, status: str, started: str, identity: dict[str, Any]) -> RunInfo:
     plan = prepared.plan
-    source = commit_state(Path(__file__).resolve().parent)
+    source = _source()
     return RunInfo(
         run_id=plan.run_id, status=status, backend=plan.backend.name,
         backend_description=plan.backend.description, devices=plan.devices, level=plan.level,
         timer=plan.timer, plugins=plan.plugins.modules, identity=identity, harness_version=__version__,
-        git_commit=source.commit, git_dirty=source.dirty, python=sys.version.split()[0],
+        git_commit=source.commit, git_dirty=source.dirty, earlier_commits=prepared.earlier_commits or None,
+        python=sys.version.split()[0],
         container={"image": plan.options.image, "digest": plan.options.image_digest},
         options=plan.options.to_dict(), caches=named_caches(plan.options, os.environ),
         plan=tuple(_stored_plan(o) for o in plan.ops),

@@ -17,10 +17,12 @@ started at the same second cannot be ordered and are refused.
 
 Refused, before anything is written, naming the runs concerned: runs of different fingerprints
 (another backend, device model, timer, level, cache or provider), parts of different splits or
-of different plans, one run given twice, a missing part, a part still running, parts of
-different commits, reruns that cannot be ordered, and a case present in two parts (a part's
-records.jsonl holding a case of an op that is not its own). An unsharded run counts as part 1/1
-of itself.
+of different plans, one run given twice, a missing part, a part still running, reruns that
+cannot be ordered, and a case present in two parts (a part's records.jsonl holding a case of an
+op that is not its own); parts measured with different software (torch, Triton, driver,
+flag_gems, harness version or commit, or a part resumed under another commit) unless
+--allow-mismatch, which lists the differences in run.json's ``software_mismatch``. An unsharded
+run counts as part 1/1 of itself.
 """
 
 from __future__ import annotations
@@ -39,6 +41,7 @@ from harness.options import RunOptions
 from harness.results.render import render_csv, render_junit, render_markdown
 from harness.results.runinfo import (
     alike_values,
+    code_versions,
     environment_differences,
     fingerprint,
     read_run_info,
@@ -103,17 +106,30 @@ def _differences(first: PartRun, other: PartRun) -> str:
                      for label in mine if mine[label] != theirs[label])
 
 
+def _code(info: Mapping[str, Any]) -> str:
+    return ", ".join(code_versions(info)) or "absent"
+
+
 def software_differences(parts: Sequence[PartRun]) -> list[str]:
-    """One line per part whose software (torch, Triton, driver, flag_gems, harness) differs from
-    part 1's, naming each difference (pure)."""
+    """One line per part whose software (torch, Triton, driver, flag_gems, harness version and
+    commit) differs from part 1's, naming each difference, and one per part whose own ops were
+    measured by more than one harness commit (a resume after the code changed) (pure)."""
     first = parts[0]
-    return [f"part {s.label} ({s.path}): " + "; ".join(f"{k} {a!r} in part {first.label}, {b!r} here"
-                                                       for k, a, b in found)
-            for s in parts[1:] if (found := environment_differences(first.info, s.info))]
+    lines = [f"part {s.label} ({s.path}): measured by harness commits {_code(s.info)} (resumed)"
+             for s in parts if len(code_versions(s.info)) > 1]
+    for s in parts[1:]:
+        found = environment_differences(first.info, s.info)
+        if _code(s.info) != _code(first.info):
+            found.append(("harness commit", _code(first.info), _code(s.info)))
+        if found:
+            lines.append(f"part {s.label} ({s.path}): " + "; ".join(f"{k} {a!r} in part {first.label}, {b!r} here"
+                                                                   for k, a, b in found))
+    return lines
 
 
 def _check_one_split(first: PartRun, s: PartRun) -> None:
-    """``s`` and ``first`` are parts of one split: alike runs, the same split, plan and commit."""
+    """``s`` and ``first`` are parts of one split: alike runs, the same split and plan (their
+    software and harness commits: software_differences)."""
     if s.info.get("fingerprint", fingerprint(s.info)) != first.info.get("fingerprint", fingerprint(first.info)):
         raise UsageError(
             f"Runs {first.path} and {s.path} are not alike ({_differences(first, s) or 'fingerprints differ'}): "
@@ -129,12 +145,6 @@ def _check_one_split(first: PartRun, s: PartRun) -> None:
         raise UsageError(
             f"{first.path} and {s.path} are parts of different run plans (ops, shapes, dtypes, "
             "seed or timing budgets differ). Run every part with the same arguments but --shard."
-        )
-    if s.info.get("git_commit") != first.info.get("git_commit"):
-        raise UsageError(
-            f"{first.path} ran commit {first.info.get('git_commit')} but {s.path} ran "
-            f"{s.info.get('git_commit')}: a merged run must measure one version of the code. "
-            "Run every part from the same commit."
         )
 
 
@@ -158,7 +168,7 @@ def check_parts(parts: Sequence[PartRun], allow_mismatch: bool = False) -> list[
         raise UsageError(
             f"The parts measured with different software ({' | '.join(differences)}): a merged run states "
             "one set of versions, which compare, gate and history trust. Run every part with the same "
-            "torch, Triton, driver, flag_gems and harness, or pass --allow-mismatch to merge them anyway "
+            "torch, Triton, driver, flag_gems and harness commit, or pass --allow-mismatch to merge them anyway "
             "(run.json then lists the differences under software_mismatch)."
         )
     runs = check_runs(parts)
@@ -348,7 +358,7 @@ def merged_info(parts: Sequence[PartRun], run_id: str, outcomes: Sequence[OpOutc
     )
     if superseded:
         info["superseded"] = list(superseded)
-    mismatch = software_differences(parts)
+    mismatch = software_differences([*parts, *reruns])
     if mismatch:
         info["software_mismatch"] = mismatch
     info["fingerprint"] = fingerprint(info)

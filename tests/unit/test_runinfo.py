@@ -134,3 +134,20 @@ def test_run_info_refuses_what_read_run_info_refuses(tmp_path: Path) -> None:
     with pytest.raises(UsageError) as by_class:
         RunInfo.load(path)
     assert by_class.value.message == by_mapping.value.message
+
+
+def test_a_resume_under_another_commit_keeps_the_earlier_sessions_commits(monkeypatch: pytest.MonkeyPatch) -> None:
+    """A resumed run.json used to take the resuming harness's commit alone, so a run measured by
+    two versions of the code claimed one (part 5 of the 2026-12-04 H200 sample)."""
+    from harness.run import execute
+    from harness.run.provenance import CommitState
+
+    monkeypatch.setattr(execute, "_source", lambda: CommitState("new", False))
+    first = RunInfo.from_dict(_info(git_commit="old", git_dirty=True))
+    assert execute._earlier_commits(first) == ("old+dirty",)
+    again = RunInfo.from_dict(_info(git_commit="mid", git_dirty=False, earlier_commits=["old+dirty"]))
+    assert again.earlier_commits == ("old+dirty",)  # read back as a tuple
+    assert execute._earlier_commits(again) == ("old+dirty", "mid")
+    assert execute._earlier_commits(RunInfo.from_dict(_info(git_commit="new", git_dirty=False))) == ()
+    assert "earlier_commits" not in RunInfo.from_dict(_info()).to_dict()  # written only where there are some
+    assert RunInfo.from_dict(_info(earlier_commits=["a"])).to_dict()["earlier_commits"] == ["a"]

@@ -12,7 +12,7 @@ import pytest
 
 from harness.errors import UsageError
 from harness.options import RunOptions, resolve_run_options
-from harness.results.runinfo import fingerprint
+from harness.results.runinfo import code_versions, fingerprint
 from harness.run.decide import OpOutcome
 from harness.run.merge import PartRun, check_parts, merged_info
 from harness.run.plan import OpPlan, assign_parts, plan_digest, plan_part
@@ -204,7 +204,23 @@ def test_parts_of_different_fingerprints_are_refused_naming_the_difference() -> 
 def test_parts_of_other_splits_plans_or_commits_are_refused() -> None:
     assert "different splits" in _refusal([_shard(1), _shard(2, count=2)])
     assert "different run plans" in _refusal([_shard(1), _shard(2, digest="e"), _shard(3)])
-    assert "one version of the code" in _refusal([_shard(1), _shard(2, git_commit="def"), _shard(3)])
+
+
+
+def test_parts_of_other_harness_commits_or_resumed_under_another_are_refused_unless_allowed() -> None:
+    other = _refusal([_shard(1), _shard(2, git_commit="def", git_dirty=True), _shard(3)])
+    assert "part 2/3 (/runs/s2): harness commit 'abc' in part 1/3, 'def+dirty' here" in other
+    assert "--allow-mismatch" in other
+    # part 3 was resumed under "abc" after a session of "old": its ops were measured by both
+    mixed = [_shard(1), _shard(2), _shard(3, earlier_commits=["old"])]
+    message = _refusal(mixed)
+    assert "part 3/3 (/runs/s3): measured by harness commits old, abc (resumed)" in message
+    shards = check_parts(mixed, allow_mismatch=True)
+    info = merged_info(shards, "merged", [OpOutcome(op, "0", "PASS") for s in shards for op in s.ops])
+    assert any("old, abc" in line for line in info["software_mismatch"])
+    assert code_versions({"git_commit": "abc", "git_dirty": True, "earlier_commits": ["old", "abc+dirty"]}) == [
+        "old", "abc+dirty"]
+    assert code_versions({"git_commit": None}) == []
 
 
 def test_a_part_still_running_is_refused_with_the_resume_command() -> None:
