@@ -6,6 +6,7 @@ import argparse
 import csv
 import io
 import json
+import math
 import os
 import subprocess
 import textwrap
@@ -43,7 +44,7 @@ def record(op: str, dtype: str, shape: Sequence[int], samples: Sequence[float], 
         device="0", timer=timer, status=status, device_name="NVIDIA H200",
         correctness=Correctness(passed=passed, max_abs=0.0, max_rel=0.0, atol=1e-3, rtol=1e-3),
         baseline=base, candidate=cand,
-        speedup=base.summary.median / cand.summary.median if base and cand else None,
+        speedup=base.summary.median / cand.summary.median if base and cand and cand.summary.median else None,
         message=message,
     )
 
@@ -257,6 +258,19 @@ def test_rows_that_did_not_pass_are_reported_not_compared() -> None:
     assert rows["silu_and_mul[builtin-float16-8x8]"].reason.startswith("only in head")
     assert rows["mm[builtin-float16-8x8x8]"].reason == "timed with direct in base, graph in head"
     assert [r.compared for r in rows.values()].count(True) == 1
+
+
+def test_a_case_with_no_device_time_on_either_side_is_not_compared_and_its_page_renders() -> None:
+    """FlagGems' transpose and resize_ on the H200: 0 ms both sides (no kernel); their interval
+    came out [inf, inf], read noisy, and compare.html failed on the infinite numbers."""
+    from harness.results.html.page import script_json
+
+    zero = [0.0] * 50
+    rows = compare_records([record("transpose", "bfloat16", (64, 64), zero)],
+                           [record("transpose", "bfloat16", (64, 64), zero)], Criteria(), spread=spread_table())
+    (row,) = rows
+    assert row.verdict == "not compared" and row.reason.startswith("no device time on either side")
+    assert str(script_json({"ratio": math.inf, "rows": [math.nan, 1.5]})) == '{"ratio":null,"rows":[null,1.5]}'
 
 
 def test_a_case_that_breaks_in_head_fails_the_gate(tmp_path: Path) -> None:

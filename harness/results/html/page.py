@@ -72,12 +72,24 @@ def fmt_num(value: float | None, digits: int = 4) -> str:
     return "" if value is None else f"{value:.{digits}g}"
 
 
+def _finite(data: Any) -> Any:
+    """``data`` with every infinite or NaN number as None (JSON has no such numbers): a ratio over
+    a zero time must not cost the page."""
+    if isinstance(data, float) and not math.isfinite(data):
+        return None
+    if isinstance(data, Mapping):
+        return {k: _finite(v) for k, v in data.items()}
+    if isinstance(data, list | tuple):
+        return [_finite(v) for v in data]
+    return data
+
+
 def script_json(data: Any) -> Markup:
     """JSON to place inside a <script type="application/json"> element.
 
     ``ensure_ascii`` escapes U+2028/2029 and lone surrogates; ``<``, ``>`` and ``&`` are
     escaped so no string in the data can end the script element or open a comment."""
-    text = json.dumps(data, ensure_ascii=True, sort_keys=True, separators=(",", ":"), allow_nan=False)
+    text = json.dumps(_finite(data), ensure_ascii=True, sort_keys=True, separators=(",", ":"), allow_nan=False)
     text = text.replace("<", "\\u003c").replace(">", "\\u003e").replace("&", "\\u0026")
     return Markup(text)  # noqa: S704 - escaped above for the script-data context
 
