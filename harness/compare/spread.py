@@ -48,6 +48,9 @@ class _Entry:
     backend: str = ""
     device_name: str = ""
     timer: str = ""
+    # the default's classes for rows of one timer (timer -> classes): ``direct`` rows are timed
+    # on the host around calls that cannot be captured, and wander far more than a graph's
+    timers: Mapping[str, tuple[SizeClass, ...]] = field(default_factory=dict)
 
 
 def _pick(classes: Sequence[SizeClass], median_us: float) -> float:
@@ -82,14 +85,17 @@ class SpreadTable:
         if case_id in self.cases:
             return self.cases[case_id]
         us = median_ms * 1000.0
-        for entry in self.devices:
-            if entry.device_name != device_name or (entry.backend and entry.backend != backend):
-                continue
-            if entry.timer and entry.timer != timer:
-                continue
+        mine = [e for e in self.devices
+                if e.device_name == device_name and (not e.backend or e.backend == backend) and e.timer in ("", timer)]
+        # A device entry that names the row's timer comes first; the default's classes for that
+        # timer come before a device entry that names none (measured on the graph timer).
+        ordered = [e for e in mine if e.timer] + ([] if timer in self.default.timers else [e for e in mine if not e.timer])
+        for entry in ordered:
             classes = entry.ops.get(op) or entry.classes
             where = f"{entry.device_name} calibration" + (f" ({op})" if op in entry.ops else "")
             return KnownSpread(_pick(classes, us), where)
+        if timer in self.default.timers:
+            return KnownSpread(_pick(self.default.timers[timer], us), f"{self.default.source}, {timer} timer")
         return KnownSpread(_pick(self.default.classes, us), self.default.source)
 
 
@@ -117,7 +123,7 @@ def _classes(value: Any, where: str) -> tuple[SizeClass, ...]:
 def _entry(data: Any, where: str, device: bool) -> _Entry:
     if not isinstance(data, dict):
         raise ValueError(f"{where}: expected a mapping")
-    known = {"source", "classes", "ops"} | ({"backend", "device_name", "timer"} if device else set())
+    known = {"source", "classes", "ops"} | ({"backend", "device_name", "timer"} if device else {"timers"})
     unknown = set(data) - known
     if unknown:
         raise ValueError(f"{where}: unknown key(s) {', '.join(sorted(unknown))}")
@@ -128,11 +134,15 @@ def _entry(data: Any, where: str, device: bool) -> _Entry:
     ops = data.get("ops") or {}
     if not isinstance(ops, dict):
         raise ValueError(f"{where}.ops: expected a mapping of op -> size classes")
+    timers = data.get("timers") or {}
+    if not isinstance(timers, dict):
+        raise ValueError(f"{where}.timers: expected a mapping of timer -> size classes")
     return _Entry(
         source=data["source"], classes=_classes(data.get("classes"), f"{where}.classes"),
         ops={str(op): _classes(c, f"{where}.ops.{op}") for op, c in ops.items()},
         backend=str(data.get("backend") or ""), device_name=str(data.get("device_name") or ""),
         timer=str(data.get("timer") or ""),
+        timers={str(name): _classes(c, f"{where}.timers.{name}") for name, c in timers.items()},
     )
 
 
