@@ -20,7 +20,7 @@ from harness.results.trend import MIN_MEASURED_SIGMA, history_spread
 from harness.yamlfile import load_yaml
 
 __all__ = ["MIN_MEASURED_SIGMA", "SHIPPED", "KnownSpread", "SizeClass", "SpreadTable", "history_series",
-           "load_spread", "measured_spread", "parse_spread"]
+           "load_spread", "measured_spread", "pair_spread", "parse_spread"]
 
 FORMAT_VERSION = 1
 SHIPPED = "run_spread.yaml"
@@ -177,6 +177,20 @@ def measured_spread(series: Mapping[str, Sequence[float]], source: str, min_runs
             runs = sum(1 for m in medians if m)
             found[case] = KnownSpread(max(sigma, MIN_MEASURED_SIGMA), f"{source}, {runs} runs")
     return found
+
+
+def pair_spread(log_changes: Sequence[float], confidence: float = 0.95) -> tuple[float, float]:
+    """Sigma of one run's log median from pairs of independent runs of the same code (each
+    pair's change of log median holds two runs' wander: its root mean square over sqrt(2); a
+    plain RMS, so the tails a gate must not flag count in full), and its upper ``confidence``
+    bound (chi-square with one degree of freedom per pair); ValueError without pairs."""
+    from scipy import stats
+
+    n = len(log_changes)
+    if not n:
+        raise ValueError("no pairs to measure a spread from")
+    squares = sum(float(x) ** 2 for x in log_changes)
+    return math.sqrt(squares / (2 * n)), math.sqrt(squares / (2 * float(stats.chi2.ppf(1 - confidence, n))))
 
 
 def history_series(rows: Sequence[Mapping[str, Any]]) -> dict[str, list[float]]:

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 from pathlib import Path
+from typing import Any
 
 import pytest
 import yaml
@@ -10,7 +11,7 @@ import yaml
 from harness.compare.spread import load_spread, parse_spread
 from harness.errors import UsageError
 
-TABLE = {
+TABLE: dict[str, Any] = {
     "format_version": 1,
     "default": {"source": "conservative default", "classes": [{"below_us": 10, "sigma_pct": 3.0}, {"sigma_pct": 2.0}]},
     "devices": [{"device_name": "NVIDIA H200", "backend": "cuda", "timer": "graph", "source": "calibration",

@@ -1,0 +1,187 @@
+"""The gate on pairs of independent runs already made: A/A as they are, A/B with head slowed.
+
+Each pair is a run and another run of the same ops from another process (the corpus sample's
+part K cold, ``sample-K``, against the same part measured again warm, ``warm-K-cN``: the same
+kernels, its autotune configs replayed). A/A: every row flagged (regression or improvement) is a
+false alarm. A/B: head's candidate samples multiplied by 1 + ``--slowdown`` (a synthetic change
+of exactly that size, on the pair's own noise); the rows flagged as regressions are the
+detection rate. Both with the run-spread table in force (``--spread``, default the shipped one)
+and no history: what `harness gate A B` says about two nightlies.
+
+    python benchmarks/gate_pairs.py RUNS [--min-us 10] [--slowdown 10] [--spread FILE] --out FILE.json
+
+Prints one table (by the timer that measured the row) and writes the counts and the flagged
+rows to ``--out``.
+
+``--fit 1-5 --test 6-10``: the run-to-run spread measured from the fitting parts' pairs
+(harness.compare.spread.pair_spread: each size class's upper 95% bound, graph rows) becomes a
+device entry of the table (written beside ``--out`` as ``<out>.spread.yaml``), and the testing
+parts' pairs are judged with it: what the gate says given a spread table measured from
+independent runs, out of sample.
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import math
+import re
+import sys
+from collections import Counter
+from collections.abc import Sequence
+from dataclasses import replace
+from pathlib import Path
+from typing import Any
+
+ROOT = Path(__file__).resolve().parent.parent
+if str(ROOT) not in sys.path:
+    sys.path.insert(0, str(ROOT))
+
+import yaml  # noqa: E402
+
+from harness.compare.compare import RowComparison, compare_records, load_run  # noqa: E402
+from harness.compare.spread import SpreadTable, load_spread, pair_spread, parse_spread  # noqa: E402
+from harness.compare.stats import Criteria  # noqa: E402
+from harness.results.schema import Measurement, Timing  # noqa: E402
+from harness.yamlfile import load_yaml  # noqa: E402
+
+FLAGGED = ("regression", "improvement")
+
+
+def pairs_in(runs: Path) -> list[tuple[Path, Path]]:
+    """(sample-K, warm-K-cN) for every warm run whose part has a cold run, in part order."""
+    found = []
+    for warm in runs.glob("warm-*-c*"):
+        match = re.fullmatch(r"warm-(\d+)-c\d+", warm.name)
+        cold = runs / f"sample-{match.group(1)}" if match else None
+        if cold is not None and (cold / "run.json").is_file() and (warm / "run.json").is_file():
+            found.append((cold, warm))
+    return sorted(found, key=lambda p: (int(p[1].name.split("-")[1]), p[1].name))
+
+
+def slowed(records: Sequence[Measurement], factor: float) -> list[Measurement]:
+    """Each record with its candidate's samples multiplied by ``factor`` (torch's left alone)."""
+    out = []
+    for r in records:
+        c = r.candidate
+        out.append(r if c is None else replace(r, candidate=Timing.of([x * factor for x in c.samples_ms], c.blocks,
+                                                                      c.settled)))
+    return out
+
+
+def parts(text: str) -> set[int]:
+    """``1-5`` or ``1,3,5`` (or both, comma-separated) as part numbers."""
+    found: set[int] = set()
+    for piece in text.split(","):
+        low, _, high = piece.partition("-")
+        found.update(range(int(low), int(high or low) + 1))
+    return found
+
+
+def fitted_table(pairs: Sequence[tuple[Path, Path]], table: dict[str, Any], origin: str,
+                 source: str) -> tuple[SpreadTable, dict[str, Any]]:
+    """The spread table ``table`` (parsed YAML, read from ``origin``) with only a device entry for the graph timer measured from ``pairs`` (the changes of
+    log median of the rows that passed on both sides, under and over 10 us)."""
+    below: list[float] = []
+    above: list[float] = []
+    device = ""
+    for cold, warm in pairs:
+        head = {r.case_id: r for r in load_run(warm).records}
+        for b in load_run(cold).records:
+            h = head.get(b.case_id)
+            if (h is None or b.timer != "graph" or h.timer != "graph" or b.status != "pass" or h.status != "pass"
+                    or not b.candidate or not h.candidate or min(b.candidate.summary.median,
+                                                                 h.candidate.summary.median) <= 0):
+                continue
+            device = device or b.device_name
+            change = math.log(h.candidate.summary.median / b.candidate.summary.median)
+            (below if b.candidate.summary.median * 1000 < 10 else above).append(change)
+    if not below and not above:
+        raise SystemExit("gate_pairs: the fitting parts have no graph row that passed on both sides")
+
+    def pct(changes: Sequence[float]) -> float:
+        return round(100 * pair_spread(changes)[1], 2)
+
+    # one class where one size has no rows: it answers for both
+    classes = ([{"below_us": 10, "sigma_pct": pct(below)}, {"sigma_pct": pct(above)}] if below and above
+               else [{"sigma_pct": pct(below or above)}])
+    entry = {"device_name": device, "backend": "cuda", "timer": "graph", "source": source, "classes": classes}
+    data = {**table, "devices": [entry]}
+    return parse_spread(data, f"{origin} + {source}"), {"entry": entry, "pairs_below_10us": len(below),
+                                                          "pairs_10us_or_more": len(above), "table": data}
+
+
+def tally(rows: Sequence[RowComparison], min_us: float) -> dict[str, Counter[str]]:
+    """Verdicts of the rows compared whose base kernel takes ``min_us`` or more, by timer."""
+    by_timer: dict[str, Counter[str]] = {}
+    for row in rows:
+        if row.compared and row.stats is not None and row.stats.base_median * 1000 >= min_us:
+            by_timer.setdefault(row.timer, Counter())[row.verdict] += 1
+    return by_timer
+
+
+def main(argv: Sequence[str] | None = None) -> int:
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser.add_argument("runs", type=Path, help="a folder of sample-K and warm-K-cN run directories")
+    parser.add_argument("--min-us", type=float, default=10.0, help="rows whose base kernel is this fast or slower")
+    parser.add_argument("--slowdown", type=float, default=10.0, help="A/B: head slowed by this many percent")
+    parser.add_argument("--spread", type=Path, default=None, help="run-spread table (default: the shipped one)")
+    parser.add_argument("--fit", type=parts, default=None, help="parts whose pairs measure the spread (1-5)")
+    parser.add_argument("--test", type=parts, default=None, help="parts whose pairs are judged (default: all)")
+    parser.add_argument("--out", type=Path, required=True)
+    args = parser.parse_args(argv)
+    every = pairs_in(args.runs)
+    if not every:
+        parser.error(f"{args.runs}: no sample-K and warm-K-cN run directories to pair")
+
+    def part(pair: tuple[Path, Path]) -> int:
+        return int(pair[1].name.split("-")[1])
+
+    pairs = [p for p in every if args.test is None or part(p) in args.test]
+    spread, criteria = load_spread(args.spread), Criteria()
+    fitted: dict[str, Any] = {}
+    if args.fit is not None:
+        fit = [p for p in every if part(p) in args.fit]
+        source = (f"pairs of independent runs (cold, then warm and replayed) of parts {sorted(args.fit)} of "
+                  f"{args.runs.name}: upper 95% bound (benchmarks/gate_pairs.py)")
+        path = args.spread or ROOT / "harness" / "compare" / "run_spread.yaml"
+        spread, fitted = fitted_table(fit, load_yaml(path.read_text(), str(path)), str(path), source)
+        args.out.with_suffix(".spread.yaml").write_text(yaml.safe_dump(fitted["table"], sort_keys=False))
+    aa: dict[str, Counter[str]] = {}
+    ab: dict[str, Counter[str]] = {}
+    flagged: list[dict[str, Any]] = []
+    for cold, warm in pairs:
+        base, head = load_run(cold).records, load_run(warm).records
+        rows = compare_records(base, head, criteria, spread=spread)
+        for mine, found in ((aa, tally(rows, args.min_us)),
+                            (ab, tally(compare_records(base, slowed(head, 1 + args.slowdown / 100), criteria,
+                                                       spread=spread), args.min_us))):
+            for timer, counts in found.items():
+                mine.setdefault(timer, Counter()).update(counts)
+        flagged += [{"pair": f"{cold.name} {warm.name}", "case_id": r.case_id, "timer": r.timer, "verdict": r.verdict,
+                     "change_pct": round((r.stats.ratio - 1) * 100, 2), "base_median_ms": r.stats.base_median}
+                    for r in rows if r.verdict in FLAGGED and r.stats is not None
+                    and r.stats.base_median * 1000 >= args.min_us]
+    print(f"{len(pairs)} pairs, rows of {args.min_us:g} us or more, spread table {spread.origin}")
+    print(f"{'timer':<10}{'rows':>6}{'A/A flagged':>13}{'unchanged':>11}{'noisy':>7}"
+          f"{'A/B +' + format(args.slowdown, 'g') + '% flagged':>22}")
+    summary: dict[str, Any] = {}
+    for timer in sorted(set(aa) | set(ab)):
+        a, b = aa.get(timer, Counter()), ab.get(timer, Counter())
+        n, nb = sum(a.values()), sum(b.values())
+        summary[timer] = {"rows": n, "aa": dict(a), "ab": dict(b), "aa_flagged": sum(a[v] for v in FLAGGED),
+                          "ab_detected": b["regression"], "ab_rows": nb}
+        print(f"{timer:<10}{n:>6}{summary[timer]['aa_flagged']:>13}{a['unchanged']:>11}{a['noisy']:>7}"
+              f"{b['regression']:>15} of {nb}")
+    if fitted:
+        print(f"spread measured on parts {sorted(args.fit or ())}: {fitted['entry']['classes']} "
+              f"({fitted['pairs_below_10us']} and {fitted['pairs_10us_or_more']} graph rows)")
+    args.out.write_text(json.dumps({"pairs": [[c.name, w.name] for c, w in pairs], "min_us": args.min_us,
+                                    "slowdown_pct": args.slowdown, "spread": spread.origin, "by_timer": summary,
+                                    "fitted_entry": fitted.get("entry"), "aa_flagged_rows": flagged},
+                                   indent=1) + "\n")
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())

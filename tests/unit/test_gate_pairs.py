@@ -1,0 +1,54 @@
+"""benchmarks/gate_pairs.py on synthetic pairs of runs, and the spread it measures from them."""
+
+from __future__ import annotations
+
+import json
+import math
+import sys
+from pathlib import Path
+
+import numpy as np
+import pytest
+
+from harness.compare.spread import pair_spread
+from tests.unit.test_compare import record, write_run
+
+sys.path.insert(0, str(Path(__file__).resolve().parents[2] / "benchmarks"))
+import gate_pairs  # noqa: E402
+
+
+def test_the_spread_of_pairs_is_their_rms_over_root_two_with_an_upper_bound_above_it() -> None:
+    sigma, upper = pair_spread([0.02, -0.02, 0.02, -0.02])
+    assert sigma == pytest.approx(0.02 / math.sqrt(2)) and upper > sigma
+    with pytest.raises(ValueError, match="no pairs"):
+        pair_spread([])
+
+
+def _pair(runs: Path, k: int, rng: np.random.Generator, wander: float) -> None:
+    """Part k cold and warm: 30 graph rows of 20 us to 2 ms, each run's level off by ``wander``."""
+    for name in (f"sample-{k}", f"warm-{k}-c1"):
+        rows = []
+        for i in range(30):
+            level = 0.02 * 1.17 ** i * math.exp(rng.normal(0, wander))
+            rows.append(record(f"op{k}x{i}", "bfloat16", (64, i + 1), list(level * rng.lognormal(0, 0.01, 60)),
+                               timer="graph"))
+        write_run(runs / name, rows, timer="graph")
+
+
+def test_a_and_a_flags_nothing_and_ten_percent_is_caught_with_a_spread_measured_from_other_pairs(
+        tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
+    rng = np.random.default_rng(7)
+    for k in (1, 2, 3, 4):
+        _pair(tmp_path, k, rng, wander=0.003)
+    assert gate_pairs.parts("1-2,4") == {1, 2, 4}
+    assert [w.name for _, w in gate_pairs.pairs_in(tmp_path)] == ["warm-1-c1", "warm-2-c1", "warm-3-c1", "warm-4-c1"]
+    out = tmp_path / "pairs.json"
+    assert gate_pairs.main([str(tmp_path), "--fit", "1-2", "--test", "3-4", "--out", str(out)]) == 0
+    found = json.loads(out.read_text())
+    graph = found["by_timer"]["graph"]
+    assert graph["rows"] == 60 and graph["aa_flagged"] == 0
+    assert graph["aa"].get("unchanged", 0) >= 54  # the measured spread lets same-code rows read unchanged
+    assert graph["ab_detected"] >= 54  # a 10% slowdown stands well above a 0.3% wander
+    assert found["fitted_entry"]["timer"] == "graph" and found["fitted_entry"]["classes"][-1]["sigma_pct"] < 2
+    assert "sigma_pct" in out.with_suffix(".spread.yaml").read_text()
+    assert "A/A flagged" in capsys.readouterr().out
