@@ -145,7 +145,8 @@ def main(argv: Sequence[str] | None = None) -> int:
         source = (f"pairs of independent runs (cold, then warm and replayed) of parts {sorted(args.fit)} of "
                   f"{args.runs.name}: upper 95% bound (benchmarks/gate_pairs.py)")
         path = args.spread or ROOT / "harness" / "compare" / "run_spread.yaml"
-        spread, fitted = fitted_table(fit, load_yaml(path.read_text(), str(path)), str(path), source)
+        shown = str(path.resolve().relative_to(ROOT)) if path.resolve().is_relative_to(ROOT) else str(path)
+        spread, fitted = fitted_table(fit, load_yaml(path.read_text(), shown), shown, source)
         args.out.with_suffix(".spread.yaml").write_text(yaml.safe_dump(fitted["table"], sort_keys=False))
     aa: dict[str, Counter[str]] = {}
     ab: dict[str, Counter[str]] = {}
