@@ -86,8 +86,7 @@ def write_csv(path: Path, rows: Sequence[Mapping[str, Any]], columns: Sequence[s
 
 
 def child_env() -> dict[str, str]:
-    """This script's environment for what it starts, less HARNESS_ARGS (the harness warns about a
-    HARNESS_ variable it does not know)."""
+    """This script's environment for its children, less HARNESS_ARGS (the harness warns of unknown HARNESS_*)."""
     vendor = {"GEMS_VENDOR": "nvidia"} if BACKEND == "cuda" else {}
     own = {k: v for k, v in os.environ.items() if k != "HARNESS_ARGS"}
     return {**own, "PYTHONPATH": f"{SITE}{os.pathsep}{REPO}", "PYTHONUNBUFFERED": "1", **vendor}
@@ -369,10 +368,11 @@ def cmd_run(out: Path) -> None:
 
 
 def cmd_merge(dirs: Sequence[Path], out: Path) -> None:
-    """The parts (each sample-K from the last folder that has it) joined by ``harness merge``, its
-    causes (``python -m harness.results.triage``), corpus.json and the last throughput.csv given."""
+    """The parts (each sample-K from the last folder that has it) joined by ``harness merge`` (MERGE_ARGS
+    added), its causes (``harness.results.triage``), corpus.json and the last throughput.csv given."""
     parts = sorted({p.name: p for d in dirs for p in parts_in(d, "run.json")}.values(), key=part_number)
-    for cmd in (["harness", "merge", *map(str, parts), "--out", str(out)], ["harness.results.triage", str(out)]):
+    merge = ["harness", "merge", *map(str, parts), *knob("MERGE_ARGS", "").split(), "--out", str(out)]
+    for cmd in (merge, ["harness.results.triage", str(out)]):
         if subprocess.run([sys.executable, "-m", *cmd], env=child_env()).returncode:
             raise SystemExit(f"python -m {cmd[0]} failed (above); nothing more written")
     for found in [d / "throughput.csv" for d in dirs if (d / "throughput.csv").is_file()][-1:]:

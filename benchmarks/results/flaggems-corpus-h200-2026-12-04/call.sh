@@ -6,13 +6,34 @@
 #   for each part K of KS: the part cold (an empty Triton and FlagGems cache of its own, live
 #         autotuning: --triton-cache user on fresh folders), then the ops it ended measured again
 #         warm (the same caches kept) with its autotune configs replayed (--replay-from the part):
-#         what a nightly with a kept cache and last night's configs does.
+#         what a nightly with a kept cache and last night's configs does. From call 8: only the ops
+#         that ended cold on this machine (the caches live in its /tmp), CRASH and TIMEOUT included;
+#         runs.tgz written after each part, so a cut call keeps the parts it finished.
 # Budgets come from DEADLINE_S (seconds from the start of this script); what ran is in $OUT.
 set -u
 exec > >(tee "$OUT/call${CALL}.log") 2>&1
 t0=$(date +%s)
 left() { echo $(( DEADLINE_S - ($(date +%s) - t0) )); }
+# ops K ended: the ops of part K that ended cold so far; ops K to-warm: those that ended cold on
+# this machine (its caches hold their kernels: sample-K/cold-on-<machine>.txt) and ran no warm pass.
+ops() { python3 - "$RUNS" "$1" "$2" "$MID" <<'P'
+import csv, sys
+from pathlib import Path
+runs, k, what, mid = Path(sys.argv[1]), sys.argv[2], sys.argv[3], sys.argv[4]
+status = runs / f"sample-{k}" / "ops_status.csv"
+rows = list(csv.DictReader(open(status))) if status.is_file() else []
+ended = [r["op"] for r in rows if r["status"] in ("PASS", "FAIL", "SKIP", "ERROR", "CRASH", "TIMEOUT")]
+if what == "to-warm":
+    here = runs / f"sample-{k}" / f"cold-on-{mid}.txt"
+    done = {r["op"] for f in runs.glob(f"warm-{k}-c*/ops_status.csv") for r in csv.DictReader(open(f))}
+    ended = [op for op in (here.read_text().split() if here.is_file() else []) if op not in done]
+print("\n".join(ended))
+P
+}
+save() { python3 -c "import sys; sys.path.insert(0, 'benchmarks'); import flaggems_corpus as c; from pathlib import Path; c.archive(Path('$OUT'))"; }
 cat .corpus/commit; nvidia-smi -L
+[ -f /tmp/machine-id ] || python3 -c 'import uuid; print(uuid.uuid4().hex[:8])' > /tmp/machine-id
+MID=$(cat /tmp/machine-id)  # /tmp, and the parts' caches in it, last as long as this machine
 export RUNS=${RUNS:-/tmp/runs} SITE=/tmp/site SAMPLE_SIZE=200 SAMPLE_SEED=nightly-b PARTS=16 OP_TIMEOUT=${OP_TIMEOUT:-150} \
   SHARD_WEIGHTS=benchmarks/results/flaggems-corpus-h200-2026-12-03c/ops_status.csv GEMS_VENDOR=nvidia PYTHONUNBUFFERED=1
 mkdir -p $RUNS
@@ -39,23 +60,17 @@ P
 fi
 for K in $KS; do
   export TRITON_CACHE_DIR=/tmp/cache-$K/triton FLAGGEMS_CACHE_DIR=/tmp/cache-$K/flaggems
-  cold=$(( ($(left) - 60) * ${COLD_SHARE:-55} / 100 ))
+  cold=$(( ($(left) - ${RESERVE_S:-60}) * ${COLD_SHARE:-55} / 100 ))
   [ $cold -lt 60 ] && { echo "part $K: $(left) s left, not started"; break; }
   echo "=== part $K cold, budget $cold s ($(left) s left)"
+  ops $K ended > /tmp/before-$K
   SKIP_SETUP=1 STEPS=sample$K SAMPLE_BUDGET_S=$cold GRACE_S=${GRACE_S:-60} ARCHIVE=0 \
     HARNESS_ARGS="--plugins -wall --ir off --triton-cache user" python3 benchmarks/flaggems_corpus.py run --out /tmp/c$K
   cat $RUNS/sample-$K/ops_status.csv
+  ops $K ended | grep -vxFf /tmp/before-$K >> $RUNS/sample-$K/cold-on-$MID.txt
   W=warm-$K-c$CALL
-  python3 - "$RUNS" "$K" > $RUNS/$W.txt <<'P'
-import csv, sys
-from pathlib import Path
-runs, k = Path(sys.argv[1]), sys.argv[2]
-done = {r["op"] for f in runs.glob(f"warm-{k}-c*/ops_status.csv") for r in csv.DictReader(open(f))}
-ended = [r["op"] for r in csv.DictReader(open(runs / f"sample-{k}" / "ops_status.csv"))
-         if r["status"] in ("PASS", "FAIL", "SKIP", "ERROR") and r["op"] not in done]
-print("\n".join(ended))
-P
-  warm=$(( $(left) - 60 ))
+  ops $K to-warm > $RUNS/$W.txt
+  warm=$(( $(left) - ${RESERVE_S:-60} ))
   [ $warm -lt 30 ] && { echo "part $K: no time for the warm pass"; break; }
   [ -s $RUNS/$W.txt ] || { echo "part $K: no op left to measure warm"; continue; }
   echo "=== part $K warm and replayed, $(wc -l < $RUNS/$W.txt) ops, budget $warm s"
@@ -63,6 +78,7 @@ P
   timeout $(( warm + 60 )) python3 -m harness run "${common[@]}" --ops-file $RUNS/$W.txt --replay-from $RUNS/sample-$K \
     --plugins -wall --ir off --triton-cache user --budget $warm --out $RUNS/$W > $RUNS/$W.log 2>&1
   echo "$W rc=$? $(( $(date +%s) - s )) s"; tail -3 $RUNS/$W.log; cat $RUNS/$W/ops_status.csv
+  save  # a call cut after this part keeps it
 done
-python3 -c "import sys; sys.path.insert(0, 'benchmarks'); import flaggems_corpus as c; from pathlib import Path; c.archive(Path('$OUT'))"
+save
 echo "done $(( $(date +%s) - t0 )) s"
