@@ -9,7 +9,7 @@ The causes:
 - ``harness``: the harness's own fault (a graph capture that poisoned the device context or
   during which the process died, the output check raising or running out of memory);
 - ``environment``: the machine or its software (out of memory in the op, a driver error, a
-  missing package or hardware, the op timeout, the run's time budget);
+  missing package or hardware, the op timeout, the run's time budget, a stop from outside);
 - ``unknown``: the records do not say enough.
 
 Every record that does not pass carries one (``Measurement.cause``, derived when the record is
@@ -31,6 +31,7 @@ __all__ = [
     "CAPTURE_OFF",
     "CAUSES",
     "NO_TORCH_OUTPUT",
+    "STOPPED_NOTE",
     "Cause",
     "case_cause",
     "cause_from_dict",
@@ -42,6 +43,8 @@ CAUSES = ("library", "benchmark", "harness", "environment", "unknown")
 NO_TORCH_OUTPUT = "torch side returned None: nothing to compare"
 # The note of an op the run's --budget left unstarted (harness/run/batch.py writes it).
 BUDGET_NOTE = "not started: the run's --budget ran out"
+# The note of an op a stop (SIGINT, SIGTERM) left unstarted (harness/run/batch.py writes it).
+STOPPED_NOTE = "not started: the run was stopped"
 # What harness/run/batch.py adds to the note of an attempt whose process died while the graph
 # timer captured a graph (it left RunFiles.capture_mark behind), and to a later attempt's note
 # when that attempt captured none.
@@ -217,6 +220,8 @@ def op_cause(status: str, notes: Sequence[str], records: Sequence[CaseFacts]) ->
         return None
     if any(BUDGET_NOTE in n for n in notes):
         return Cause("environment", "budget: the run's --budget ran out before the op started")
+    if status in ("PENDING", "INTERRUPTED") and any(n.startswith((STOPPED_NOTE, "interrupted")) for n in notes):
+        return Cause("environment", f"stopped from outside (a signal): {said}")
     if "could not be written whole" in said:
         return Cause("environment", f"the disk refused a record: {said}")
     if status == "TIMEOUT":

@@ -25,7 +25,7 @@ from typing import Any
 
 from harness.contract import CASES_FILE, PYTEST_OFF, SPEC_OPTION, RunFiles
 from harness.options import MAX_PRESTART_DEPTH, PRESTART_DEPTH
-from harness.results.causes import BUDGET_NOTE, CAPTURE_DIED, CAPTURE_OFF
+from harness.results.causes import BUDGET_NOTE, CAPTURE_DIED, CAPTURE_OFF, STOPPED_NOTE
 from harness.results.schema import Measurement
 from harness.results.store import atomic_write_text, read_records
 from harness.run.caches import cache_env, run_cache_dir
@@ -413,6 +413,10 @@ def _settle(plan: RunPlan, run_dir: Path, board: _Board, events: BatchEvents, st
         dropped = repair_records_tail(RunFiles(run_dir).records)
         if dropped:
             events.note(f"records.jsonl: dropped a torn last line ({dropped} bytes) left by a stopped process")
+        for o in plan.ops:  # the ops the stop left unstarted say so (their cause: harness.results.causes)
+            row = board.outcomes[o.op]
+            if row.status == PENDING and not row.notes:
+                board.outcomes[o.op] = replace(row, notes=(f"{STOPPED_NOTE} ({stop.reason or 'stopped'})",))
     else:  # every op must have ended; one that did not was lost to a harness fault
         for o in plan.ops:
             if not board.outcomes[o.op].done and BUDGET_NOTE not in board.outcomes[o.op].notes:

@@ -302,6 +302,7 @@ def test_a_stop_leaves_later_ops_pending_and_unmarked(tmp_path: Path) -> None:
     result = run_batch(_run_plan(ops, ("0",)), tmp_path, {}, _Events(), stop=stop, run_one=runner)
     assert result.interrupted == "SIGINT"
     assert [o.status for o in result.outcomes] == ["PASS", "PENDING", "PENDING"]
+    assert result.outcomes[1].notes == ("not started: the run was stopped (SIGINT)",)
     assert set(read_markers(tmp_path)) == {"a"}
 
 
