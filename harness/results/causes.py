@@ -35,6 +35,7 @@ __all__ = [
     "Cause",
     "case_cause",
     "cause_from_dict",
+    "died_in_capture",
     "op_cause",
 ]
 
@@ -190,6 +191,24 @@ def case_cause(record: CaseFacts) -> Cause | None:
     if _NEEDS.search(text):
         return Cause("environment", f"this machine lacks what the benchmark needs: {_first_line(text)}")
     return Cause("unknown", f"skipped: {_first_line(text) or 'no reason given'}")
+
+
+_FAULT = "Fatal Python error"
+_IN_CAPTURE = re.compile(r'File "[^"]*harness[/\\]child[/\\]timing[/\\]graph\.py", line \d+ in _capture')
+
+
+def died_in_capture(log: str) -> bool:
+    """Whether an op's log (every attempt's output, appended) ends in a fatal error of the process
+    (faulthandler's dump: "Fatal Python error", then each thread's frames, the current one's under
+    "Current thread") raised inside the graph timer's capture. A log of a run made before the
+    graph timer kept its capture mark (RunFiles.capture_mark) says so this way only."""
+    last = log.rfind(_FAULT)
+    if last < 0:
+        return False
+    dump = log[last:]
+    current = dump.find("Current thread")
+    frames = dump[current:] if current >= 0 else dump
+    return bool(_IN_CAPTURE.search(frames.split("\n\n", 1)[0]))
 
 
 def _most_common(causes: Sequence[Cause]) -> tuple[Cause, int]:

@@ -5,7 +5,9 @@ cases (records.jsonl where there is one, else summary.csv: a results folder that
 CSVs) and writes ``causes.csv`` (FOLDER/causes.csv unless ``--out``): one row per op that did
 not pass and per case that did not pass, with its cause and evidence
 (harness/results/causes.py). It prints the count of each cause. A record that already carries a
-cause keeps it; the others, and summary.csv's rows, get one derived from their fields.
+cause keeps it; the others, and summary.csv's rows, get one derived from their fields. A CRASH
+op whose log (logs/<op>.log, where kept) ends in a fatal error inside the graph timer's capture
+is the harness's, as a run that kept the capture mark would have said.
 """
 
 from __future__ import annotations
@@ -14,15 +16,16 @@ import argparse
 import csv
 import sys
 from collections import Counter
-from collections.abc import Mapping, Sequence
+from collections.abc import Collection, Mapping, Sequence
 from pathlib import Path
 
+from harness.contract import RunFiles
 from harness.errors import HarnessError, UsageError
-from harness.results.causes import case_cause, op_cause
+from harness.results.causes import CAPTURE_DIED, case_cause, died_in_capture, op_cause
 from harness.results.schema import CASE_STATUSES, TIMERS, Measurement
 from harness.results.store import atomic_write_text, csv_text, read_records
 
-__all__ = ["CAUSES_COLUMNS", "causes_rows", "main", "read_folder"]
+__all__ = ["CAUSES_COLUMNS", "causes_rows", "died_capturing", "main", "read_folder"]
 
 CAUSES_COLUMNS = ("op", "case", "status", "cause", "evidence")
 
@@ -74,9 +77,24 @@ def read_folder(folder: Path) -> tuple[list[dict[str, str]], list[Measurement], 
                      "the cases.")
 
 
-def causes_rows(ops: Sequence[Mapping[str, str]], cases: Sequence[Measurement]) -> list[dict[str, str]]:
+def died_capturing(folder: Path, ops: Sequence[Mapping[str, str]]) -> set[str]:
+    """The CRASH ops whose log (logs/<op>.log, where the folder kept it) ends in a fatal error
+    inside the graph timer's capture (:func:`harness.results.causes.died_in_capture`)."""
+    found = set()
+    for row in ops:
+        op = row.get("op", "")
+        log = RunFiles(folder).log(op)
+        if row.get("status") == "CRASH" and CAPTURE_DIED not in (row.get("notes") or "") and log.is_file():
+            if died_in_capture(log.read_text(errors="replace")):
+                found.add(op)
+    return found
+
+
+def causes_rows(ops: Sequence[Mapping[str, str]], cases: Sequence[Measurement],
+                capture_deaths: Collection[str] = ()) -> list[dict[str, str]]:
     """One row per op that did not pass (case empty), followed by its cases that did not pass
-    (pure)."""
+    (pure). ``capture_deaths``: CRASH ops whose log shows the process died inside a capture
+    (:func:`died_capturing`), read as their notes say now."""
     by_op: dict[str, list[Measurement]] = {}
     for r in cases:
         by_op.setdefault(r.op, []).append(r)
@@ -84,6 +102,8 @@ def causes_rows(ops: Sequence[Mapping[str, str]], cases: Sequence[Measurement]) 
     for row in ops:
         op, status = row.get("op", ""), row.get("status", "")
         notes = [n for n in (row.get("notes") or "").split("; ") if n]
+        if op in capture_deaths:
+            notes.append(f"its log ends in a fatal error {CAPTURE_DIED}")
         cause = op_cause(status, notes, by_op.get(op, ()))
         if cause is None:
             continue
@@ -104,7 +124,7 @@ def main(argv: Sequence[str] | None = None) -> int:
     folder = Path(ns.folder)
     try:
         ops, cases, source = read_folder(folder)
-        rows = causes_rows(ops, cases)
+        rows = causes_rows(ops, cases, died_capturing(folder, ops))
         out = Path(ns.out) if ns.out else folder / "causes.csv"
         atomic_write_text(out, csv_text(CAUSES_COLUMNS, rows))
     except HarnessError as exc:

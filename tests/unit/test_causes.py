@@ -221,6 +221,43 @@ def test_a_folder_of_csvs_gets_its_causes_table(tmp_path: Path, capsys: pytest.C
     assert main([str(tmp_path / "nowhere")]) == 2
 
 
+def _fault(where: str) -> str:
+    """A faulthandler dump as an op's log holds it: the watcher thread, then the current one."""
+    return (f"Fatal Python error: Aborted\n\nThread 0x7f55 (most recent call first):\n"
+            f'  File "/w/harness/child/process.py", line 105 in watch\n\n'
+            f"Current thread 0x7f56 (most recent call first):\n"
+            f'  File "/w/torch/_ops.py", line 1269 in __call__\n{where}'
+            f'  File "/w/harness/child/latency_seam.py", line 514 in measure\n\nExtension modules: numpy\n')
+
+
+IN_CAPTURE = '  File "/w/harness/child/timing/graph.py", line 233 in _capture_graph\n'
+
+
+def test_a_log_ending_in_a_fatal_error_inside_a_capture_is_read_as_such() -> None:
+    """cholesky_solve on the H200: MAGMA aborted inside the capture of torch's side, twice."""
+    from harness.results.causes import died_in_capture
+
+    assert died_in_capture("attempt 1\n" + _fault(IN_CAPTURE) + "attempt 2\n" + _fault(IN_CAPTURE))
+    assert not died_in_capture(_fault(IN_CAPTURE) + "attempt 2 captured no graph\n" + _fault(""))  # the last one decides
+    assert not died_in_capture(_fault(""))
+    assert not died_in_capture("Traceback: ... in _capture_graph\nRuntimeError: boom\n")  # no fatal error
+
+
+def test_triage_reads_a_capture_death_from_the_crashed_ops_log(tmp_path: Path) -> None:
+    from harness.results.triage import main
+
+    (tmp_path / "records.jsonl").write_text("")
+    (tmp_path / "ops_status.csv").write_text(render_status([
+        OpOutcome("cholesky_solve", "0", "CRASH", 2, 34.8, 4, ("attempt 1 CRASH: killed by SIGABRT",)),
+        OpOutcome("mm", "0", "CRASH", 1, 1.0, 0, ("killed by SIGSEGV",))]))
+    (tmp_path / "logs").mkdir()
+    (tmp_path / "logs" / "cholesky_solve.log").write_text(_fault(IN_CAPTURE))
+    (tmp_path / "logs" / "mm.log").write_text(_fault(""))
+    assert main([str(tmp_path)]) == 0
+    causes = {r["op"]: r["cause"] for r in csv.DictReader((tmp_path / "causes.csv").open())}
+    assert causes == {"cholesky_solve": "harness", "mm": "unknown"}
+
+
 def test_the_committed_corpus_causes_table_is_what_its_csvs_give() -> None:
     from harness.results.triage import causes_rows, read_folder
 
