@@ -13,11 +13,12 @@ and no history: what `harness gate A B` says about two nightlies.
 Prints one table (by the timer that measured the row) and writes the counts and the flagged
 rows to ``--out``.
 
-``--fit 1-5 --test 6-10``: the run-to-run spread measured from the fitting parts' pairs
-(harness.compare.spread.pair_spread: each size class's upper 95% bound, graph rows) becomes a
-device entry of the table (written beside ``--out`` as ``<out>.spread.yaml``), and the testing
-parts' pairs are judged with it: what the gate says given a spread table measured from
-independent runs, out of sample.
+It also prints each timer's run-to-run spread over the pairs judged (harness.compare.spread.
+pair_spread: sigma per run and its upper 95% bound). ``--fit 1-5 --test 6-10``: the spread
+measured from the fitting parts' pairs (each size class's upper 95% bound, graph rows) becomes a
+device entry of the table (written beside ``--out``, ``.spread.yaml`` in place of ``.json``), and
+the testing parts' pairs (default: the parts not fitted) are judged with it: what the gate says
+given a spread table measured from independent runs, out of sample.
 """
 
 from __future__ import annotations
@@ -78,34 +79,43 @@ def parts(text: str) -> set[int]:
     return found
 
 
-def fitted_table(pairs: Sequence[tuple[Path, Path]], table: dict[str, Any], origin: str,
-                 source: str) -> tuple[SpreadTable, dict[str, Any]]:
-    """The spread table ``table`` (parsed YAML, read from ``origin``) with only a device entry for the graph timer measured from ``pairs`` (the changes of
-    log median of the rows that passed on both sides, under and over 10 us)."""
-    below: list[float] = []
-    above: list[float] = []
-    device = ""
+def changes(pairs: Sequence[tuple[Path, Path]]) -> list[tuple[Measurement, float]]:
+    """Each row that passed on both sides of a pair, with the same timer and a time above zero:
+    (base's record, the change of its candidate's median as a log ratio)."""
+    found = []
     for cold, warm in pairs:
         head = {r.case_id: r for r in load_run(warm).records}
         for b in load_run(cold).records:
             h = head.get(b.case_id)
-            if (h is None or b.timer != "graph" or h.timer != "graph" or b.status != "pass" or h.status != "pass"
-                    or not b.candidate or not h.candidate or min(b.candidate.summary.median,
-                                                                 h.candidate.summary.median) <= 0):
+            if (h is None or h.timer != b.timer or b.status != "pass" or h.status != "pass" or not b.candidate
+                    or not h.candidate or min(b.candidate.summary.median, h.candidate.summary.median) <= 0):
                 continue
-            device = device or b.device_name
-            change = math.log(h.candidate.summary.median / b.candidate.summary.median)
-            (below if b.candidate.summary.median * 1000 < 10 else above).append(change)
-    if not below and not above:
-        raise SystemExit("gate_pairs: the fitting parts have no graph row that passed on both sides")
+            found.append((b, math.log(h.candidate.summary.median / b.candidate.summary.median)))
+    return found
 
-    def pct(changes: Sequence[float]) -> float:
-        return round(100 * pair_spread(changes)[1], 2)
 
+def _pct(log_changes: Sequence[float]) -> float:
+    """The upper 95% bound of one run's sigma, in percent (never 0: a table refuses it)."""
+    return max(0.01, round(100 * pair_spread(log_changes)[1], 2))
+
+
+def fitted_table(pairs: Sequence[tuple[Path, Path]], table: dict[str, Any], origin: str,
+                 source: str) -> tuple[SpreadTable, dict[str, Any]]:
+    """The spread table ``table`` (parsed YAML, read from ``origin``) with one device entry, for
+    the graph timer, measured from ``pairs``: the changes of log median of the rows under and
+    over 10 us (:func:`changes`)."""
+    graph = [(b, c) for b, c in changes(pairs) if b.timer == "graph"]
+    devices = {(b.device_name, b.backend) for b, _ in graph}
+    if len(devices) != 1:
+        raise SystemExit(f"gate_pairs: the fitting pairs hold graph rows of {len(devices)} devices "
+                         f"({sorted(devices)}); measure one device at a time")
+    ((device, backend),) = devices
+    below = [c for b, c in graph if b.candidate and b.candidate.summary.median * 1000 < 10]
+    above = [c for b, c in graph if b.candidate and b.candidate.summary.median * 1000 >= 10]
     # one class where one size has no rows: it answers for both
-    classes = ([{"below_us": 10, "sigma_pct": pct(below)}, {"sigma_pct": pct(above)}] if below and above
-               else [{"sigma_pct": pct(below or above)}])
-    entry = {"device_name": device, "backend": "cuda", "timer": "graph", "source": source, "classes": classes}
+    classes = ([{"below_us": 10, "sigma_pct": _pct(below)}, {"sigma_pct": _pct(above)}] if below and above
+               else [{"sigma_pct": _pct(below or above)}])
+    entry = {"device_name": device, "backend": backend, "timer": "graph", "source": source, "classes": classes}
     data = {**table, "devices": [entry]}
     return parse_spread(data, f"{origin} + {source}"), {"entry": entry, "pairs_below_10us": len(below),
                                                           "pairs_10us_or_more": len(above), "table": data}
@@ -127,7 +137,8 @@ def main(argv: Sequence[str] | None = None) -> int:
     parser.add_argument("--slowdown", type=float, default=10.0, help="A/B: head slowed by this many percent")
     parser.add_argument("--spread", type=Path, default=None, help="run-spread table (default: the shipped one)")
     parser.add_argument("--fit", type=parts, default=None, help="parts whose pairs measure the spread (1-5)")
-    parser.add_argument("--test", type=parts, default=None, help="parts whose pairs are judged (default: all)")
+    parser.add_argument("--test", type=parts, default=None,
+                        help="parts whose pairs are judged (default: all, or those not in --fit)")
     parser.add_argument("--out", type=Path, required=True)
     args = parser.parse_args(argv)
     every = pairs_in(args.runs)
@@ -137,7 +148,9 @@ def main(argv: Sequence[str] | None = None) -> int:
     def part(pair: tuple[Path, Path]) -> int:
         return int(pair[1].name.split("-")[1])
 
-    pairs = [p for p in every if args.test is None or part(p) in args.test]
+    # with --fit and no --test, the pairs not fitted (judging the fitted ones would be in sample)
+    test = args.test if args.test is not None or args.fit is None else {part(p) for p in every} - args.fit
+    pairs = [p for p in every if test is None or part(p) in test]
     spread, criteria = load_spread(args.spread), Criteria()
     fitted: dict[str, Any] = {}
     if args.fit is not None:
@@ -163,6 +176,12 @@ def main(argv: Sequence[str] | None = None) -> int:
                      "change_pct": round((r.stats.ratio - 1) * 100, 2), "base_median_ms": r.stats.base_median}
                     for r in rows if r.verdict in FLAGGED and r.stats is not None
                     and r.stats.base_median * 1000 >= args.min_us]
+    spreads: dict[str, dict[str, float]] = {}  # each timer's run-to-run spread (rows of min_us or more)
+    judged = [(b, c) for b, c in changes(pairs) if b.candidate and b.candidate.summary.median * 1000 >= args.min_us]
+    for timer in sorted({b.timer for b, _ in judged}):
+        logs = [c for b, c in judged if b.timer == timer]
+        sigma, upper = pair_spread(logs)
+        spreads[timer] = {"rows": len(logs), "sigma_pct": round(100 * sigma, 2), "upper95_pct": round(100 * upper, 2)}
     print(f"{len(pairs)} pairs, rows of {args.min_us:g} us or more, spread table {spread.origin}")
     print(f"{'timer':<10}{'rows':>6}{'A/A flagged':>13}{'unchanged':>11}{'noisy':>7}"
           f"{'A/B +' + format(args.slowdown, 'g') + '% flagged':>22}")
@@ -174,11 +193,15 @@ def main(argv: Sequence[str] | None = None) -> int:
                           "ab_detected": b["regression"], "ab_rows": nb}
         print(f"{timer:<10}{n:>6}{summary[timer]['aa_flagged']:>13}{a['unchanged']:>11}{a['noisy']:>7}"
               f"{b['regression']:>15} of {nb}")
+    for timer, measured in spreads.items():
+        print(f"run-to-run spread, {timer} rows: sigma {measured['sigma_pct']}% per run (upper 95% bound "
+              f"{measured['upper95_pct']}%), {measured['rows']:g} pairs of rows")
     if fitted:
         print(f"spread measured on parts {sorted(args.fit or ())}: {fitted['entry']['classes']} "
               f"({fitted['pairs_below_10us']} and {fitted['pairs_10us_or_more']} graph rows)")
     args.out.write_text(json.dumps({"pairs": [[c.name, w.name] for c, w in pairs], "min_us": args.min_us,
                                     "slowdown_pct": args.slowdown, "spread": spread.origin, "by_timer": summary,
+                                    "run_spread": spreads,
                                     "fitted_entry": fitted.get("entry"), "aa_flagged_rows": flagged},
                                    indent=1) + "\n")
     return 0

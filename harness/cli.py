@@ -84,7 +84,9 @@ def build_parser() -> argparse.ArgumentParser:
     mp.add_argument("--run-id", help="run id of the merged run (default: UTC time, backend and a random token)")
     mp.add_argument("--allow-mismatch", action="store_true",
                     help="merge parts made with different torch, Triton, driver, flag_gems or harness versions "
-                         "(run.json lists the differences under software_mismatch)")
+                         "or commits (a tree that differed from its commit, +dirty, counts as another), or a "
+                         "part resumed under another commit (run.json lists the differences under "
+                         "software_mismatch)")
     from harness.bisect.cli import add_parser as add_bisect_parser
     from harness.compare.cli import add_parsers as add_compare_parsers
     from harness.compile.cli import add_parser as add_compile_parser

@@ -16,6 +16,7 @@ from pathlib import Path
 from typing import Any
 
 from harness.errors import UsageError
+from harness.results.schema import TIMERS
 from harness.results.trend import MIN_MEASURED_SIGMA, history_spread
 from harness.yamlfile import load_yaml
 
@@ -137,6 +138,9 @@ def _entry(data: Any, where: str, device: bool) -> _Entry:
     timers = data.get("timers") or {}
     if not isinstance(timers, dict):
         raise ValueError(f"{where}.timers: expected a mapping of timer -> size classes")
+    unknown_timers = sorted(set(map(str, timers)) - set(TIMERS))
+    if unknown_timers:
+        raise ValueError(f"{where}.timers: {', '.join(unknown_timers)} is not a timer ({', '.join(TIMERS)})")
     return _Entry(
         source=data["source"], classes=_classes(data.get("classes"), f"{where}.classes"),
         ops={str(op): _classes(c, f"{where}.ops.{op}") for op, c in ops.items()},

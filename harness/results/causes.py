@@ -224,10 +224,10 @@ def _crash_cause(said: str, failing: Sequence[Cause]) -> Cause:
     capture (and no later attempt ran without capturing), memory, or unknown."""
     if "poisoned" in said or any(c.kind == "harness" and "capture" in c.evidence for c in failing):
         return Cause("harness", f"a graph capture poisoned the device context: {said}")
+    if _OOM.search(said):  # memory ran out, inside a capture or not
+        return Cause("environment", f"out of memory: {said}")
     if CAPTURE_DIED in said and CAPTURE_OFF not in said:
         return Cause("harness", f"the op's process died inside the harness's graph capture: {said}")
-    if _OOM.search(said):
-        return Cause("environment", f"out of memory: {said}")
     return Cause("unknown", f"the op's process ended early: {said or 'no note'}")
 
 

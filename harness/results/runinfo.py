@@ -31,17 +31,20 @@ from harness.results.store import write_json
 __all__ = [
     "ALIKE_FIELDS",
     "ENVIRONMENT_FIELDS",
+    "NO_GIT",
     "RUN_SCHEMA_VERSION",
     "RUN_STATUSES",
     "RunInfo",
     "alike_values",
-    "code_versions",
     "environment_differences",
     "environment_values",
     "fingerprint",
+    "harness_commits",
     "library_commit",
     "read_run_info",
 ]
+
+NO_GIT = "no git"  # harness_commits' word for a session that knew no commit
 
 # 1: the first version. Readers accept 1..RUN_SCHEMA_VERSION.
 RUN_SCHEMA_VERSION = 1
@@ -109,14 +112,15 @@ def environment_differences(base: Mapping[str, Any], head: Mapping[str, Any]) ->
     return [(k, b[k] or "absent", h[k] or "absent") for k in ENVIRONMENT_FIELDS if b[k] != h[k]]
 
 
-def code_versions(info: Mapping[str, Any]) -> list[str]:
-    """The harness commits a run's ops were measured by, oldest first: a resumed run's earlier
-    sessions' (``earlier_commits``), then ``git_commit``, each with ``+dirty`` where the tracked
-    files differed; empty where the run names none (no git)."""
+def harness_commits(info: Mapping[str, Any]) -> list[str]:
+    """The harness commits a run's ops were measured by: a resumed run's earlier sessions'
+    (``earlier_commits``, in the order they were first seen), then ``git_commit``, each with
+    ``+dirty`` where the tracked files differed from it (a different version of the code), and
+    ``no git`` for a session that knew none."""
     commit = info.get("git_commit")
-    now = f"{commit}{'+dirty' if info.get('git_dirty') else ''}" if commit else ""
+    now = f"{commit}{'+dirty' if info.get('git_dirty') else ''}" if commit else NO_GIT
     earlier = [str(c) for c in info.get("earlier_commits") or () if str(c) != now]
-    return [*earlier, now] if now else earlier
+    return [*earlier, now]
 
 
 def library_commit(info: Mapping[str, Any]) -> str:

@@ -211,27 +211,32 @@ def _missing(op_plan: OpPlan, facts: _OpRecords, end: AttemptExit | None, attemp
     return [f"{op_plan.op}: cases after the {len(facts.recorded)} recorded"]
 
 
-def capture_off_reason(timer: str, poisoned: bool, died_capturing: int = 0) -> str:
-    """Why an attempt must capture no graph: an earlier attempt of the op (this run's, or the
-    interrupted run's a resume continues) poisoned the device context, which on the H200 was a
-    graph capture each time (a capture that failed left torch's generator or the context broken,
-    linalg_lu_factor_ex_out, 2026-12-01); capturing again would end that attempt the same way
-    one case later. Or attempt ``died_capturing`` died inside a capture: on the H200 torch's
+def capture_off_reason(timer: str, poisoned: bool, died_capturing: str = "") -> str:
+    """Why an attempt must capture no graph ("" to capture): an earlier attempt of the op (this
+    run's, or the interrupted run's a resume continues) poisoned the device context, which on
+    the H200 was a graph capture each time (a capture that failed left torch's generator or the
+    context broken, linalg_lu_factor_ex_out); capturing again would end that attempt the same way
+    one case later. Or ``died_capturing`` (which attempt) died inside a capture: on the H200 torch's
     cholesky_solve (MAGMA) got "operation not permitted when stream is capturing" and MAGMA's own
-    assertion then aborted the process (2026-12-04); a retry that captures again dies the same
-    way. Its cases are then timed by the direct timer, each row saying why."""
+    assertion then aborted the process; a retry that captures again dies the same way. Its cases
+    are then timed by the direct timer, each row saying why."""
+    why = capture_off_why(timer, poisoned, died_capturing)
+    return f"{why}: this attempt captures no graph" if why else ""
+
+
+def capture_off_why(timer: str, poisoned: bool, died_capturing: str = "") -> str:
+    """The reason :func:`capture_off_reason` gives, alone (the op's notes repeat it)."""
     if timer != "graph":
         return ""
     if died_capturing:
-        return f"attempt {died_capturing} of this op died inside a graph capture: this attempt captures no graph"
+        return f"{died_capturing} of this op died inside a graph capture"
     if poisoned:
-        return ("an earlier attempt of this op poisoned the device context (its row is marked poisoned): "
-                "this attempt captures no graph")
+        return "an earlier attempt of this op poisoned the device context (its row is marked poisoned)"
     return ""
 
 
 def _attempt_notes(attempt: int, verdict: Verdict, end: AttemptExit, retry: bool, missing: Sequence[str],
-                   earlier: Collection[FailureKey], capture_off: str, found: Sequence[str]) -> list[str]:
+                   earlier: Collection[FailureKey], why_off: str, found: Sequence[str]) -> list[str]:
     """What the op's row says about one attempt: its verdict (with why it is not retried), a
     capture left off, the runner's notes, processes it left behind."""
     notes: list[str] = []
@@ -243,9 +248,8 @@ def _attempt_notes(attempt: int, verdict: Verdict, end: AttemptExit, retry: bool
         notes.append(f"attempt {attempt} {verdict.status}" + (f": {verdict.note}" if verdict.note else "") + tail)
     elif verdict.note:
         notes.append(verdict.note)
-    if capture_off:
-        why = capture_off.split(":")[0]
-        notes.append(f"attempt {attempt} {CAPTURE_OFF}: {why}")
+    if why_off:
+        notes.append(f"attempt {attempt} {CAPTURE_OFF}: {why_off}")
     notes.extend(n for n in found if n not in notes)
     if end.leftovers:
         notes.append(f"attempt {attempt} left processes running outside its process group; "
@@ -261,8 +265,10 @@ def run_op(ctx: BatchContext, op_plan: OpPlan, on_attempt: Callable[[int], None]
     notes: list[str] = []
     earlier: set[FailureKey] = set()
     attempts = 0
-    died_capturing = 0  # the last attempt whose process died inside a graph capture, 0: none
     mark = ctx.files.capture_mark(op_plan.op)
+    # which attempt's process died inside a graph capture ("": none); a mark an earlier run left
+    # (its last attempt died so, and --resume --retry-failed runs the op again) counts too
+    died_capturing = "an earlier run's last attempt" if mark.exists() else ""
     end: AttemptExit | None = None
     verdict = Verdict("SKIP", "no cases to run")
     sweep_compile: float | None = None
@@ -288,6 +294,7 @@ def run_op(ctx: BatchContext, op_plan: OpPlan, on_attempt: Callable[[int], None]
                              (*notes, "interrupted; resume with --resume"))
         attempts += 1
         on_attempt(attempts)
+        why = capture_off_why(ctx.plan.timer, facts.poisoned, died_capturing)
         capture_off = capture_off_reason(ctx.plan.timer, facts.poisoned, died_capturing)
         mark.unlink(missing_ok=True)
         end = _attempt(ctx, op_plan, attempts, facts.recorded, capture_off)
@@ -299,12 +306,12 @@ def run_op(ctx: BatchContext, op_plan: OpPlan, on_attempt: Callable[[int], None]
                              (*notes, *found, f"interrupted during attempt {attempts}; resume with --resume"))
         verdict = classify_exit(end, facts.statuses, facts.poisoned, ctx.plan.options.op_timeout)
         if verdict.status == "CRASH" and end.pytest_exit is None and mark.exists():
-            died_capturing = attempts  # it left the graph timer's mark: it died inside a capture
+            died_capturing = f"attempt {attempts}"  # it left the graph timer's mark: it died inside a capture
             verdict = replace(verdict, note=f"{verdict.note} {CAPTURE_DIED}".strip())
         verdict = _with_log(verdict, ctx.files, op_plan.op)
         missing = _missing(op_plan, facts, end, attempts)
         retry = should_retry(verdict, attempts, missing, earlier)
-        notes += _attempt_notes(attempts, verdict, end, retry, missing, earlier, capture_off,
+        notes += _attempt_notes(attempts, verdict, end, retry, missing, earlier, why,
                                 [n for n in found if n not in notes])
         if not retry:
             break

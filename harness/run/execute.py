@@ -25,7 +25,7 @@ from harness.backends.state import append_state, summarize_states
 from harness.contract import EXIT_FAILED, EXIT_INTERRUPTED, EXIT_OK, RunFiles
 from harness.errors import UsageError
 from harness.options import RunOptions, flagtune_env
-from harness.results.runinfo import RunInfo, code_versions
+from harness.results.runinfo import RunInfo, harness_commits
 from harness.results.store import atomic_write_text, read_json, read_records_file
 from harness.run.batch import CaseRunner, run_batch
 from harness.run.caches import named_caches, remove_run_cache
@@ -223,11 +223,11 @@ def _source() -> CommitState:
 
 def _earlier_commits(info: RunInfo) -> tuple[str, ...]:
     """What a resume of the run ``info`` describes records as ``earlier_commits``: the commits of
-    its sessions so far, less this harness's own (code_versions)."""
+    its sessions so far, less this harness's own (harness_commits)."""
     source = _source()
     now = {"git_commit": source.commit, "git_dirty": source.dirty}
-    mine = code_versions(now)
-    return tuple(c for c in code_versions(info.to_dict()) if c not in mine)
+    mine = harness_commits(now)
+    return tuple(c for c in harness_commits(info.to_dict()) if c not in mine)
 
 
 def _run_info(prepared: Prepared, status: str, started: str, identity: dict[str, Any]) -> RunInfo:

@@ -20,7 +20,8 @@ Refused, before anything is written, naming the runs concerned: runs of differen
 of different plans, one run given twice, a missing part, a part still running, reruns that
 cannot be ordered, and a case present in two parts (a part's records.jsonl holding a case of an
 op that is not its own); parts measured with different software (torch, Triton, driver,
-flag_gems, harness version or commit, or a part resumed under another commit) unless
+flag_gems, harness version or commit, ``+dirty`` counting as another, or a part resumed under
+another commit) unless
 --allow-mismatch, which lists the differences in run.json's ``software_mismatch``. An unsharded
 run counts as part 1/1 of itself.
 """
@@ -41,9 +42,9 @@ from harness.options import RunOptions
 from harness.results.render import render_csv, render_junit, render_markdown
 from harness.results.runinfo import (
     alike_values,
-    code_versions,
     environment_differences,
     fingerprint,
+    harness_commits,
     read_run_info,
 )
 from harness.results.schema import Measurement
@@ -107,7 +108,7 @@ def _differences(first: PartRun, other: PartRun) -> str:
 
 
 def _code(info: Mapping[str, Any]) -> str:
-    return ", ".join(code_versions(info)) or "absent"
+    return ", ".join(harness_commits(info))
 
 
 def software_differences(parts: Sequence[PartRun]) -> list[str]:
@@ -116,7 +117,7 @@ def software_differences(parts: Sequence[PartRun]) -> list[str]:
     measured by more than one harness commit (a resume after the code changed) (pure)."""
     first = parts[0]
     lines = [f"part {s.label} ({s.path}): measured by harness commits {_code(s.info)} (resumed)"
-             for s in parts if len(code_versions(s.info)) > 1]
+             for s in parts if len(harness_commits(s.info)) > 1]
     for s in parts[1:]:
         found = environment_differences(first.info, s.info)
         if _code(s.info) != _code(first.info):

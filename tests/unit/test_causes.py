@@ -103,6 +103,8 @@ def test_the_cause_round_trips_through_a_record_line() -> None:
     ("PENDING", ("not started: the run's --budget ran out",), [], "environment", "budget"),
     ("CRASH", ("device context poisoned; op process stopped",), [], "harness", "poisoned"),
     ("CRASH", ("killed by SIGKILL",), [], "unknown", "SIGKILL"),
+    ("CRASH", ("killed by SIGKILL: CUDA out of memory while the harness captured a graph of the op's calls",), [],
+     "environment", "out of memory"),
     ("PENDING", ("not started: the run was stopped (SIGTERM)",), [], "environment", "stopped from outside"),
     ("INTERRUPTED", ("interrupted during attempt 1; resume with --resume",), [], "environment", "attempt 1"),
     ("PENDING", (), [], "unknown", "the run ended before this op"),

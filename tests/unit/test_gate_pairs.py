@@ -18,8 +18,12 @@ import gate_pairs  # noqa: E402
 
 
 def test_the_spread_of_pairs_is_their_rms_over_root_two_with_an_upper_bound_above_it() -> None:
+    from scipy import stats
+
     sigma, upper = pair_spread([0.02, -0.02, 0.02, -0.02])
-    assert sigma == pytest.approx(0.02 / math.sqrt(2)) and upper > sigma
+    assert sigma == pytest.approx(0.02 / math.sqrt(2))
+    # the chi-square bound: sum of squares 4 x 0.0004, 4 degrees of freedom, its 5% quantile
+    assert upper == pytest.approx(math.sqrt(0.0016 / (2 * stats.chi2.ppf(0.05, 4))))
     with pytest.raises(ValueError, match="no pairs"):
         pair_spread([])
 
@@ -51,4 +55,8 @@ def test_a_and_a_flags_nothing_and_ten_percent_is_caught_with_a_spread_measured_
     assert graph["ab_detected"] >= 54  # a 10% slowdown stands well above a 0.3% wander
     assert found["fitted_entry"]["timer"] == "graph" and found["fitted_entry"]["classes"][-1]["sigma_pct"] < 2
     assert "sigma_pct" in out.with_suffix(".spread.yaml").read_text()
-    assert "A/A flagged" in capsys.readouterr().out
+    printed = capsys.readouterr().out
+    assert "A/A flagged" in printed and "run-to-run spread, graph rows" in printed
+    # --fit alone judges the parts it did not fit
+    assert gate_pairs.main([str(tmp_path), "--fit", "1-3", "--out", str(out)]) == 0
+    assert json.loads(out.read_text())["pairs"] == [["sample-4", "warm-4-c1"]]

@@ -144,6 +144,18 @@ def test_after_an_attempt_died_inside_a_capture_the_retry_captures_no_graph(scri
     assert not ctx.files.capture_mark(OPEN.op).exists()  # the retry's process left none
 
 
+def test_a_resumed_op_whose_last_attempt_died_inside_a_capture_captures_no_graph(scripted: Any) -> None:
+    """--resume --retry-failed runs such an op again: the mark its last attempt left says why."""
+    make, holder = scripted
+    ctx = make([(["float16"], AttemptExit(0, pytest_exit=0))], backend="cuda")
+    ctx.files.capture_mark(OPEN.op).parent.mkdir(exist_ok=True)
+    ctx.files.capture_mark(OPEN.op).write_text("1\n")
+    outcome = run_op(ctx, OPEN, lambda n: None)
+    assert holder["runner"].capture_offs == ["an earlier run's last attempt of this op died inside a graph capture: "
+                                             "this attempt captures no graph"]
+    assert outcome.status == "PASS" and not ctx.files.capture_mark(OPEN.op).exists()
+
+
 def test_a_last_attempt_that_died_inside_a_capture_is_the_harnesss_crash(scripted: Any) -> None:
     make, holder = scripted
     dies = [(["float16"], AttemptExit(-11)), (["bfloat16"], AttemptExit(-11)), (["capturing"], AttemptExit(-6))]
@@ -151,7 +163,7 @@ def test_a_last_attempt_that_died_inside_a_capture_is_the_harnesss_crash(scripte
     assert outcome.status == "CRASH" and outcome.attempts == 3 and holder["runner"].capture_offs == ["", "", ""]
     cause = op_cause(outcome.status, outcome.notes, [])
     assert cause is not None and cause.kind == "harness" and "inside the harness's graph capture" in cause.evidence
-    assert capture_off_reason("cpu", False, 1) == ""  # no graph timer, nothing to leave off
+    assert capture_off_reason("cpu", False, "attempt 1") == ""  # no graph timer, nothing to leave off
 
 
 def test_a_crash_that_repeats_at_the_same_place_is_not_retried(scripted: Any) -> None:

@@ -137,8 +137,8 @@ def test_run_info_refuses_what_read_run_info_refuses(tmp_path: Path) -> None:
 
 
 def test_a_resume_under_another_commit_keeps_the_earlier_sessions_commits(monkeypatch: pytest.MonkeyPatch) -> None:
-    """A resumed run.json used to take the resuming harness's commit alone, so a run measured by
-    two versions of the code claimed one (part 5 of the 2026-12-04 H200 sample)."""
+    """A run measured by two versions of the code names both: the resuming harness's commit, and
+    the earlier sessions' in earlier_commits (part 5 of the H200 corpus sample ran two)."""
     from harness.run import execute
     from harness.run.provenance import CommitState
 

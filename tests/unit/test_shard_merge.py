@@ -12,7 +12,7 @@ import pytest
 
 from harness.errors import UsageError
 from harness.options import RunOptions, resolve_run_options
-from harness.results.runinfo import code_versions, fingerprint
+from harness.results.runinfo import fingerprint, harness_commits
 from harness.run.decide import OpOutcome
 from harness.run.merge import PartRun, check_parts, merged_info
 from harness.run.plan import OpPlan, assign_parts, plan_digest, plan_part
@@ -201,10 +201,9 @@ def test_parts_of_different_fingerprints_are_refused_naming_the_difference() -> 
     assert "not alike" in message and "device model H200 vs H100" in message and "/runs/s2" in message
 
 
-def test_parts_of_other_splits_plans_or_commits_are_refused() -> None:
+def test_parts_of_other_splits_or_plans_are_refused() -> None:
     assert "different splits" in _refusal([_shard(1), _shard(2, count=2)])
     assert "different run plans" in _refusal([_shard(1), _shard(2, digest="e"), _shard(3)])
-
 
 
 def test_parts_of_other_harness_commits_or_resumed_under_another_are_refused_unless_allowed() -> None:
@@ -218,9 +217,12 @@ def test_parts_of_other_harness_commits_or_resumed_under_another_are_refused_unl
     shards = check_parts(mixed, allow_mismatch=True)
     info = merged_info(shards, "merged", [OpOutcome(op, "0", "PASS") for s in shards for op in s.ops])
     assert any("old, abc" in line for line in info["software_mismatch"])
-    assert code_versions({"git_commit": "abc", "git_dirty": True, "earlier_commits": ["old", "abc+dirty"]}) == [
+    assert harness_commits({"git_commit": "abc", "git_dirty": True, "earlier_commits": ["old", "abc+dirty"]}) == [
         "old", "abc+dirty"]
-    assert code_versions({"git_commit": None}) == []
+    assert harness_commits({"git_commit": None}) == ["no git"]
+    assert harness_commits({"git_commit": "abc", "earlier_commits": ["no git"]}) == ["no git", "abc"]
+    # a tree that differed from its commit is another version: refused too
+    assert "'abc' in part 1/3, 'abc+dirty' here" in _refusal([_shard(1), _shard(2, git_dirty=True), _shard(3)])
 
 
 def test_a_part_still_running_is_refused_with_the_resume_command() -> None:

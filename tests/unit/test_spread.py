@@ -62,6 +62,8 @@ def test_lookup_prefers_the_device_then_its_op_classes_then_the_size_class() -> 
     ({"devices": [{"source": "x", "classes": [{"sigma_pct": 1}]}]}, "device_name"),
     ({"default": {"source": "x", "classes": [{"sigma_pct": 2}], "timers": ["direct"]}}, "timers"),
     ({"default": {"source": "x", "classes": [{"sigma_pct": 2}], "timers": {"direct": []}}}, "timers.direct"),
+    ({"default": {"source": "x", "classes": [{"sigma_pct": 2}], "timers": {"direkt": [{"sigma_pct": 9}]}}},
+     "direkt is not a timer"),
 ])
 def test_a_malformed_table_is_refused_naming_the_part(tmp_path: Path, change: dict, message: str) -> None:
     path = tmp_path / "spread.yaml"

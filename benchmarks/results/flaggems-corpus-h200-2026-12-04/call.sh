@@ -25,7 +25,8 @@ rows = list(csv.DictReader(open(status))) if status.is_file() else []
 ended = [r["op"] for r in rows if r["status"] in ("PASS", "FAIL", "SKIP", "ERROR", "CRASH", "TIMEOUT")]
 if what == "to-warm":
     here = runs / f"sample-{k}" / f"cold-on-{mid}.txt"
-    done = {r["op"] for f in runs.glob(f"warm-{k}-c*/ops_status.csv") for r in csv.DictReader(open(f))}
+    done = {r["op"] for f in runs.glob(f"warm-{k}-c*/ops_status.csv") for r in csv.DictReader(open(f))
+            if r["status"] in ("PASS", "FAIL", "SKIP", "ERROR", "CRASH", "TIMEOUT")}
     ended = [op for op in (here.read_text().split() if here.is_file() else []) if op not in done]
 print("\n".join(ended))
 P
