@@ -210,6 +210,9 @@ class RunInfo:
     # A resumed run: the harness commits (``+dirty`` where the tree differed) of its earlier
     # sessions that differ from git_commit, oldest first; its ops were measured by each of them.
     earlier_commits: tuple[str, ...] | None = None
+    # the harness's own files by content (harness.run.provenance.code_digest): the code that ran,
+    # where the commit label cannot say (a copied tree under a stale .git is "<HEAD>+dirty")
+    harness_digest: str = ""
     python: str = ""
     container: Mapping[str, Any] = field(default_factory=dict)  # image and digest, when run in one
     caches: Mapping[str, str] | None = None  # the user's caches a --triton-cache user run compiled into

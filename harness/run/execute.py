@@ -41,7 +41,7 @@ from harness.run.plan import (
 )
 from harness.run.plugins import check_extra_plugins
 from harness.run.progress import make_progress
-from harness.run.provenance import CommitState, commit_state
+from harness.run.provenance import CommitState, code_digest, commit_state
 from harness.run.rundir import (
     check_out_dir,
     read_markers,
@@ -221,9 +221,17 @@ def _source() -> CommitState:
     return commit_state(Path(__file__).resolve().parent)
 
 
+def _digest() -> str:
+    """This harness's code by content (harness.run.provenance.code_digest)."""
+    return code_digest(Path(__file__).resolve().parents[1])
+
+
 def _earlier_commits(info: RunInfo) -> tuple[str, ...]:
     """What a resume of the run ``info`` describes records as ``earlier_commits``: the commits of
-    its sessions so far, less this harness's own (harness_commits)."""
+    its sessions so far, less this harness's own (harness_commits); none added where the earlier
+    session ran the same code (equal digests) under another label."""
+    if info.harness_digest and info.harness_digest == _digest():
+        return tuple(info.earlier_commits or ())
     source = _source()
     now = {"git_commit": source.commit, "git_dirty": source.dirty}
     mine = harness_commits(now)
@@ -238,6 +246,7 @@ def _run_info(prepared: Prepared, status: str, started: str, identity: dict[str,
         backend_description=plan.backend.description, devices=plan.devices, level=plan.level,
         timer=plan.timer, plugins=plan.plugins.modules, identity=identity, harness_version=__version__,
         git_commit=source.commit, git_dirty=source.dirty, earlier_commits=prepared.earlier_commits or None,
+        harness_digest=_digest(),
         python=sys.version.split()[0],
         container={"image": plan.options.image, "digest": plan.options.image_digest},
         options=plan.options.to_dict(), caches=named_caches(plan.options, os.environ),

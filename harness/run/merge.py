@@ -21,7 +21,8 @@ of different plans, one run given twice, a missing part, a part still running, r
 cannot be ordered, and a case present in two parts (a part's records.jsonl holding a case of an
 op that is not its own); parts measured with different software (torch, Triton, driver,
 flag_gems, harness version or commit, ``+dirty`` counting as another, or a part resumed under
-another commit) unless
+other code; where both parts carry ``harness_digest`` the code's digest decides, not the commit
+labels) unless
 --allow-mismatch, which lists the differences in run.json's ``software_mismatch``. An unsharded
 run counts as part 1/1 of itself.
 """
@@ -120,7 +121,11 @@ def software_differences(parts: Sequence[PartRun]) -> list[str]:
              for s in parts if len(harness_commits(s.info)) > 1]
     for s in parts[1:]:
         found = environment_differences(first.info, s.info)
-        if _code(s.info) != _code(first.info):
+        mine, theirs = first.info.get("harness_digest"), s.info.get("harness_digest")
+        if mine and theirs:  # both name their code by content: that decides, not the labels
+            if mine != theirs:
+                found.append(("harness code", f"{_code(first.info)} ({mine})", f"{_code(s.info)} ({theirs})"))
+        elif _code(s.info) != _code(first.info):
             found.append(("harness commit", _code(first.info), _code(s.info)))
         if found:
             lines.append(f"part {s.label} ({s.path}): " + "; ".join(f"{k} {a!r} in part {first.label}, {b!r} here"

@@ -2,19 +2,26 @@
 
 ``git`` runs one git command (refusing clearly when git is missing or the command fails);
 ``commit_state`` tells the commit and whether tracked files differ from it in one call;
-``describe`` names a checkout's tag. The fingerprint that says which runs are alike is
+``describe`` names a checkout's tag; ``code_digest`` names the harness's own files by their
+content, which a commit label cannot do where the tree was copied under a stale ``.git`` (as on a
+lent machine: every run there says ``<the copy's HEAD>+dirty``). The fingerprint that says which runs are alike is
 :func:`harness.results.runinfo.fingerprint`, shared with compare and history.
 """
 
 from __future__ import annotations
 
+import functools
+import hashlib
 import subprocess
 from dataclasses import dataclass
 from pathlib import Path
 
 from harness.errors import EnvironmentProblem, UsageError
 
-__all__ = ["CommitState", "commit_state", "describe", "git"]
+__all__ = ["CODE_SUFFIXES", "CommitState", "code_digest", "commit_state", "describe", "git"]
+
+# The files of the harness package that make up its code: sources, tables, page templates.
+CODE_SUFFIXES = (".py", ".yaml", ".html", ".css", ".js")
 
 
 def git(repo: Path, *args: str, timeout: float = 300) -> str:
@@ -69,3 +76,16 @@ def describe(where: Path) -> str:
     if not (where / ".git").exists():
         return "unknown"
     return _quiet(where, "describe", "--tags", "--always") or "unknown"
+
+
+@functools.cache
+def code_digest(package: Path) -> str:
+    """A short hash of the files under ``package`` (CODE_SUFFIXES, compiled caches left out): each
+    relative path and its bytes, in path order. Equal digests: the same harness code, whatever the
+    commit labels say."""
+    digest = hashlib.sha256()
+    for path in sorted(p for p in package.rglob("*") if p.suffix in CODE_SUFFIXES and p.is_file()
+                       and "__pycache__" not in p.parts):
+        digest.update(path.relative_to(package).as_posix().encode() + b"\0")
+        digest.update(path.read_bytes() + b"\0")
+    return digest.hexdigest()[:16]

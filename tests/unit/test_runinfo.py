@@ -143,6 +143,7 @@ def test_a_resume_under_another_commit_keeps_the_earlier_sessions_commits(monkey
     from harness.run.provenance import CommitState
 
     monkeypatch.setattr(execute, "_source", lambda: CommitState("new", False))
+    monkeypatch.setattr(execute, "_digest", lambda: "code-new")
     first = RunInfo.from_dict(_info(git_commit="old", git_dirty=True))
     assert execute._earlier_commits(first) == ("old+dirty",)
     again = RunInfo.from_dict(_info(git_commit="mid", git_dirty=False, earlier_commits=["old+dirty"]))
@@ -150,4 +151,25 @@ def test_a_resume_under_another_commit_keeps_the_earlier_sessions_commits(monkey
     assert execute._earlier_commits(again) == ("old+dirty", "mid")
     assert execute._earlier_commits(RunInfo.from_dict(_info(git_commit="new", git_dirty=False))) == ()
     assert "earlier_commits" not in RunInfo.from_dict(_info()).to_dict()  # written only where there are some
+    # the same code under another label (a copied tree's stale .git) is not another version
+    relabelled = RunInfo.from_dict(_info(git_commit="old", git_dirty=True, harness_digest="code-new"))
+    assert execute._earlier_commits(relabelled) == ()
     assert RunInfo.from_dict(_info(earlier_commits=["a"])).to_dict()["earlier_commits"] == ["a"]
+
+
+def test_the_code_digest_follows_the_files_content_and_names_not_caches(tmp_path: Path) -> None:
+    from harness.run.provenance import code_digest
+
+    def package(name: str, files: dict[str, str]) -> Path:
+        root = tmp_path / name
+        for rel, text in files.items():
+            (root / rel).parent.mkdir(parents=True, exist_ok=True)
+            (root / rel).write_text(text)
+        return root
+
+    base = {"a.py": "x = 1\n", "t/run.html": "<p>", "c/table.yaml": "k: 1\n"}
+    digest = code_digest(package("one", base))
+    assert len(digest) == 16
+    assert code_digest(package("two", {**base, "__pycache__/a.pyc": "junk", "notes.txt": "x"})) == digest
+    assert code_digest(package("three", {**base, "a.py": "x = 2\n"})) != digest
+    assert code_digest(package("four", {**base, "b.py": "x = 1\n"})) != digest

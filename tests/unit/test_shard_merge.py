@@ -220,6 +220,14 @@ def test_parts_of_other_harness_commits_or_resumed_under_another_are_refused_unl
     assert harness_commits({"git_commit": "abc", "git_dirty": True, "earlier_commits": ["old", "abc+dirty"]}) == [
         "old", "abc+dirty"]
     assert harness_commits({"git_commit": None}) == ["no git"]
+    # the code's digest decides where both parts have one: equal code under other labels merges,
+    # other code under one label (two dirty trees of one HEAD) does not
+    same = [_shard(1, harness_digest="d1"), _shard(2, git_commit="def", harness_digest="d1"),
+            _shard(3, harness_digest="d1")]
+    assert [s.index for s in check_parts(same)] == [1, 2, 3]
+    dirty = [_shard(1, git_dirty=True, harness_digest="d1"), _shard(2, git_dirty=True, harness_digest="d2"),
+             _shard(3, git_dirty=True, harness_digest="d1")]
+    assert "harness code 'abc+dirty (d1)' in part 1/3, 'abc+dirty (d2)' here" in _refusal(dirty)
     assert harness_commits({"git_commit": "abc", "earlier_commits": ["no git"]}) == ["no git", "abc"]
     # a tree that differed from its commit is another version: refused too
     assert "'abc' in part 1/3, 'abc+dirty' here" in _refusal([_shard(1), _shard(2, git_dirty=True), _shard(3)])
