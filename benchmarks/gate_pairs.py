@@ -24,6 +24,7 @@ given a spread table measured from independent runs, out of sample.
 from __future__ import annotations
 
 import argparse
+import functools
 import json
 import math
 import re
@@ -79,13 +80,19 @@ def parts(text: str) -> set[int]:
     return found
 
 
+@functools.cache
+def records(run: Path) -> tuple[Measurement, ...]:
+    """A run directory's records, read once however many steps below look at them."""
+    return load_run(run).records
+
+
 def changes(pairs: Sequence[tuple[Path, Path]]) -> list[tuple[Measurement, float]]:
     """Each row that passed on both sides of a pair, with the same timer and a time above zero:
     (base's record, the change of its candidate's median as a log ratio)."""
     found = []
     for cold, warm in pairs:
-        head = {r.case_id: r for r in load_run(warm).records}
-        for b in load_run(cold).records:
+        head = {r.case_id: r for r in records(warm)}
+        for b in records(cold):
             h = head.get(b.case_id)
             if (h is None or h.timer != b.timer or b.status != "pass" or h.status != "pass" or not b.candidate
                     or not h.candidate or min(b.candidate.summary.median, h.candidate.summary.median) <= 0):
@@ -165,7 +172,7 @@ def main(argv: Sequence[str] | None = None) -> int:
     ab: dict[str, Counter[str]] = {}
     flagged: list[dict[str, Any]] = []
     for cold, warm in pairs:
-        base, head = load_run(cold).records, load_run(warm).records
+        base, head = records(cold), records(warm)
         rows = compare_records(base, head, criteria, spread=spread)
         for mine, found in ((aa, tally(rows, args.min_us)),
                             (ab, tally(compare_records(base, slowed(head, 1 + args.slowdown / 100), criteria,

@@ -91,7 +91,8 @@ class SpreadTable:
         # A device entry that names the row's timer comes first; the default's classes for that
         # timer come before a device entry that names none (measured on the graph timer).
         ordered = [e for e in mine if e.timer] + ([] if timer in self.default.timers else [e for e in mine if not e.timer])
-        for entry in ordered:
+        if ordered:
+            entry = ordered[0]
             classes = entry.ops.get(op) or entry.classes
             where = f"{entry.device_name} calibration" + (f" ({op})" if op in entry.ops else "")
             return KnownSpread(_pick(classes, us), where)
