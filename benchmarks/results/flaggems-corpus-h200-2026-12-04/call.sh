@@ -9,6 +9,8 @@
 #         what a nightly with a kept cache and last night's configs does. From call 8: only the ops
 #         that ended cold on this machine (the caches live in its /tmp), CRASH and TIMEOUT included;
 #         runs.tgz written after each part, so a cut call keeps the parts it finished.
+#   COLD_FIRST=1: every part of KS cold first, then their warm passes with the time left.
+#   CHECK_OPS="a b": first a run of those ops alone with the same settings (check-c$CALL).
 # Budgets come from DEADLINE_S (seconds from the start of this script); what ran is in $OUT.
 set -u
 exec > >(tee "$OUT/call${CALL}.log") 2>&1
@@ -59,27 +61,54 @@ P
     echo "ab-$side rc=$? $(( $(date +%s) - s )) s"; cat $RUNS/ab-$side/ops_status.csv; grep "harness device_inputs" $RUNS/ab-$side/logs/xor__.log
   done
 fi
-for K in $KS; do
+cold() {  # part $1 cold: its own empty caches, live autotuning; records the ops it ended on this machine
+  local K=$1 budget=$2
   export TRITON_CACHE_DIR=/tmp/cache-$K/triton FLAGGEMS_CACHE_DIR=/tmp/cache-$K/flaggems
-  cold=$(( ($(left) - ${RESERVE_S:-60}) * ${COLD_SHARE:-55} / 100 ))
-  [ $cold -lt 60 ] && { echo "part $K: $(left) s left, not started"; break; }
-  echo "=== part $K cold, budget $cold s ($(left) s left)"
+  echo "=== part $K cold, budget $budget s ($(left) s left)"
   ops $K ended > /tmp/before-$K
-  SKIP_SETUP=1 STEPS=sample$K SAMPLE_BUDGET_S=$cold GRACE_S=${GRACE_S:-60} ARCHIVE=0 \
+  SKIP_SETUP=1 STEPS=sample$K SAMPLE_BUDGET_S=$budget GRACE_S=${GRACE_S:-60} ARCHIVE=0 \
     HARNESS_ARGS="--plugins -wall --ir off --triton-cache user" python3 benchmarks/flaggems_corpus.py run --out /tmp/c$K
   cat $RUNS/sample-$K/ops_status.csv
   ops $K ended | grep -vxFf /tmp/before-$K >> $RUNS/sample-$K/cold-on-$MID.txt
-  W=warm-$K-c$CALL
+}
+warm() {  # the ops part $1 ended cold on this machine, measured again with its caches and configs
+  local K=$1 budget=$2 W=warm-$1-c$CALL
+  export TRITON_CACHE_DIR=/tmp/cache-$K/triton FLAGGEMS_CACHE_DIR=/tmp/cache-$K/flaggems
   ops $K to-warm > $RUNS/$W.txt
-  warm=$(( $(left) - ${RESERVE_S:-60} ))
-  [ $warm -lt 30 ] && { echo "part $K: no time for the warm pass"; break; }
-  [ -s $RUNS/$W.txt ] || { echo "part $K: no op left to measure warm"; continue; }
-  echo "=== part $K warm and replayed, $(wc -l < $RUNS/$W.txt) ops, budget $warm s"
-  s=$(date +%s)
-  timeout $(( warm + 60 )) python3 -m harness run "${common[@]}" --ops-file $RUNS/$W.txt --replay-from $RUNS/sample-$K \
-    --plugins -wall --ir off --triton-cache user --budget $warm --out $RUNS/$W > $RUNS/$W.log 2>&1
+  [ -s $RUNS/$W.txt ] || { echo "part $K: no op left to measure warm"; return; }
+  echo "=== part $K warm and replayed, $(wc -l < $RUNS/$W.txt) ops, budget $budget s"
+  local s=$(date +%s)
+  timeout $(( budget + 60 )) python3 -m harness run "${common[@]}" --ops-file $RUNS/$W.txt --replay-from $RUNS/sample-$K \
+    --plugins -wall --ir off --triton-cache user --budget $budget --out $RUNS/$W > $RUNS/$W.log 2>&1
   echo "$W rc=$? $(( $(date +%s) - s )) s"; tail -3 $RUNS/$W.log; cat $RUNS/$W/ops_status.csv
-  save  # a call cut after this part keeps it
-done
+}
+if [ -n "${CHECK_OPS:-}" ]; then  # a short run of named ops with the sample's settings (its own caches)
+  s=$(date +%s)
+  TRITON_CACHE_DIR=/tmp/cache-check/triton FLAGGEMS_CACHE_DIR=/tmp/cache-check/flaggems timeout 300 \
+    python3 -m harness run "${common[@]}" --ops $CHECK_OPS --plugins -wall --ir off --triton-cache user \
+    --out $RUNS/check-c$CALL > $RUNS/check-c$CALL.log 2>&1
+  echo "check-c$CALL rc=$? $(( $(date +%s) - s )) s"; tail -3 $RUNS/check-c$CALL.log; cat $RUNS/check-c$CALL/ops_status.csv
+fi
+if [ "${COLD_FIRST:-0}" = 1 ]; then
+  # every part of KS cold first, then the warm passes with what is left: a cut call keeps the cold
+  # runs (the projection and the causes need every op cold; the warm ratio has many ops already)
+  for K in $KS; do
+    [ $(( $(left) - ${RESERVE_S:-60} )) -lt 60 ] && { echo "part $K: $(left) s left, not started"; break; }
+    cold $K $(( $(left) - ${RESERVE_S:-60} )); save
+  done
+  for K in $KS; do
+    [ $(( $(left) - ${RESERVE_S:-60} )) -lt 30 ] && { echo "part $K: no time for the warm pass"; break; }
+    warm $K $(( $(left) - ${RESERVE_S:-60} )); save
+  done
+else
+  for K in $KS; do
+    budget=$(( ($(left) - ${RESERVE_S:-60}) * ${COLD_SHARE:-55} / 100 ))
+    [ $budget -lt 60 ] && { echo "part $K: $(left) s left, not started"; break; }
+    cold $K $budget
+    [ $(( $(left) - ${RESERVE_S:-60} )) -lt 30 ] && { echo "part $K: no time for the warm pass"; break; }
+    warm $K $(( $(left) - ${RESERVE_S:-60} ))
+    save  # a call cut after this part keeps it
+  done
+fi
 save
 echo "done $(( $(date +%s) - t0 )) s"
