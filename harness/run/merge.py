@@ -4,7 +4,8 @@ Each part was run on its own machine (`harness run --shard K/N`); its run.json s
 of which whole (``shard``: index, count, the whole run's ops and its plan digest). The merged
 directory is an ordinary run directory, rendered from the records exactly as `harness run`
 renders one: records.jsonl, summary.csv, junit.xml, report.md, report.html, ops_status.csv, the
-completion markers, the autotune records, and run.json (written last, so a half-merged directory is never
+completion markers, the autotune records, each op's log from the run its row comes from (so the
+notes' ``log: logs/<op>.log`` resolve, and `python -m harness.results.triage` reads them), and run.json (written last, so a half-merged directory is never
 taken for a run). `compare`, `history` and `report` read it like any other run.
 
 Reruns: the same part may be given more than once when it was run again (the same
@@ -386,6 +387,16 @@ def _copy_autotune(parts: Sequence[PartRun], out: Path, run_id: str) -> None:
             pass  # a damaged sidecar: the merged run simply cannot be replayed from
 
 
+def _copy_logs(source: Mapping[str, PartRun], out: Path) -> None:
+    """Each op's log from the run its row is taken from, where that run kept one."""
+    for op, run in source.items():
+        log = RunFiles(run.path).log(op)
+        if log.is_file():
+            target = RunFiles(out).log(op)
+            target.parent.mkdir(parents=True, exist_ok=True)
+            shutil.copyfile(log, target)
+
+
 def _check_out(out: Path) -> None:
     if out.exists() and (not out.is_dir() or any(out.iterdir())):
         raise UsageError(f"Merge output {out} exists and is not an empty directory. Choose another "
@@ -436,6 +447,7 @@ def merge_runs(dirs: Sequence[Path], out: Path, run_id: str | None = None,
     if problem:
         info["report_html"] = problem
     _copy_autotune(every, out, run_id)  # a later run of a part overwrites an earlier one's
+    _copy_logs(source, out)
     write_json(RunFiles(out).run_info, info)
     if stdout is not None:
         counts: dict[str, int] = {}

@@ -132,3 +132,25 @@ def test_one_run_given_twice_is_still_refused(tmp_path: Path) -> None:
     with pytest.raises(UsageError) as err:
         merge_runs([first, second, second], tmp_path / "merged")
     assert "given twice" in err.value.message
+
+
+def test_each_ops_log_comes_from_the_run_its_row_comes_from(tmp_path: Path) -> None:
+    first = _part(tmp_path, "p1", 1, "2026-12-01T00:00:00+00:00", {"add": "PASS"})
+    failed = _part(tmp_path, "p2", 2, "2026-12-01T00:00:00+00:00", {"mul": "FAIL"})
+    rerun = _part(tmp_path, "p2-again", 2, "2026-12-01T03:00:00+00:00", {"mul": "PASS"})
+    for run, text in ((first, "add in p1"), (failed, "mul in p2"), (rerun, "mul in p2-again")):
+        (run / "logs").mkdir()
+        op = "add" if run is first else "mul"
+        (run / "logs" / f"{op}.log").write_text(text)
+    out = tmp_path / "merged"
+    merge_runs([first, failed, rerun], out, "night")
+    assert (out / "logs" / "add.log").read_text() == "add in p1"
+    assert (out / "logs" / "mul.log").read_text() == "mul in p2-again"  # the rerun's row, the rerun's log
+    assert sorted(p.name for p in (out / "logs").iterdir()) == ["add.log", "mul.log"]
+
+
+def test_a_part_that_kept_no_logs_leaves_no_logs_folder(tmp_path: Path) -> None:
+    runs = [_part(tmp_path, "p1", 1, "2026-12-01T00:00:00+00:00", {"add": "PASS"}),
+            _part(tmp_path, "p2", 2, "2026-12-01T00:00:00+00:00", {"mul": "PASS"})]
+    merge_runs(runs, tmp_path / "merged", "night")
+    assert not (tmp_path / "merged" / "logs").exists()
