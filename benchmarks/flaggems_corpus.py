@@ -138,13 +138,12 @@ def setup() -> None:
 
 def harness_run(name: str, extra: Sequence[str], budget: float) -> Path:
     """``harness run`` into RUNS/<name> with ``--budget``, ended GRACE_S after it; resumed instead
-    where ``extra`` starts with ``--resume``."""
+    where ``extra`` starts with ``--resume`` (with this call's budget)."""
     run_dir = RUNS / name
-    cmd = [sys.executable, "-m", "harness", "run", "--progress", "plain"]
+    cmd = [sys.executable, "-m", "harness", "run", "--progress", "plain", "--budget", f"{budget:g}"]
     if extra[:1] != ["--resume"]:
         cmd += ["--backend", BACKEND, "--suite", str(SUITE), "--level", "core", "--dtypes", "bfloat16",
-                "--devices", *DEVICES, "--op-timeout", OP_TIMEOUT, "--cap-ms", CAP_MS, "--budget", f"{budget:g}",
-                "--out", str(run_dir)]
+                "--devices", *DEVICES, "--op-timeout", OP_TIMEOUT, "--cap-ms", CAP_MS, "--out", str(run_dir)]
     code, wall = bounded([*cmd, *extra], budget + GRACE_S, log=RUNS / f"{name}.log",
                          tick=archive_now if ARCHIVE_TO and ARCHIVE_EVERY_S > 0 else None, every_s=ARCHIVE_EVERY_S)
     info = json.loads((run_dir / "run.json").read_text()) if (run_dir / "run.json").is_file() else {}

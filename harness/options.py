@@ -36,6 +36,8 @@ __all__ = [
     "HISTORY_DB_ENV",
     "IMAGE_NAME",
     "IMAGE_POLICIES",
+    "RESUME_OPTIONS",
+    "resume_budget",
     "ContainerOptions",
     "known_env_names",
     "unknown_env",
@@ -527,9 +529,11 @@ RUN_OPTIONS: tuple[RunOption, ...] = (
               default_doc="none (with `--shard`: an earlier run's ops_status.csv; the parts are balanced by its "
                           "`elapsed_s`, ops it lacks at the rate the others show)"),
     RunOption("budget", "no op starts this long after the ops began; the ops left end as not run (cause: "
-              "environment, budget) and `harness run --resume` runs them (default: no budget)",
+              "environment, budget) and `harness run --resume` runs them; given with --resume, that session's "
+              "budget (default: no budget)",
               _positive_float("budget (s)"), metavar="SECONDS",
-              default_doc="none (seconds; no op starts after it, the rest end not run and `--resume` runs them)"),
+              default_doc="none (seconds; no op starts after it, the rest end not run and `--resume` runs them, "
+                          "with a new `--budget` if given)"),
     RunOption("reports_dir", "where run directories are created (default: reports)", _str),
     RunOption("out", "exact run directory (default: REPORTS_DIR/RUN_ID)", _str, default_doc="`REPORTS_DIR/RUN_ID`"),
     RunOption("run_id", "run id (default: UTC time, backend and a random token)", check_run_id,
@@ -598,6 +602,16 @@ RUN_OPTIONS: tuple[RunOption, ...] = (
     RunOption("image_digest", "the digest of that image (set by the container runner)", _str, flag="-"),
 )
 PLUGIN_OPTIONS = ("plugins", "extra_plugins")  # `harness plugins` takes these two as well
+# What `harness run --resume` may be given anew: how it shows progress, and how long this session
+# may start ops for (a night resumed in a later window gets that window's budget, not the first one's).
+RESUME_OPTIONS = ("progress", "budget")
+
+
+def resume_budget(value: Any) -> float:
+    """``--budget`` given with ``--resume``, checked as a new run's is."""
+    option = next(o for o in RUN_OPTIONS if o.name == "budget")
+    assert option.parse is not None
+    return float(_parse(option.parse, value, option.option_flag))
 _PARSERS: dict[str, Callable[[Any], Any]] = {o.name: o.parse for o in RUN_OPTIONS if o.parse is not None}
 
 

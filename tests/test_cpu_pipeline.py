@@ -170,9 +170,11 @@ def test_resume_refuses_options_it_would_ignore(tmp_path: Path) -> None:
     refused = harness("run", "--resume", str(out), "--timer", "cpu", "--ops", "softmax", cwd=tmp_path)
     assert refused.returncode == 2
     assert "--ops" in refused.stderr and "--timer" in refused.stderr and "would be ignored" in refused.stderr
-    again = harness("run", "--resume", str(out), "--progress", "plain", cwd=tmp_path)
+    again = harness("run", "--resume", str(out), "--progress", "plain", "--budget", "90", cwd=tmp_path)
     assert again.returncode == 0, again.stderr
     assert (out / "records.jsonl").read_bytes() == before  # nothing left to do, nothing redone
+    # --budget may change on resume: this session's budget, stored as the run's from now on
+    assert json.loads((out / "run.json").read_text())["options"]["budget"] == 90.0
 
 
 def test_report_renders_the_same_outputs_read_only(tmp_path: Path) -> None:

@@ -265,6 +265,8 @@ ROWS: list[Row] = [
     bad("run --retry-failed --ops add", 2, "give it with --resume RUN_DIR"),
     bad("run --resume /nonexistent-run", 2, "no run.json there"),
     bad("run --resume run --ops add", 2, "--ops would be ignored", files=RUN),
+    bad("run --resume run --budget 0", 2, "--budget: budget (s) must be positive", files=RUN),
+    bad("run --resume run --budget -5 --ops add", 2, "--ops would be ignored", files=RUN),
     bad("run --resume trunc", 2, "is not valid JSON", files={"trunc/run.json": _run_json()[:40]}),
     bad("run --resume binary", 2, "is not valid JSON", files={"binary/run.json": b"\xff\xfe\x00\x01"}),
     bad("run --resume newer", 2, "written by a newer harness", files={"newer/run.json": _run_json(schema_version=99)}),
