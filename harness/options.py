@@ -816,7 +816,9 @@ def _inside_checkout(key: str, value: str, repo_dir: Path, cwd: Path) -> str:
 
 def forwarded_run_env(env: Mapping[str, str], repo_dir: Path | None = None, cwd: Path | None = None
                       ) -> dict[str, str]:
-    """The HARNESS_* run options of the host that mean the same inside a container.
+    """The HARNESS_* run options of the host that mean the same inside a container, and FlagGems'
+    USE_FLAGTUNE (the harness reads it last, where no layer sets --flagtune: forwarded as it is,
+    the container's harness gives it the same place).
 
     `HARNESS_LEVEL=core nox -s bench-cpu` then behaves like the host run. Output paths,
     devices and the backend are not forwarded (see ``_NOT_FORWARDED``). Options that name files
@@ -825,7 +827,7 @@ def forwarded_run_env(env: Mapping[str, str], repo_dir: Path | None = None, cwd:
     refused. The pyproject layer needs no forwarding: the container reads the mounted checkout's.
     """
     keys = [ENV_PREFIX + f.name.upper() for f in fields(RunOptions) if f.name not in _NOT_FORWARDED]
-    forwarded = {key: env[key] for key in keys if env.get(key, "") != ""}
+    forwarded = {key: env[key] for key in keys + [FLAGTUNE_ENV] if env.get(key, "") != ""}
     if repo_dir is not None:
         for name in _PATH_OPTIONS:
             key = ENV_PREFIX + name.upper()

@@ -202,6 +202,18 @@ def test_container_forwards_run_options_but_not_paths_devices_backend() -> None:
     assert _container({}, env).forwarded_env == (("HARNESS_DTYPES", "bf16"), ("HARNESS_LEVEL", "core"))
 
 
+def test_container_forwards_flagtunes_own_variable_so_the_image_runs_the_same_mode() -> None:
+    # `USE_FLAGTUNE=1 nox -s bench-cuda`: the harness on the host reads it (no layer sets --flagtune);
+    # the one in the image must too, or its op processes run FlagTune off.
+    assert forwarded_run_env({"USE_FLAGTUNE": "1", "HOME": "/root"}) == {"USE_FLAGTUNE": "1"}
+    both = forwarded_run_env({"USE_FLAGTUNE": "0", "HARNESS_FLAGTUNE": "on"})
+    assert both == {"USE_FLAGTUNE": "0", "HARNESS_FLAGTUNE": "on"}  # the image's harness ranks them as the host's
+    inside = {**both, "HARNESS_LEVEL": "core"}
+    assert resolve_run_options({}, inside).flagtune == "on"
+    assert resolve_run_options({}, {"USE_FLAGTUNE": "1"}).flagtune == "on"
+    assert forwarded_run_env({"USE_FLAGTUNE": ""}) == {}
+
+
 @pytest.mark.parametrize(
     "cli, env, config, error, needle",
     [
