@@ -27,11 +27,11 @@ def test_the_shipped_table_is_valid_and_holds_the_documented_default() -> None:
     assert table.lookup("cuda", "Some GPU", "graph", "softmax", 0.5).sigma == pytest.approx(0.02)
     assert "not measured" in table.lookup("cuda", "Some GPU", "graph", "add", 1.0).source
     direct = table.lookup("cuda", "Some GPU", "direct", "masked_select", 0.3)
-    assert direct.sigma == pytest.approx(0.35) and direct.source.endswith("direct timer")
+    assert direct.sigma == pytest.approx(0.40) and direct.source.endswith("direct timer")
 
 
 def test_the_defaults_timer_classes_come_before_a_device_entry_that_names_no_timer() -> None:
-    """Direct rows of the H200 sample wandered 23% per run against 0.9% for graph rows: a device
+    """Direct rows of the H200 sample wandered 27% per run against 0.9% for graph rows: a device
     entry measured on the graph timer must not answer for them; one that names direct does."""
     untimed = {**TABLE["devices"][0], "timer": ""}
     table = parse_spread({**TABLE, "default": {**TABLE["default"], "timers": {"direct": [{"sigma_pct": 35.0}]}},
