@@ -139,7 +139,9 @@ def test_a_sample_part_is_a_shard_of_the_sample_and_a_carried_part_is_resumed(tm
     (runs / "sample-2" / "run.json").write_text("{}")
     corpus.step_sample(2, sample, inventory.base_classes)
     cmd, limit = started[1]
-    assert cmd[-4:] == ["--progress", "plain", "--resume", str(runs / "sample-2")] and limit == 300.0 + corpus.GRACE_S
+    # resumed with this call's budget (a resumed run would keep the one it started with)
+    assert cmd[-6:] == ["--progress", "plain", "--budget", "300", "--resume", str(runs / "sample-2")]
+    assert limit == 300.0 + corpus.GRACE_S
 
 
 def test_the_timeline_splits_each_ended_op_into_before_during_and_after_its_session(tmp_path: Path) -> None:
