@@ -288,6 +288,10 @@ def test_a_night_runs_shards_merges_stores_whole_and_the_next_replays_it(tmp_pat
         assert (stored / name).is_file(), name
     assert (stored / "autotune").is_dir()  # tomorrow's replay
     assert [(n["status"], n["note"].startswith("new baseline")) for n in _nights(pub)] == [("complete", True)]
+    first = _nights(pub)[0]
+    library = info["suite"]["ref"].split()[-1].rstrip(")")  # "v5.3.4 (v5.3.4, <commit>)"
+    assert len(library) == 40 and first["library"] == library  # the FlagGems commit measured
+    assert (first["flagged"], first["aa"]) == ("0", "")  # nothing flagged; no night before it
     assert (pub / "site" / "nights.csv").is_file() and (pub / "site" / "index.html").is_file()
 
     # Night 2's prepare reads night 1 from bench-data: its op times for the shards, its configs.
@@ -329,3 +333,16 @@ def test_a_night_runs_shards_merges_stores_whole_and_the_next_replays_it(tmp_pat
     assert "new baseline: flaggems-5.4.0-torch-" in record.stdout and f"(was {soft})" in record.stdout
     assert len(list((pub / "data" / "corpus" / "cpu").iterdir())) == 2
     assert _nights(pub)[-1]["note"].startswith("new baseline: flaggems-5.4.0")
+
+    # Night 4: FlagGems 5.3.4 at night 1's commit again, an A/A night: said so, its flags counted
+    # (none: the same records). nights.csv written before these columns gets the new header.
+    nights = pub / "data" / "corpus" / "nights.csv"
+    lines = nights.read_text().splitlines()
+    nights.write_text("\n".join(["night,backend,run,status,software,missing,note", *lines[1:]]) + "\n")
+    record = _publish(pub, store, ["cpu-1", "cpu-2"], "2026-12-07", "1004")
+    assert record.returncode == 0, record.stdout[-3000:] + record.stderr[-3000:]
+    assert f"::notice::cpu: an A/A night (FlagGems {library}, as the night before): its 0 flagged" in record.stdout
+    assert nights.read_text().startswith("night,backend,run,status,software,missing,note,library,flagged,aa\n")
+    last = _nights(pub)[-1]
+    assert (last["software"], last["library"], last["flagged"], last["aa"]) == (soft, library, "0", "yes")
+    assert _nights(pub)[-2]["aa"] == ""  # the upgrade's night: another software, no night before it
