@@ -25,9 +25,11 @@ from harness.results.causes import CAPTURE_DIED, case_cause, died_in_capture, op
 from harness.results.schema import CASE_STATUSES, TIMERS, Measurement
 from harness.results.store import atomic_write_text, csv_text, read_records
 
-__all__ = ["CAUSES_COLUMNS", "causes_rows", "died_capturing", "main", "read_folder"]
+__all__ = ["CAPTURE_DEATH_NOTE", "CAUSES_COLUMNS", "causes_rows", "died_capturing", "main", "read_folder"]
 
 CAUSES_COLUMNS = ("op", "case", "status", "cause", "evidence")
+# The note a CRASH op gets when its log, not its run, says it died inside a capture.
+CAPTURE_DEATH_NOTE = f"its log ends in a fatal error {CAPTURE_DIED}"
 
 
 def _shape(text: str) -> tuple[int, ...]:
@@ -103,7 +105,7 @@ def causes_rows(ops: Sequence[Mapping[str, str]], cases: Sequence[Measurement],
         op, status = row.get("op", ""), row.get("status", "")
         notes = [n for n in (row.get("notes") or "").split("; ") if n]
         if op in capture_deaths:
-            notes.append(f"its log ends in a fatal error {CAPTURE_DIED}")
+            notes.append(CAPTURE_DEATH_NOTE)
         cause = op_cause(status, notes, by_op.get(op, ()))
         if cause is None:
             continue

@@ -5,8 +5,10 @@ of which whole (``shard``: index, count, the whole run's ops and its plan digest
 directory is an ordinary run directory, rendered from the records exactly as `harness run`
 renders one: records.jsonl, summary.csv, junit.xml, report.md, report.html, ops_status.csv, the
 completion markers, the autotune records, each op's log from the run its row comes from (so the
-notes' ``log: logs/<op>.log`` resolve, and `python -m harness.results.triage` reads them), and run.json (written last, so a half-merged directory is never
-taken for a run). `compare`, `history` and `report` read it like any other run.
+notes' ``log: logs/<op>.log`` resolve, and `python -m harness.results.triage` reads them), and
+run.json (written last, so a half-merged directory is never taken for a run). `compare`, `history` and `report` read it like any other run. A CRASH row of
+a part made before the graph timer kept its capture mark, whose log shows the process died
+inside a capture, gets the cause such a run now records (``harness``), as triage reads it.
 
 Reruns: the same part may be given more than once when it was run again (the same
 `harness run --shard K/N` arguments, another run directory). Each op is then taken from the
@@ -51,6 +53,7 @@ from harness.results.runinfo import (
 )
 from harness.results.schema import Measurement
 from harness.results.store import atomic_write_text, read_records, write_json
+from harness.results.triage import CAPTURE_DEATH_NOTE, died_capturing
 from harness.run.decide import INTERRUPTED, PENDING, OpOutcome, render_status, with_causes
 from harness.run.plan import make_run_id, plan_digest
 from harness.run.rundir import read_markers, write_marker
@@ -387,6 +390,16 @@ def _copy_autotune(parts: Sequence[PartRun], out: Path, run_id: str) -> None:
             pass  # a damaged sidecar: the merged run simply cannot be replayed from
 
 
+def _capture_death(outcome: OpOutcome, run: PartRun) -> OpOutcome:
+    """A CRASH row whose log shows its process died inside the graph timer's capture, from a run
+    made before the timer kept its capture mark: noted, and its cause left to be derived again, as
+    such a run now says it (`python -m harness.results.triage` reads the same)."""
+    row = {"op": outcome.op, "status": outcome.status, "notes": "; ".join(outcome.notes)}
+    if outcome.op not in died_capturing(run.path, [row]):
+        return outcome
+    return replace(outcome, notes=(*outcome.notes, CAPTURE_DEATH_NOTE), cause="", evidence="")
+
+
 def _copy_logs(source: Mapping[str, PartRun], out: Path) -> None:
     """Each op's log from the run its row is taken from, where that run kept one."""
     for op, run in source.items():
@@ -422,7 +435,7 @@ def merge_runs(dirs: Sequence[Path], out: Path, run_id: str | None = None,
     order = {op: i for i, op in enumerate(parts[0].all_ops)}
     records = sorted((replace(r, run_id=run_id) for run in every for r in found[run.path] if source.get(r.op) is run),
                      key=lambda r: order.get(r.op, len(order)))
-    outcomes = with_causes(sorted((outcomes_of[s.path][op] for op, s in source.items()),
+    outcomes = with_causes(sorted((_capture_death(outcomes_of[s.path][op], s) for op, s in source.items()),
                                   key=lambda o: order.get(o.op, len(order))), records)
     reruns = [r for r in every if r not in parts]
     info = merged_info(parts, run_id, outcomes, reruns, superseded)

@@ -154,3 +154,41 @@ def test_a_part_that_kept_no_logs_leaves_no_logs_folder(tmp_path: Path) -> None:
             _part(tmp_path, "p2", 2, "2026-12-01T00:00:00+00:00", {"mul": "PASS"})]
     merge_runs(runs, tmp_path / "merged", "night")
     assert not (tmp_path / "merged" / "logs").exists()
+
+
+def _crashed_in_capture(root: Path, name: str, log: str) -> Path:
+    """Part 2 of a run made before the capture mark: mul ended CRASH with cause unknown, its log as given."""
+    run = _part(root, name, 2, "2026-12-01T00:00:00+00:00", {"mul": "CRASH"})
+    crash = OpOutcome("mul", "0", "CRASH", attempts=2, elapsed_s=3.0, rows=1,
+                      notes=("attempt 1 CRASH: killed by SIGABRT (log: logs/mul.log)",), cause="unknown",
+                      evidence="the op's process ended early")
+    write_marker(run, crash)
+    info = json.loads((run / "run.json").read_text())
+    info["ops"] = [{**crash.to_json(), "notes": crash.notes[0]}]
+    (run / "run.json").write_text(json.dumps(info))
+    (run / "logs").mkdir()
+    (run / "logs" / "mul.log").write_text(log)
+    return run
+
+
+_FATAL = ("Fatal Python error: Aborted\n\nCurrent thread 0x7f56 (most recent call first):\n"
+          '  File "/w/harness/child/timing/graph.py", line 233 in _capture_graph\n'
+          '  File "/w/harness/child/latency_seam.py", line 514 in measure\n\nExtension modules: numpy\n')
+
+
+def test_a_crash_whose_log_died_inside_a_capture_is_the_harnesss_in_the_merged_rows(tmp_path: Path) -> None:
+    first = _part(tmp_path, "p1", 1, "2026-12-01T00:00:00+00:00", {"add": "PASS"})
+    crashed = _crashed_in_capture(tmp_path, "p2", "attempt 1\n" + _FATAL)
+    merge_runs([first, crashed], tmp_path / "merged", "night")
+    row = next(r for r in csv.DictReader((tmp_path / "merged" / "ops_status.csv").open()) if r["op"] == "mul")
+    assert row["status"] == "CRASH" and row["cause"] == "harness"
+    assert "inside the harness's graph capture" in row["evidence"]
+    assert row["notes"].endswith("its log ends in a fatal error while the harness captured a graph of the op's calls")
+
+
+def test_a_crash_whose_log_died_elsewhere_keeps_its_cause(tmp_path: Path) -> None:
+    first = _part(tmp_path, "p1", 1, "2026-12-01T00:00:00+00:00", {"add": "PASS"})
+    crashed = _crashed_in_capture(tmp_path, "p2", "attempt 1\n" + _FATAL.replace("_capture_graph", "run_case"))
+    merge_runs([first, crashed], tmp_path / "merged", "night")
+    row = next(r for r in csv.DictReader((tmp_path / "merged" / "ops_status.csv").open()) if r["op"] == "mul")
+    assert (row["status"], row["cause"]) == ("CRASH", "unknown")
