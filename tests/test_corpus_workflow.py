@@ -291,7 +291,7 @@ def test_a_night_runs_shards_merges_stores_whole_and_the_next_replays_it(tmp_pat
     first = _nights(pub)[0]
     library = info["suite"]["ref"].split()[-1].rstrip(")")  # "v5.3.4 (v5.3.4, <commit>)"
     assert len(library) == 40 and first["library"] == library  # the FlagGems commit measured
-    assert (first["flagged"], first["aa"]) == ("0", "")  # nothing flagged; no night before it
+    assert (first["judged"], first["flagged"], first["aa"]) == ("0", "0", "")  # no night before it
     assert (pub / "site" / "nights.csv").is_file() and (pub / "site" / "index.html").is_file()
 
     # Night 2's prepare reads night 1 from bench-data: its op times for the shards, its configs.
@@ -334,15 +334,37 @@ def test_a_night_runs_shards_merges_stores_whole_and_the_next_replays_it(tmp_pat
     assert len(list((pub / "data" / "corpus" / "cpu").iterdir())) == 2
     assert _nights(pub)[-1]["note"].startswith("new baseline: flaggems-5.4.0")
 
-    # Night 4: FlagGems 5.3.4 at night 1's commit again, an A/A night: said so, its flags counted
-    # (none: the same records). nights.csv written before these columns gets the new header.
+    # Night 4: FlagGems 5.3.4 at night 1's commit again, by the same harness: an A/A night, said so,
+    # its flags counted (its one earlier night is too few for a baseline: nothing judged yet).
+    # nights.csv written before these columns gets the new header.
     nights = pub / "data" / "corpus" / "nights.csv"
     lines = nights.read_text().splitlines()
     nights.write_text("\n".join(["night,backend,run,status,software,missing,note", *lines[1:]]) + "\n")
     record = _publish(pub, store, ["cpu-1", "cpu-2"], "2026-12-07", "1004")
     assert record.returncode == 0, record.stdout[-3000:] + record.stderr[-3000:]
-    assert f"::notice::cpu: an A/A night (FlagGems {library}, as the night before): its 0 flagged" in record.stdout
-    assert nights.read_text().startswith("night,backend,run,status,software,missing,note,library,flagged,aa\n")
+    assert f"::notice::cpu: an A/A night (FlagGems {library} and the harness as on the nights of its baseline): " \
+           "its 0 regression(s) flagged of 0 case(s) judged are false alarms" in record.stdout
+    assert nights.read_text().startswith("night,backend,run,status,software,missing,note,library,judged,flagged,aa\n")
     last = _nights(pub)[-1]
     assert (last["software"], last["library"], last["flagged"], last["aa"]) == (soft, library, "0", "yes")
     assert _nights(pub)[-2]["aa"] == ""  # the upgrade's night: another software, no night before it
+
+    # Night 5: the same software at another FlagGems commit: not A/A. Night 6: night 1's commit
+    # again, but night 5 is in its baseline: not A/A either.
+    other = tmp_path / "artifacts-5"
+    for k in (1, 2):
+        shutil.copytree(store / f"cpu-{k}", other / f"cpu-{k}")
+        path = other / f"cpu-{k}" / "run.json"
+        path.write_text(path.read_text().replace(library, "f" * 40))
+    record = _publish(pub, other, ["cpu-1", "cpu-2"], "2026-12-08", "1005")
+    assert record.returncode == 0, record.stdout[-3000:] + record.stderr[-3000:]
+    assert (_nights(pub)[-1]["library"], _nights(pub)[-1]["aa"]) == ("f" * 40, "")
+    assert "an A/A night" not in record.stdout
+    record = _publish(pub, store, ["cpu-1", "cpu-2"], "2026-12-09", "1006")
+    assert record.returncode == 0, record.stdout[-3000:] + record.stderr[-3000:]
+    assert (_nights(pub)[-1]["library"], _nights(pub)[-1]["aa"]) == (library, "")
+    # A nights.csv whose header this workflow does not know is refused, nothing recorded.
+    nights.write_text("when,what\n1,2\n")
+    record = _publish(pub, store, ["cpu-1", "cpu-2"], "2026-12-10", "1007")
+    assert record.returncode == 1 and "not a header this workflow knows" in record.stdout
+    assert nights.read_text() == "when,what\n1,2\n"
