@@ -104,7 +104,7 @@ def _cmd_run(ns: argparse.Namespace, env: Mapping[str, str]) -> int:
         RESUME_OPTIONS,
         read_project_config,
         resolve_run_options,
-        resume_budget,
+        resume_values,
     )
     from harness.run.execute import execute
     from harness.sources import prepare, prepare_resume
@@ -115,19 +115,19 @@ def _cmd_run(ns: argparse.Namespace, env: Mapping[str, str]) -> int:
         raise UsageError("--retry-failed runs again the failed ops of an earlier run: give it with "
                          "--resume RUN_DIR.")
     if ns.resume:
-        given = [f"--{k.replace('_', '-')}" for k, v in cli_values(ns).items()
-                 if v not in (None, [], ()) and k not in RESUME_OPTIONS]
+        values = cli_values(ns)
+        given = [f"--{k.replace('_', '-')}" for k, v in values.items() if v not in (None, [], ()) and k not in RESUME_OPTIONS]
         if given:
             raise UsageError(
                 f"--resume {ns.resume} finishes the run with the options it was started with; "
                 f"{', '.join(given)} would be ignored. Drop them (only --progress and --budget may "
                 "change), or start a new run."
             )
-        budget = None if ns.budget is None else resume_budget(ns.budget)
+        changed = resume_values(values)  # a budget counts from this session's start
         prepared = replace(prepare_resume(Path(ns.resume), env), retry_failed=ns.retry_failed)
-        if budget is not None:  # this session's budget, counted from its own start
+        if changed:
             plan = prepared.plan
-            prepared = replace(prepared, plan=replace(plan, options=replace(plan.options, budget=budget)))
+            prepared = replace(prepared, plan=replace(plan, options=replace(plan.options, **changed)))
     else:
         options = resolve_run_options(cli_values(ns), env, read_project_config())
         prepared = prepare(options, env, all_ops=bool(ns.all))

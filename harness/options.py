@@ -37,7 +37,7 @@ __all__ = [
     "IMAGE_NAME",
     "IMAGE_POLICIES",
     "RESUME_OPTIONS",
-    "resume_budget",
+    "resume_values",
     "ContainerOptions",
     "known_env_names",
     "unknown_env",
@@ -607,11 +607,13 @@ PLUGIN_OPTIONS = ("plugins", "extra_plugins")  # `harness plugins` takes these t
 RESUME_OPTIONS = ("progress", "budget")
 
 
-def resume_budget(value: Any) -> float:
-    """``--budget`` given with ``--resume``, checked as a new run's is."""
-    option = next(o for o in RUN_OPTIONS if o.name == "budget")
-    assert option.parse is not None
-    return float(_parse(option.parse, value, option.option_flag))
+def resume_values(cli: Mapping[str, Any]) -> dict[str, Any]:
+    """The :data:`RESUME_OPTIONS` the command line gave with ``--resume`` (``cli``: by option
+    name, None where not given), each checked as a new run's is."""
+    return {o.name: _parse(_PARSERS[o.name], cli[o.name], o.option_flag) for o in RUN_OPTIONS
+            if o.name in RESUME_OPTIONS and cli.get(o.name) is not None}
+
+
 _PARSERS: dict[str, Callable[[Any], Any]] = {o.name: o.parse for o in RUN_OPTIONS if o.parse is not None}
 
 

@@ -266,6 +266,7 @@ ROWS: list[Row] = [
     bad("run --resume /nonexistent-run", 2, "no run.json there"),
     bad("run --resume run --ops add", 2, "--ops would be ignored", files=RUN),
     bad("run --resume run --budget 0", 2, "--budget: budget (s) must be positive", files=RUN),
+    bad("run --resume run --progress bogus", 2, "--progress: unknown progress mode 'bogus'", files=RUN),
     bad("run --resume run --budget -5 --ops add", 2, "--ops would be ignored", files=RUN),
     bad("run --resume trunc", 2, "is not valid JSON", files={"trunc/run.json": _run_json()[:40]}),
     bad("run --resume binary", 2, "is not valid JSON", files={"binary/run.json": b"\xff\xfe\x00\x01"}),
