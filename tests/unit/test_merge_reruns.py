@@ -192,3 +192,15 @@ def test_a_crash_whose_log_died_elsewhere_keeps_its_cause(tmp_path: Path) -> Non
     merge_runs([first, crashed], tmp_path / "merged", "night")
     row = next(r for r in csv.DictReader((tmp_path / "merged" / "ops_status.csv").open()) if r["op"] == "mul")
     assert (row["status"], row["cause"]) == ("CRASH", "unknown")
+
+
+def test_an_op_a_rerun_did_not_end_keeps_the_earlier_runs_log(tmp_path: Path) -> None:
+    first = _part(tmp_path, "p1", 1, "2026-12-01T00:00:00+00:00", {"add": "FAIL"})
+    cut_short = _part(tmp_path, "p1-again", 1, "2026-12-01T05:00:00+00:00", {"add": None})
+    second = _part(tmp_path, "p2", 2, "2026-12-01T00:00:00+00:00", {"mul": "PASS"})
+    for run, text in ((first, "add failed in p1"), (cut_short, "add cut short in p1-again")):
+        (run / "logs").mkdir()
+        (run / "logs" / "add.log").write_text(text)
+    merge_runs([first, cut_short, second], tmp_path / "merged", "night")
+    assert _status(tmp_path / "merged")["add"] == "FAIL"
+    assert (tmp_path / "merged" / "logs" / "add.log").read_text() == "add failed in p1"  # its row's run
