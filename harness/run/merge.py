@@ -6,9 +6,10 @@ directory is an ordinary run directory, rendered from the records exactly as `ha
 renders one: records.jsonl, summary.csv, junit.xml, report.md, report.html, ops_status.csv, the
 completion markers, the autotune records, each op's log from the run its row comes from (so the
 notes' ``log: logs/<op>.log`` resolve, and `python -m harness.results.triage` reads them), and
-run.json (written last, so a half-merged directory is never taken for a run). `compare`, `history` and `report` read it like any other run. A CRASH row of
-a part made before the graph timer kept its capture mark, whose log shows the process died
-inside a capture, gets the cause such a run now records (``harness``), as triage reads it.
+run.json (written last, so a half-merged directory is never taken for a run). `compare`,
+`history` and `report` read it like any other run. A CRASH row of a part made before the graph
+timer kept its capture mark, whose log shows the process died inside a capture, gets the cause
+such a run now records (``harness``), as triage reads it.
 
 Reruns: the same part may be given more than once when it was run again (the same
 `harness run --shard K/N` arguments, another run directory). Each op is then taken from the
