@@ -26,12 +26,14 @@ inventory = read_inventory(locate_suite(REPO / ".flaggems" / "v5.3.4" / "benchma
 corpus = all_ops(inventory)
 ended = ENDED  # how an op ends: PASS, FAIL, ERROR, CRASH, TIMEOUT, SKIP
 cold = sorted(runs.glob("sample-*"), key=lambda p: int(p.name.split("-")[1]))
+# in part, then call order: a later warm run of a part (warm-5-c4 after warm-5-c3) comes last
 # Warm runs left out: warm-9-c6 ran on another machine than its part's cold run (part 9's dswiglu
 # and native_layer_norm ended cold in call 5; call 6 got a new machine with empty caches);
 # warm-15-c11 measured again 4 ops warm-15-c10 had measured (call 11 was not given call 10's warm
 # run, so its to-warm list repeated them): one warm row per op.
 NOT_WARM = {"warm-9-c6", "warm-15-c11"}
-warm = sorted((p for p in runs.glob("warm-*-c*") if p.name not in NOT_WARM), key=lambda p: int(p.name.split("-")[1]))
+warm = sorted((p for p in runs.glob("warm-*-c*") if p.name not in NOT_WARM),
+              key=lambda p: (int(p.name.split("-")[1]), int(p.name.split("-c")[-1])))
 for name, dirs in (("cold", cold), ("warm", warm)):
     summary = sample_summary(dirs, corpus, inventory.base_classes)
     (out / f"corpus-{name}.json").write_text(json.dumps(summary, indent=1) + "\n")
