@@ -116,7 +116,8 @@ def _cmd_run(ns: argparse.Namespace, env: Mapping[str, str]) -> int:
                          "--resume RUN_DIR.")
     if ns.resume:
         values = cli_values(ns)
-        given = [f"--{k.replace('_', '-')}" for k, v in values.items() if v not in (None, [], ()) and k not in RESUME_OPTIONS]
+        given = [f"--{k.replace('_', '-')}" for k, v in values.items()
+                 if v not in (None, [], ()) and k not in RESUME_OPTIONS]
         if given:
             raise UsageError(
                 f"--resume {ns.resume} finishes the run with the options it was started with; "
