@@ -220,7 +220,11 @@ def capture_off_reason(timer: str, poisoned: bool, died_capturing: str = "") -> 
     cholesky_solve (MAGMA) got "operation not permitted when stream is capturing" and MAGMA's own
     assertion then aborted the process; a retry that captures again dies the same way. Its cases
     are then timed by the direct timer, each row saying why."""
-    why = capture_off_why(timer, poisoned, died_capturing)
+    return _captures_none(capture_off_why(timer, poisoned, died_capturing))
+
+
+def _captures_none(why: str) -> str:
+    """The attempt's reason to capture no graph, from :func:`capture_off_why`'s ("" to capture)."""
     return f"{why}: this attempt captures no graph" if why else ""
 
 
@@ -295,7 +299,7 @@ def run_op(ctx: BatchContext, op_plan: OpPlan, on_attempt: Callable[[int], None]
         attempts += 1
         on_attempt(attempts)
         why = capture_off_why(ctx.plan.timer, facts.poisoned, died_capturing)
-        capture_off = capture_off_reason(ctx.plan.timer, facts.poisoned, died_capturing)
+        capture_off = _captures_none(why)
         mark.unlink(missing_ok=True)
         end = _attempt(ctx, op_plan, attempts, facts.recorded, capture_off)
         found = ctx.runner.collect(ctx, op_plan, end)
