@@ -212,15 +212,19 @@ def in_suite(nodeid: str) -> str:
 
 def flaggems_own(nodes: Sequence[str], work: Path, budget: float, options: Sequence[str]) -> tuple[list[dict[str, Any]], float]:
     """FlagGems' own pytest on ``nodes`` in SUITE (``-c /dev/null``: not this repository's settings):
-    its results as it recorded them (benchmarks/flaggems_stream.py), and the wall time."""
+    its results as it recorded them (benchmarks/flaggems_stream.py), and the wall time. Cold, as
+    the harness's side (a Triton and FlagGems cache of its run's own): each call compiles into
+    empty caches of its own (``work/cache``, emptied first)."""
     work.mkdir(parents=True, exist_ok=True)
-    stream = work / "results.jsonl"
+    stream, cache = work / "results.jsonl", work / "cache"
     stream.unlink(missing_ok=True)
+    shutil.rmtree(cache, ignore_errors=True)
     cmd = [sys.executable, "-m", "pytest", *nodes, "-p", "flaggems_stream", *options, "-c", os.devnull,
            "--rootdir", str(SUITE.parent), "--confcutdir", str(SUITE), "-p", "no:cacheprovider", "-q",
            "-W", "ignore::pytest.PytestUnknownMarkWarning"]
     own_env = child_env()
-    own_env.update(FLAGGEMS_STREAM=str(stream), PYTHONPATH=f"{own_env['PYTHONPATH']}{os.pathsep}{REPO / 'benchmarks'}")
+    own_env.update(FLAGGEMS_STREAM=str(stream), PYTHONPATH=f"{own_env['PYTHONPATH']}{os.pathsep}{REPO / 'benchmarks'}",
+                   TRITON_CACHE_DIR=str(cache / "triton"), FLAGGEMS_CACHE_DIR=str(cache / "flaggems"))
     _, wall = bounded(cmd, budget, cwd=SUITE, log=work / "pytest.log", env=own_env)
     results = []
     for line in stream.read_text(errors="replace").splitlines() if stream.is_file() else []:
@@ -249,12 +253,18 @@ def harness_side(ops: Sequence[SuiteOp], status: Mapping[str, Mapping[str, str]]
             "harness_over_flaggems": round(harness_s / flaggems_wall, 3) if harness_s is not None and flaggems_wall else None}
 
 
+def file_order(file: str) -> int:
+    """The order throughput takes files in: a hash of SAMPLE_SEED and the file's name, so another
+    sample's seed draws other files (the committed sample, no seed: the name alone)."""
+    return _rank(f"{SAMPLE_SEED}:{file}" if SAMPLE_SEED else file)
+
+
 def throughput_harness_run(files: Sequence[str], by_file: Mapping[str, Sequence[SuiteOp]],
                            alone: Mapping[str, Mapping[str, str]], deadline: float,
                            made: Path | None = None, *, own_runs_after: bool) -> dict[str, Mapping[str, str]]:
     """The table's ops timed alone on DEVICES (tp-harness), led by the quickest passing op of
     ``alone`` taking LEAD_MIN_S or more, so every op of the table is pre-started as in a nightly."""
-    ops = [o.id for f in sorted(files, key=_rank) for o in by_file[f]]
+    ops = [o.id for f in sorted(files, key=file_order) for o in by_file[f]]
     passed = {op: float(r.get("elapsed_s") or 0) for op, r in alone.items() if r.get("status") == "PASS" and op not in ops}
     lead = min(passed, key=lambda op: (passed[op] < LEAD_MIN_S, passed[op], _rank(op)), default=None)
     run_dir = made
@@ -291,7 +301,7 @@ def step_throughput(out: Path) -> None:
         if status.get(op.id, {}).get("status") == "PASS" and "bfloat16" in op.functions[0].dtypes:
             by_file[op.functions[0].file].append(op)
     rows: list[dict[str, Any]] = [dict(r) for r in read_csv(Path(THROUGHPUT_PREVIOUS))] if THROUGHPUT_PREVIOUS else []
-    files = [f for f in sorted(by_file, key=_rank) if f not in {r["file"] for r in rows}][:THROUGHPUT_FILES]
+    files = [f for f in sorted(by_file, key=file_order) if f not in {r["file"] for r in rows}][:THROUGHPUT_FILES]
     say(f"throughput: {len(by_file)} files passed with bf16 in the sample; {len(files)} taken, {len(rows)} kept")
     deadline = time.monotonic() + BUDGETS["throughput"]
     if THROUGHPUT_HARNESS != "sample":

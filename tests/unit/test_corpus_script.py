@@ -302,7 +302,7 @@ def test_throughput_keeps_an_earlier_calls_files_and_takes_the_next_ones(tmp_pat
     suite = write_fake_suite(tmp_path / "tree")
     inventory = read_inventory(locate_suite(suite.benchmark))
     bf16 = [op for op in all_ops(inventory) if "bfloat16" in op.functions[0].dtypes and "::" not in op.id]
-    files = sorted({op.functions[0].file for op in bf16}, key=corpus._rank)
+    files = sorted({op.functions[0].file for op in bf16}, key=corpus.file_order)
     assert len(files) >= 2, files
     sample = tmp_path / "runs" / "sample-1"
     sample.mkdir(parents=True)
@@ -345,7 +345,7 @@ def test_throughput_can_time_the_harness_side_in_a_run_of_its_own_led_by_an_op_o
     suite = write_fake_suite(tmp_path / "tree")
     inventory = read_inventory(locate_suite(suite.benchmark))
     bf16 = [op for op in all_ops(inventory) if "bfloat16" in op.functions[0].dtypes and "::" not in op.id]
-    files = sorted({op.functions[0].file for op in bf16}, key=corpus._rank)
+    files = sorted({op.functions[0].file for op in bf16}, key=corpus.file_order)
     runs = tmp_path / "runs"
     (runs / "sample-1").mkdir(parents=True)
     (runs / "sample-1" / "ops_status.csv").write_text(
