@@ -19,6 +19,15 @@ measured from the fitting parts' pairs (each size class's upper 95% bound, graph
 device entry of the table (written beside ``--out``, ``.spread.yaml`` in place of ``.json``), and
 the testing parts' pairs (default: the parts not fitted) are judged with it: what the gate says
 given a spread table measured from independent runs, out of sample.
+
+``--repeats``: RUNS holds ``rep-N`` runs of the same ops instead (independent runs of the same
+code and configs). ``--history 1-6`` stores those reps in a history database (written beside
+``--out``, ``.history.sqlite``) and each pair is judged with each case's spread measured from it
+(``harness gate --history DB``); ``--test 7-11`` (default: the reps not in the history) are
+judged in consecutive pairs (7 against 8, 9 against 10): what the gate says about two nightlies
+given a history of that machine's earlier nights, out of sample.
+
+    python benchmarks/gate_pairs.py REPS --repeats --history 1-6 --test 7-11 --out FILE.json
 """
 
 from __future__ import annotations
@@ -59,6 +68,33 @@ def pairs_in(runs: Path) -> list[tuple[Path, Path]]:
         if cold is not None and (cold / "run.json").is_file() and (warm / "run.json").is_file():
             found.append((cold, warm))
     return sorted(found, key=lambda p: (int(p[1].name.split("-")[1]), p[1].name))
+
+
+def repeats_in(runs: Path) -> dict[int, Path]:
+    """N -> the ``rep-N`` run directories of ``runs``."""
+    found = {}
+    for run in runs.glob("rep-*"):
+        match = re.fullmatch(r"rep-(\d+)", run.name)
+        if match and (run / "run.json").is_file():
+            found[int(match.group(1))] = run
+    return found
+
+
+def consecutive_pairs(numbers: Sequence[int]) -> list[tuple[int, int]]:
+    """Disjoint pairs in order: [7, 8, 9, 10, 11] -> (7, 8), (9, 10); an odd one out is left."""
+    ordered = sorted(numbers)
+    return list(zip(ordered[0::2], ordered[1::2], strict=False))
+
+
+def history_of(runs: Sequence[Path], db: Path) -> Path:
+    """A history database at ``db`` (replaced) holding ``runs``, oldest first."""
+    from harness.compare.history import HistoryStore
+
+    db.unlink(missing_ok=True)
+    store = HistoryStore(db)
+    for run in runs:
+        store.add(load_run(run))
+    return db
 
 
 def slowed(records: Sequence[Measurement], factor: float) -> list[Measurement]:
@@ -146,33 +182,58 @@ def main(argv: Sequence[str] | None = None) -> int:
     parser.add_argument("--fit", type=parts, default=None, help="parts whose pairs measure the spread (1-5)")
     parser.add_argument("--test", type=parts, default=None,
                         help="parts whose pairs are judged (default: all, or those not in --fit)")
+    parser.add_argument("--repeats", action="store_true", help="RUNS holds rep-N runs of the same ops")
+    parser.add_argument("--history", type=parts, default=None,
+                        help="with --repeats: the reps stored in a history that gives each case's spread (1-6)")
     parser.add_argument("--out", type=Path, required=True)
     args = parser.parse_args(argv)
-    every = pairs_in(args.runs)
-    if not every:
-        parser.error(f"{args.runs}: no sample-K and warm-K-cN run directories to pair")
-
-    def part(pair: tuple[Path, Path]) -> int:
-        return int(pair[1].name.split("-")[1])
-
-    # with --fit and no --test, the pairs not fitted (judging the fitted ones would be in sample)
-    test = args.test if args.test is not None or args.fit is None else {part(p) for p in every} - args.fit
-    pairs = [p for p in every if test is None or part(p) in test]
     spread, criteria = load_spread(args.spread), Criteria()
     fitted: dict[str, Any] = {}
-    if args.fit is not None:
-        fit = [p for p in every if part(p) in args.fit]
-        source = (f"pairs of independent runs (cold, then warm and replayed) of parts {sorted(args.fit)} of "
-                  f"{args.runs.name}: upper 95% bound (benchmarks/gate_pairs.py)")
-        path = args.spread or ROOT / "harness" / "compare" / "run_spread.yaml"
-        shown = str(path.resolve().relative_to(ROOT)) if path.resolve().is_relative_to(ROOT) else str(path)
-        spread, fitted = fitted_table(fit, load_yaml(path.read_text(), shown), shown, source)
-        args.out.with_suffix(".spread.yaml").write_text(yaml.safe_dump(fitted["table"], sort_keys=False))
+    db: Path | None = None
+    if args.repeats:
+        if args.fit is not None:
+            parser.error("--fit measures a table from sample/warm pairs; with --repeats give --history")
+        reps = repeats_in(args.runs)
+        chosen = set(reps) if args.test is None else args.test
+        judged = sorted(chosen - (args.history or set()))
+        missing = sorted(((args.history or set()) | set(judged)) - set(reps))
+        if missing:
+            parser.error(f"{args.runs}: no rep-N run for {missing}")
+        pairs = [(reps[a], reps[b]) for a, b in consecutive_pairs(judged)]
+        if not pairs:
+            parser.error(f"{args.runs}: fewer than two reps left to judge")
+        if args.history:
+            db = history_of([reps[n] for n in sorted(args.history)], args.out.with_suffix(".history.sqlite"))
+    else:
+        if args.history:
+            parser.error("--history takes reps: give --repeats")
+        every = pairs_in(args.runs)
+        if not every:
+            parser.error(f"{args.runs}: no sample-K and warm-K-cN run directories to pair")
+
+        def part(pair: tuple[Path, Path]) -> int:
+            return int(pair[1].name.split("-")[1])
+
+        # with --fit and no --test, the pairs not fitted (judging the fitted ones would be in sample)
+        test = args.test if args.test is not None or args.fit is None else {part(p) for p in every} - args.fit
+        pairs = [p for p in every if test is None or part(p) in test]
+        if args.fit is not None:
+            fit = [p for p in every if part(p) in args.fit]
+            source = (f"pairs of independent runs (cold, then warm and replayed) of parts {sorted(args.fit)} of "
+                      f"{args.runs.name}: upper 95% bound (benchmarks/gate_pairs.py)")
+            path = args.spread or ROOT / "harness" / "compare" / "run_spread.yaml"
+            shown = str(path.resolve().relative_to(ROOT)) if path.resolve().is_relative_to(ROOT) else str(path)
+            spread, fitted = fitted_table(fit, load_yaml(path.read_text(), shown), shown, source)
+            args.out.with_suffix(".spread.yaml").write_text(yaml.safe_dump(fitted["table"], sort_keys=False))
     aa: dict[str, Counter[str]] = {}
     ab: dict[str, Counter[str]] = {}
     flagged: list[dict[str, Any]] = []
     for cold, warm in pairs:
         base, head = records(cold), records(warm)
+        if db is not None:
+            from harness.compare.history import with_history_spread
+
+            spread = with_history_spread(load_spread(args.spread), db, load_run(cold).info)
         rows = compare_records(base, head, criteria, spread=spread)
         for mine, found in ((aa, tally(rows, args.min_us)),
                             (ab, tally(compare_records(base, slowed(head, 1 + args.slowdown / 100), criteria,

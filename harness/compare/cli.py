@@ -346,18 +346,14 @@ def _history_spread(ns: argparse.Namespace, spread: SpreadTable) -> SpreadTable:
     fingerprint), when given."""
     if not getattr(ns, "history", None):
         return spread
-    from harness.compare.history import HistoryStore
-    from harness.compare.spread import history_series, measured_spread
-    from harness.results.runinfo import fingerprint, read_run_info
+    from harness.compare.history import with_history_spread
+    from harness.results.runinfo import read_run_info
 
     db = Path(ns.history)
     if not db.is_file():
         raise UsageError(f"--history {db}: no such history database. Give the file `harness history add` "
                          "wrote, or leave --history out.")
-    info = read_run_info(Path(ns.base) / "run.json")
-    print_of = str(info.get("fingerprint") or fingerprint(info))
-    cases = measured_spread(history_series(HistoryStore(db).export(print_of)), f"measured in {db}")
-    return spread.with_cases(cases, f"{len(cases)} case(s)' spread measured in {db}")
+    return with_history_spread(spread, db, read_run_info(Path(ns.base) / "run.json"))
 
 
 def _cmd_compare(ns: argparse.Namespace, stdout: TextIO) -> int:

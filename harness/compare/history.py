@@ -25,6 +25,7 @@ from contextlib import contextmanager
 from pathlib import Path
 
 from harness.compare.compare import RunData
+from harness.compare.spread import SpreadTable, history_series, measured_spread
 from harness.errors import UsageError
 from harness.results.runinfo import environment_values, fingerprint, library_commit
 from harness.results.store import csv_text
@@ -40,6 +41,7 @@ __all__ = [
     "check_history_environment",
     "check_run",
     "render_trend_csv",
+    "with_history_spread",
 ]
 
 # 2: runs.environment (JSON of the run's software versions); a version 1 file gains the column.
@@ -263,6 +265,15 @@ class HistoryStore:
         )
         with self._connect() as conn:
             return [dict(zip(EXPORT_COLUMNS, row, strict=True)) for row in conn.execute(sql, args)]
+
+
+def with_history_spread(spread: SpreadTable, db: Path, base_info: Mapping[str, object]) -> SpreadTable:
+    """``spread`` with each case's own run-to-run spread measured from the runs in ``db`` of the
+    fingerprint of the run ``base_info`` (its run.json) describes (cases with fewer than four
+    runs keep the table's class)."""
+    print_of = str(base_info.get("fingerprint") or fingerprint(base_info))
+    cases = measured_spread(history_series(HistoryStore(db).export(print_of)), f"measured in {db}")
+    return spread.with_cases(cases, f"{len(cases)} case(s)' spread measured in {db}")
 
 
 def render_trend_csv(rows: Sequence[Mapping[str, object]]) -> str:

@@ -60,3 +60,37 @@ def test_a_and_a_flags_nothing_and_ten_percent_is_caught_with_a_spread_measured_
     # --fit alone judges the parts it did not fit
     assert gate_pairs.main([str(tmp_path), "--fit", "1-3", "--out", str(out)]) == 0
     assert json.loads(out.read_text())["pairs"] == [["sample-4", "warm-4-c1"]]
+
+
+def _reps(runs: Path, count: int, rng: np.random.Generator, wander: float) -> None:
+    """rep-1..rep-count: the same 30 graph rows of 20 us to 2 ms in each, each run's level off by ``wander``."""
+    for n in range(1, count + 1):
+        rows = [record(f"op{i}", "bfloat16", (64, i + 1),
+                       list(0.02 * 1.17 ** i * math.exp(rng.normal(0, wander)) * rng.lognormal(0, 0.01, 60)),
+                       timer="graph") for i in range(30)]
+        write_run(runs / f"rep-{n}", rows, timer="graph")
+
+
+def test_reps_judged_in_pairs_with_each_cases_spread_from_a_history_of_the_other_reps(
+        tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
+    _reps(tmp_path, 8, np.random.default_rng(11), wander=0.003)
+    assert gate_pairs.consecutive_pairs([9, 7, 8, 10, 11]) == [(7, 8), (9, 10)]
+    out = tmp_path / "history.json"
+    assert gate_pairs.main([str(tmp_path), "--repeats", "--history", "1-4", "--test", "5-8", "--out", str(out)]) == 0
+    found = json.loads(out.read_text())
+    assert found["pairs"] == [["rep-5", "rep-6"], ["rep-7", "rep-8"]]
+    graph = found["by_timer"]["graph"]
+    assert graph["rows"] == 60 and graph["aa_flagged"] == 0
+    assert graph["aa"].get("unchanged", 0) >= 54  # each case's own 0.3% spread, from the four reps stored
+    assert graph["ab_detected"] >= 54
+    assert "spread measured in" in found["spread"] and out.with_suffix(".history.sqlite").is_file()
+    # the same pairs on the shipped 2% default: same-code rows cannot read unchanged
+    assert gate_pairs.main([str(tmp_path), "--repeats", "--test", "5-8", "--out", str(out)]) == 0
+    assert json.loads(out.read_text())["by_timer"]["graph"]["aa"].get("unchanged", 0) < 10
+    capsys.readouterr()
+    for bad in (["--history", "1-4"], ["--repeats", "--history", "1-4", "--test", "5-9"], ["--repeats", "--test", "5"]):
+        with pytest.raises(SystemExit) as stop:
+            gate_pairs.main([str(tmp_path), *bad, "--out", str(out)])
+        assert stop.value.code == 2
+    errors = capsys.readouterr().err
+    assert "--history takes reps" in errors and "no rep-N run for [9]" in errors and "fewer than two reps" in errors
