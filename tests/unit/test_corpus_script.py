@@ -507,3 +507,27 @@ def test_a_summary_where_scipy_is_missing_says_why_it_has_no_interval(tmp_path: 
     assert "scipy" in summary["projection_interval"]["skipped"]
     assert summary["ops_planned"] == 2 and summary["ops_ended"] == 1 and summary["unspanned"] == []
     assert summary["projection"]["measured_ops"] == 1
+
+
+def test_flaggems_own_runner_compiles_into_empty_caches_of_its_own(tmp_path: Path,
+                                                                   monkeypatch: pytest.MonkeyPatch) -> None:
+    """Both sides of the throughput table cold: FlagGems' runner gets a Triton and FlagGems cache
+    under its work folder, emptied before each call (a kernel of the file before is not reused)."""
+    import benchmarks.flaggems_corpus as corpus
+
+    work = tmp_path / "tp-own"
+    (work / "cache" / "triton").mkdir(parents=True)
+    (work / "cache" / "triton" / "kernel.cubin").write_text("left by the file before")
+    seen: dict[str, str] = {}
+
+    def bounded(cmd: list[str], budget_s: float, cwd: Path | None = None, log: Path | None = None,
+                env: dict[str, str] | None = None, **_: object) -> tuple[int, float]:
+        seen.update(env or {})
+        assert not (work / "cache").exists()  # emptied before the runner starts
+        return 0, 1.0
+
+    monkeypatch.setattr(corpus, "bounded", bounded)
+    monkeypatch.setenv("TRITON_CACHE_DIR", "/somewhere/warm")
+    assert corpus.flaggems_own(["benchmark/test_x.py::test_x"], work, 10.0, []) == ([], 1.0)
+    assert seen["TRITON_CACHE_DIR"] == str(work / "cache" / "triton")
+    assert seen["FLAGGEMS_CACHE_DIR"] == str(work / "cache" / "flaggems")

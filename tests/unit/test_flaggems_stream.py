@@ -44,3 +44,30 @@ def test_without_a_stream_file_nothing_is_wrapped(monkeypatch: pytest.MonkeyPatc
     monkeypatch.delenv("FLAGGEMS_STREAM", raising=False)
     flaggems_stream.pytest_collection_finish(None)
     assert base.update_result is original  # type: ignore[attr-defined]
+
+
+def test_a_module_recording_through_its_log_alone_is_streamed_and_json_text_becomes_a_record(
+        tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    """FlagGems' test_blas_perf_parallel.py records with emit_record_logger(result.to_json()) and
+    no update_result; test_convert_weight_to_int4pack.py hands update_result JSON text."""
+    logged: list[Any] = []
+    parallel = types.ModuleType("benchmark.test_blas_perf_parallel")
+    parallel.Benchmark = type("Benchmark", (), {})  # type: ignore[attr-defined]
+    parallel.BenchmarkResult = type("BenchmarkResult", (), {})  # type: ignore[attr-defined]
+    parallel.emit_record_logger = logged.append  # type: ignore[attr-defined]
+    text_module = types.ModuleType("benchmark.test_convert_weight_to_int4pack")
+    text_module.Benchmark = type("Benchmark", (), {})  # type: ignore[attr-defined]
+    text_module.update_result = lambda op, data: None  # type: ignore[attr-defined]
+    monkeypatch.setitem(sys.modules, parallel.__name__, parallel)
+    monkeypatch.setitem(sys.modules, text_module.__name__, text_module)
+    stream = tmp_path / "results.jsonl"
+    monkeypatch.setenv("FLAGGEMS_STREAM", str(stream))
+    flaggems_stream.pytest_collection_finish(None)
+    flaggems_stream.pytest_collection_finish(None)  # wrapped once
+    addr = {"op_name": "addr", "result": [{"speedup": 1.1}, {"speedup": 0.9}]}
+    parallel.emit_record_logger({"op_name": "addr", "recommended_core_shapes": []})  # type: ignore[attr-defined]
+    parallel.emit_record_logger(json.dumps(addr))  # type: ignore[attr-defined]
+    packed = {"op_name": "convert_weight_to_int4pack", "result": [{"speedup": 2.0}]}
+    text_module.update_result("convert_weight_to_int4pack", json.dumps(packed))  # type: ignore[attr-defined]
+    assert [json.loads(line) for line in stream.read_text().splitlines()] == [addr, packed]  # no attributes line
+    assert logged == [{"op_name": "addr", "recommended_core_shapes": []}, json.dumps(addr)]  # FlagGems' log still runs
