@@ -62,6 +62,7 @@ __all__ = [
     "SweepTask",
     "child_plugin",
     "op_file_stem",
+    "stem_clashes",
 ]
 
 # -- exit codes of `harness` commands (each HarnessError carries one of these) ----------------
@@ -120,6 +121,18 @@ CHILD_SPEC_VERSION = 4
 def op_file_stem(op: str) -> str:
     """A file name for an op's marker, spec and log (an id may carry a 'source:' prefix)."""
     return re.sub(r"[^A-Za-z0-9_.-]", "_", op)
+
+
+def stem_clashes(ops: Sequence[str]) -> list[tuple[str, str]]:
+    """Pairs of op ids that :func:`op_file_stem` maps to one file name (the id seen first, the
+    other): their markers, specs and logs would overwrite each other in a run directory."""
+    seen: dict[str, str] = {}
+    clashes = []
+    for op in ops:
+        first = seen.setdefault(op_file_stem(op), op)
+        if first != op:
+            clashes.append((first, op))
+    return clashes
 
 
 def times_path(exit_path: Path) -> Path:

@@ -22,7 +22,14 @@ from harness.autotune.store import AutotuneMeta, check_replay_source, write_meta
 from harness.backends import enumerate_devices, require_devices, resolve_backend
 from harness.backends.base import Backend
 from harness.backends.state import append_state, summarize_states
-from harness.contract import EXIT_FAILED, EXIT_INTERRUPTED, EXIT_OK, RunFiles
+from harness.contract import (
+    EXIT_FAILED,
+    EXIT_INTERRUPTED,
+    EXIT_OK,
+    RunFiles,
+    op_file_stem,
+    stem_clashes,
+)
 from harness.errors import UsageError
 from harness.options import RunOptions, flagtune_env
 from harness.results.runinfo import RunInfo, harness_commits
@@ -55,7 +62,7 @@ from harness.run.source import Chosen, Source
 from harness.run.spawn import StopToken, stop_on_signals
 from harness.run.sweep import SweepStep, resolve_sweep_devices
 
-__all__ = ["Prepared", "checked_replay", "execute", "finalize", "prepare", "prepare_resume", "run_part",
+__all__ = ["Prepared", "check_file_stems", "checked_replay", "execute", "finalize", "prepare", "prepare_resume", "run_part",
            "sweep_step"]
 
 
@@ -78,6 +85,14 @@ class Prepared:
     earlier_commits: tuple[str, ...] = ()
 
 
+def check_file_stems(ops: Sequence[str]) -> None:
+    """Refuse ops whose ids map to one file name in the run directory, naming the first pair."""
+    for first, other in stem_clashes(ops)[:1]:
+        raise UsageError(f"ops {first!r} and {other!r} would share the file name {op_file_stem(first)!r} in the run "
+                         "directory (their markers, logs and specs would overwrite each other): run them in "
+                         "separate runs (--ops or --ops-file).")
+
+
 def prepare(options: RunOptions, env: Mapping[str, str], source: Source, all_ops: bool = False) -> Prepared:
     """Validate everything the user gave and plan the run of ``source``'s ops; nothing is written
     yet (``all_ops``: ``--all``)."""
@@ -95,6 +110,7 @@ def prepare(options: RunOptions, env: Mapping[str, str], source: Source, all_ops
     assert chosen.plan_ops is not None, f"{source.name}: a new run's choice plans its ops"
     plan = RunPlan(run_id=run_id, backend=backend, level=chosen.level, plugins=chosen.plugins, devices=devices,
                    ops=chosen.plan_ops(devices), options=chosen.options)
+    check_file_stems([o.op for o in plan.ops])
     whole = Prepared(plan=plan, run_dir=run_dir.absolute(), dismissed=dict(chosen.dismissed), runner=chosen.runner,
                      sweep=_with_launcher(sweep_step(options, backend, devices, env), chosen))
     return run_part(whole, chosen.digest_facts) if options.shard is not None else whole

@@ -51,3 +51,19 @@ def test_a_spec_survives_its_file(spec: ChildSpec, tmp_path: Path) -> None:
     spec.dump(path)
     assert ChildSpec.load(path) == spec
     assert "extra" not in json.loads(path.read_text())  # every section is typed
+
+
+def test_two_op_ids_that_map_to_one_file_name_are_found_and_a_run_of_them_is_refused() -> None:
+    from harness.contract import op_file_stem, stem_clashes
+    from harness.errors import UsageError
+    from harness.run.execute import check_file_stems
+
+    assert op_file_stem("test_pow.py::pow_scalar") == "test_pow.py__pow_scalar"
+    ops = ["softmax", "test_pow.py::pow_scalar", "add", "test_pow.py__pow_scalar", "test_pow.py:?pow_scalar"]
+    assert stem_clashes(ops) == [("test_pow.py::pow_scalar", "test_pow.py__pow_scalar"),
+                                 ("test_pow.py::pow_scalar", "test_pow.py:?pow_scalar")]
+    assert stem_clashes(["softmax", "add", "Add"]) == []  # another case is another file name on Linux
+    check_file_stems(["softmax", "add"])  # nothing to refuse
+    with pytest.raises(UsageError, match=r"ops 'test_pow.py::pow_scalar' and 'test_pow.py__pow_scalar' would share "
+                                         r"the file name 'test_pow.py__pow_scalar'"):
+        check_file_stems(ops)
