@@ -49,7 +49,10 @@ __all__ = [
 #    version 1 or 2 gains the column, empty for the rows it held.
 # 4: runs.library_commit (the library commit the run measured, runinfo.library_commit); a file of
 #    an earlier version gains the column, empty for the runs it held.
-_SCHEMA_VERSION = 4
+# 5: runs.git_dirty (1 where the run's tracked harness files differed from git_commit, run.json's
+#    git_dirty; 0 where they did not); a file of an earlier version gains the column, empty for
+#    the runs it held.
+_SCHEMA_VERSION = 5
 # PRAGMA application_id of a history database ("HrnH"): what tells the harness's own SQLite file
 # from another program's, which is refused untouched. Files written before the mark was set are
 # known by their schema version and their two tables, and get the mark on their next write.
@@ -74,6 +77,7 @@ CREATE INDEX IF NOT EXISTS runs_by_fingerprint ON runs (fingerprint, started_at,
 EXPORT_COLUMNS = (
     "case_id", "fingerprint", "backend", "device_name", "run_id", "started_at", "git_commit",
     "status", "median_ms", "p10_ms", "p90_ms", "n", "torch_median_ms", "cause", "environment", "library_commit",
+    "git_dirty",
 )
 
 
@@ -160,6 +164,8 @@ class HistoryStore:
                 conn.execute("ALTER TABLE runs ADD COLUMN environment TEXT")
             if "library_commit" not in columns:
                 conn.execute("ALTER TABLE runs ADD COLUMN library_commit TEXT")
+            if "git_dirty" not in columns:
+                conn.execute("ALTER TABLE runs ADD COLUMN git_dirty INTEGER")
             if "cause" not in {row[1] for row in conn.execute("PRAGMA table_info(rows)")}:
                 conn.execute("ALTER TABLE rows ADD COLUMN cause TEXT")
             conn.execute(f"PRAGMA user_version = {_SCHEMA_VERSION}")
@@ -190,8 +196,10 @@ class HistoryStore:
                  info.get("started_at") or _now(), _now()),
             )
             seq = cur.lastrowid
-            conn.execute("UPDATE runs SET environment = ?, library_commit = ? WHERE seq = ?",
-                         (json.dumps(environment_values(info), sort_keys=True), library_commit(info) or None, seq))
+            dirty = info.get("git_dirty")
+            conn.execute("UPDATE runs SET environment = ?, library_commit = ?, git_dirty = ? WHERE seq = ?",
+                         (json.dumps(environment_values(info), sort_keys=True), library_commit(info) or None,
+                          None if dirty is None else int(bool(dirty)), seq))
             rows = []
             for r in run.records:
                 c = r.candidate.summary if r.candidate and r.status == "pass" else None
@@ -245,7 +253,8 @@ class HistoryStore:
 
     def export(self, fingerprint: str | None = None, cases: Sequence[str] = ()) -> list[dict[str, object]]:
         """Every stored value, ordered by case then time: each case's trend is contiguous. Each row
-        carries its run's harness commit (``git_commit``), software versions (``environment``: the
+        carries its run's harness commit (``git_commit``; ``git_dirty`` 1 where the run's tracked
+        files differed from it), software versions (``environment``: the
         JSON text of runinfo.environment_values) and ``library_commit``; None where the run was
         stored before they were kept."""
         where, args = [], []
@@ -258,7 +267,7 @@ class HistoryStore:
         sql = (
             "SELECT rows.case_id, runs.fingerprint, runs.backend, runs.device_name, runs.run_id,"
             " runs.started_at, runs.git_commit, rows.status, rows.median_ms, rows.p10_ms, rows.p90_ms,"
-            " rows.n, rows.torch_median_ms, rows.cause, runs.environment, runs.library_commit"
+            " rows.n, rows.torch_median_ms, rows.cause, runs.environment, runs.library_commit, runs.git_dirty"
             " FROM rows JOIN runs ON rows.run_seq = runs.seq"
             + (" WHERE " + " AND ".join(where) if where else "")
             + " ORDER BY rows.case_id, runs.fingerprint, runs.started_at, runs.seq"

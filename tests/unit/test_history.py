@@ -361,7 +361,32 @@ def test_a_schema_3_database_gains_the_library_commit_and_keeps_its_runs(tmp_pat
     _history(["add", str(_suite_night(tmp_path, 2, "v5.3.4-1-gabcdef0"))], db)
     commits = {r["run_id"]: r["library_commit"] for r in HistoryStore(db).export()}
     assert commits == {"old-night": None, "night-fp-a-02": "abcdef0"}
+    # git_dirty (schema 5): unknown for the run the old file held and for a run.json that does not say
+    assert {r["run_id"]: r["git_dirty"] for r in HistoryStore(db).export()} == {"old-night": None, "night-fp-a-02": None}
     conn = sqlite3.connect(db)
-    assert conn.execute("PRAGMA user_version").fetchone()[0] == 4
+    assert conn.execute("PRAGMA user_version").fetchone()[0] == 5
     assert conn.execute("PRAGMA application_id").fetchone()[0] == APPLICATION_ID
     conn.close()
+
+
+def test_a_run_of_a_changed_tree_is_stored_dirty_and_the_site_says_so(tmp_path: Path) -> None:
+    import json
+
+    from harness.results.html.history import judged_points
+
+    db = tmp_path / "history.sqlite"
+    clean, edited = _suite_night(tmp_path, 1, "v5.3.4"), _suite_night(tmp_path, 2, "v5.3.4")
+    info = json.loads((edited / "run.json").read_text())
+    info["git_dirty"] = True
+    write_json(edited / "run.json", info)
+    info = json.loads((clean / "run.json").read_text())
+    info["git_dirty"] = False
+    write_json(clean / "run.json", info)
+    for night in (clean, edited):
+        _history(["add", str(night)], db)
+    rows = [r for r in HistoryStore(db).export() if str(r["case_id"]).startswith("softmax")]
+    assert [(r["git_commit"], r["git_dirty"]) for r in rows] == [(f"{1:040d}", 0), (f"{2:040d}", 1)]
+    _, text = _history(["export"], db)
+    assert [r["git_dirty"] for r in csv.DictReader(io.StringIO(text)) if r["case_id"] == rows[0]["case_id"]] == ["0", "1"]
+    shown = {p["run_id"]: p["commit_short"] for p in judged_points(rows)}
+    assert shown == {rows[0]["run_id"]: f"{1:040d}"[:12], rows[1]["run_id"]: f"{2:040d}"[:12] + "+dirty"}
