@@ -458,14 +458,18 @@ def _cmd_ab(ns: argparse.Namespace, env: Mapping[str, str], stdout: TextIO) -> i
 def _cmd_history(ns: argparse.Namespace, env: Mapping[str, str], stdout: TextIO) -> int:
     from harness.compare.compare import load_run
     from harness.compare.history import (
+        RANGES_FILE,
         HistoryRules,
         HistoryStore,
         check_history_environment,
         check_run,
+        ranges_json,
         render_trend_csv,
         run_medians,
     )
+    from harness.results.runinfo import library_commit
     from harness.results.store import atomic_write_text
+    from harness.results.trend import regression_ranges
 
     db = resolve_history_db({"db": ns.db or None}, env, read_project_config())
     store = HistoryStore(db)
@@ -504,7 +508,9 @@ def _cmd_history(ns: argparse.Namespace, env: Mapping[str, str], stdout: TextIO)
     run = load_run(Path(ns.run))
     warnings = check_history_environment(run, store.window_environments(run, rules.window), ns.allow_mismatch)
     checks = check_run(run_medians(run), store.earlier_runs(run), rules)
-    markdown = render_history_markdown(run, checks, rules, str(db))
+    commits = [*store.earlier_library_commits(run), library_commit(run.info)]
+    ranges, unnamed = regression_ranges(checks, {r.case_id: r.op for r in run.records}, commits)
+    markdown = render_history_markdown(run, checks, rules, str(db), ranges, unnamed)
     if warnings:
         head, _, rest = markdown.partition("\n")
         markdown = "\n".join([head, "", *(f"- **warning**: {w}" for w in warnings)]) + "\n" + rest
@@ -513,6 +519,7 @@ def _cmd_history(ns: argparse.Namespace, env: Mapping[str, str], stdout: TextIO)
         out = Path(ns.out)
         atomic_write_text(out / "history-check.md", markdown)
         atomic_write_text(out / "history-check-junit.xml", render_history_junit(checks))
+        atomic_write_text(out / RANGES_FILE, ranges_json(run.run_id, ranges, unnamed))
     flagged = [c for c in checks if c.status == "regression"]
     if flagged:
         raise GateFailed(f"history check of {ns.run}: {len(flagged)} regression(s) against {db}; "

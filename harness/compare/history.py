@@ -19,6 +19,7 @@ from __future__ import annotations
 
 import datetime as _dt
 import json
+import re
 import sqlite3
 from collections.abc import Iterator, Mapping, Sequence
 from contextlib import contextmanager
@@ -29,7 +30,7 @@ from harness.compare.spread import SpreadTable, history_series, measured_spread
 from harness.errors import UsageError
 from harness.results.runinfo import environment_values, fingerprint, library_commit
 from harness.results.store import csv_text
-from harness.results.trend import CaseCheck, HistoryRules, assess_case, check_run
+from harness.results.trend import CaseCheck, HistoryRules, RegressionRange, assess_case, check_run
 
 __all__ = [
     "APPLICATION_ID",
@@ -40,6 +41,10 @@ __all__ = [
     "assess_case",
     "check_history_environment",
     "check_run",
+    "RANGES_FILE",
+    "RANGES_VERSION",
+    "ranges_json",
+    "read_ranges",
     "render_trend_csv",
     "with_history_spread",
 ]
@@ -211,25 +216,34 @@ class HistoryStore:
                              " n, torch_median_ms, cause) VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?)", rows)
         return len(rows), bool(old)
 
+    def _earlier_seqs(self, conn: sqlite3.Connection, run: RunData, limit: int) -> list[int]:
+        """The stored runs of this run's fingerprint that started before it, oldest first."""
+        fingerprint = _fingerprint(run)
+        me = conn.execute("SELECT started_at, seq FROM runs WHERE run_id = ?", (run.run_id,)).fetchone()
+        if me is None:
+            started = str(run.info.get("started_at") or _now())
+            cond, args = "(started_at < ? OR (started_at = ? AND run_id < ?))", [started, started, run.run_id]
+        else:
+            cond, args = "(started_at < ? OR (started_at = ? AND seq < ?))", [me[0], me[0], me[1]]
+        seqs = [s for (s,) in conn.execute(
+            f"SELECT seq FROM runs WHERE fingerprint = ? AND {cond} ORDER BY started_at DESC, seq DESC LIMIT ?",
+            [fingerprint, *args, limit],
+        )]
+        return list(reversed(seqs))
+
     def earlier_runs(self, run: RunData, limit: int = 200) -> list[dict[str, float | None]]:
         """Medians of the runs of this run's fingerprint that started before it, oldest first."""
-        fingerprint = _fingerprint(run)
         with self._connect() as conn:
-            me = conn.execute("SELECT started_at, seq FROM runs WHERE run_id = ?", (run.run_id,)).fetchone()
-            if me is None:
-                started = str(run.info.get("started_at") or _now())
-                cond, args = "(started_at < ? OR (started_at = ? AND run_id < ?))", [started, started, run.run_id]
-            else:
-                cond, args = "(started_at < ? OR (started_at = ? AND seq < ?))", [me[0], me[0], me[1]]
-            seqs = [s for (s,) in conn.execute(
-                f"SELECT seq FROM runs WHERE fingerprint = ? AND {cond} ORDER BY started_at DESC, seq DESC LIMIT ?",
-                [fingerprint, *args, limit],
-            )]
-            out = []
-            for seq in reversed(seqs):
-                out.append({case: median for case, median in conn.execute(
-                    "SELECT case_id, median_ms FROM rows WHERE run_seq = ?", (seq,))})
-        return out
+            return [{case: median for case, median in conn.execute(
+                "SELECT case_id, median_ms FROM rows WHERE run_seq = ?", (seq,))}
+                for seq in self._earlier_seqs(conn, run, limit)]
+
+    def earlier_library_commits(self, run: RunData, limit: int = 200) -> list[str]:
+        """The library commit of each run :meth:`earlier_runs` returns, in its order ("" where a
+        run names none or was stored before the commit was kept)."""
+        with self._connect() as conn:
+            return [str(conn.execute("SELECT library_commit FROM runs WHERE seq = ?", (seq,)).fetchone()[0] or "")
+                    for seq in self._earlier_seqs(conn, run, limit)]
 
     def window_environments(self, run: RunData, window: int) -> list[tuple[str, dict[str, str]]]:
         """(run id, software versions) of the last ``window`` runs of this run's fingerprint that
@@ -274,6 +288,45 @@ class HistoryStore:
         )
         with self._connect() as conn:
             return [dict(zip(EXPORT_COLUMNS, row, strict=True)) for row in conn.execute(sql, args)]
+
+
+# `history check --out DIR` writes DIR/bisect-ranges.json: where each regression's slowdown began,
+# as library commits (harness.results.trend.regression_ranges). Version 1.
+RANGES_FILE = "bisect-ranges.json"
+RANGES_VERSION = 1
+_COMMIT = re.compile(r"[0-9a-f]{7,64}")
+_OP = re.compile(r"[A-Za-z0-9_.:\-]+")
+
+
+def ranges_json(run_id: str, ranges: Sequence[RegressionRange], unnamed: Sequence[str]) -> str:
+    """bisect-ranges.json's text."""
+    return json.dumps({"format_version": RANGES_VERSION, "run_id": run_id,
+                       "ranges": [{"good": r.good, "bad": r.bad, "ops": list(r.ops), "cases": list(r.cases)}
+                                  for r in ranges],
+                       "unnamed": list(unnamed)}, indent=1) + "\n"
+
+
+def read_ranges(path: Path) -> list[RegressionRange]:
+    """The ranges of a bisect-ranges.json, checked: its version, each commit a hex SHA and each op
+    id plain (letters, digits, ``_ . : -``), since a workflow puts them on a command line;
+    UsageError naming what is wrong."""
+    try:
+        data = json.loads(path.read_text(encoding="utf-8"))
+    except (OSError, ValueError) as exc:
+        raise UsageError(f"{path}: cannot read it as JSON ({exc}).") from None
+    if not isinstance(data, dict) or data.get("format_version") != RANGES_VERSION:
+        raise UsageError(f"{path}: format_version {data.get('format_version') if isinstance(data, dict) else None!r};"
+                         f" this harness reads {RANGES_VERSION}.")
+    found = []
+    for i, item in enumerate(data.get("ranges") or []):
+        good, bad = (item.get(k) if isinstance(item, dict) else None for k in ("good", "bad"))
+        ops, cases = (item.get(k) if isinstance(item, dict) else None for k in ("ops", "cases"))
+        if not (isinstance(good, str) and _COMMIT.fullmatch(good) and isinstance(bad, str) and _COMMIT.fullmatch(bad)):
+            raise UsageError(f"{path}: ranges[{i}]: good and bad must be hex commit ids, got {good!r} and {bad!r}.")
+        if not (isinstance(ops, list) and ops and all(isinstance(o, str) and _OP.fullmatch(o) for o in ops)):
+            raise UsageError(f"{path}: ranges[{i}].ops: a list of op ids (letters, digits, _ . : -), got {ops!r}.")
+        found.append(RegressionRange(good, bad, tuple(ops), tuple(str(c) for c in cases or ())))
+    return found
 
 
 def with_history_spread(spread: SpreadTable, db: Path, base_info: Mapping[str, object]) -> SpreadTable:

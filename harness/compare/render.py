@@ -10,6 +10,7 @@ from harness.compare.compare import FAILING, NOT_COMPARED, Comparison, RowCompar
 from harness.compare.history import CaseCheck, HistoryRules
 from harness.results.render import commit_label, serialise_junit
 from harness.results.store import csv_text
+from harness.results.trend import RegressionRange
 
 __all__ = [
     "COMPARE_COLUMNS",
@@ -230,8 +231,10 @@ def _history_counts(checks: Sequence[CaseCheck]) -> dict[str, int]:
     return counts
 
 
-def render_history_markdown(run: RunData, checks: Sequence[CaseCheck], rules: HistoryRules, db: str) -> str:
-    """history-check.md: flagged cases first, then suspects, then improvements."""
+def render_history_markdown(run: RunData, checks: Sequence[CaseCheck], rules: HistoryRules, db: str,
+                            ranges: Sequence[RegressionRange] = (), unnamed: Sequence[str] = ()) -> str:
+    """history-check.md: flagged cases first, then suspects, then improvements; then where each
+    regression's slowdown began, as library commits to bisect (``ranges``, ``unnamed``)."""
     regressions = [c for c in checks if c.status == "regression"]
     headline = (f"## History check: FAIL ({len(regressions)} regression(s))" if regressions
                 else "## History check: PASS")
@@ -260,6 +263,17 @@ def render_history_markdown(run: RunData, checks: Sequence[CaseCheck], rules: Hi
             change = f"{(c.ratio - 1) * 100:+.1f}%" if c.ratio is not None else ""
             lines.append(f"| `{c.case_id}` | {fmt_ms(c.baseline_ms)} | {fmt_ms(c.current_ms)} | "
                          f"{change} | {_cell(c.reason)} |")
+        lines.append("")
+    if ranges or unnamed:
+        lines += ["### Where the slowdowns began", "",
+                  "The library commit of the last run before each slowdown (good) and of its first slow run "
+                  "(bad); `harness bisect` names the commit between them (LIBRARY_GIT: a clone of the "
+                  "library, TREE: the benchmark tree these runs measured).", ""]
+        for found in ranges:
+            lines.append(f"- {found.good[:12]}..{found.bad[:12]}: {len(found.cases)} case(s) of "
+                         f"{', '.join(f'`{op}`' for op in found.ops)}: `harness bisect --repo LIBRARY_GIT "
+                         f"--good {found.good} --bad {found.bad} -- --suite TREE --ops {' '.join(found.ops)}`")
+        lines += [f"- {_cell(line)}" for line in unnamed]
         lines.append("")
     return "\n".join(lines)
 

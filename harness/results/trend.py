@@ -8,7 +8,9 @@ previous ``persist - 1`` runs, or at once when it is slower by more than ``large
 (harness.results.html.history) both judge with it, so it sits below both.
 
 A series' run-to-run spread (:func:`history_spread`, which `harness compare|gate --history`
-also uses) says how small a lasting slowdown the rule can catch (:func:`detectable_change`)."""
+also uses) says how small a lasting slowdown the rule can catch (:func:`detectable_change`).
+:func:`regression_ranges` names, for each regression, the library commits between the last run
+before its slowdown and the first slow run: the range `harness bisect` searches."""
 
 from __future__ import annotations
 
@@ -18,8 +20,8 @@ import statistics
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 
-__all__ = ["DETECT_CHANCE", "MIN_MEASURED_SIGMA", "CaseCheck", "HistoryRules", "assess_case", "check_run",
-           "detectable_change", "history_spread"]
+__all__ = ["DETECT_CHANCE", "MIN_MEASURED_SIGMA", "CaseCheck", "HistoryRules", "RegressionRange", "assess_case",
+           "check_run", "detectable_change", "history_spread", "regression_ranges"]
 
 # The least spread a case's history is taken to show: a timer's own resolution and rounding keep
 # two runs from agreeing closer than this, however quiet a short history looked.
@@ -54,6 +56,7 @@ class CaseCheck:
     baseline_ms: float | None = None
     ratio: float | None = None
     history: int = 0  # how many earlier values the baseline drew on
+    streak: int = 0  # slow runs in a row ending with this one (a regression or suspect; else 0)
 
 
 def _baseline(earlier: Sequence[float | None], rules: HistoryRules) -> tuple[float, int] | None:
@@ -86,26 +89,26 @@ def assess_case(
     ratio = current / baseline
     change = f"{(ratio - 1) * 100:+.1f}% against the median of the last {used} run(s)"
 
-    def verdict(status: str, reason: str) -> CaseCheck:
+    def verdict(status: str, reason: str, streak: int = 0) -> CaseCheck:
         return CaseCheck(case_id, status, reason, current_ms=current, baseline_ms=baseline,
-                         ratio=ratio, history=used)
+                         ratio=ratio, history=used, streak=streak)
 
-    if ratio > 1 + rules.large:
-        return verdict("regression", f"{change}: beyond {rules.large:.0%}, flagged at once")
     if ratio > 1 + rules.threshold:
         streak = 1
         k = len(earlier)
-        while streak < rules.persist and k > 0:
+        while k > 0:  # the whole streak: where the slowdown began (regression_ranges)
             k -= 1
             value = earlier[k]
             earlier_ratio = _ratio(earlier[:k], value, rules) if value is not None else None
             if earlier_ratio is None or earlier_ratio <= 1 + rules.threshold:
                 break
             streak += 1
+        if ratio > 1 + rules.large:
+            return verdict("regression", f"{change}: beyond {rules.large:.0%}, flagged at once", streak)
         if streak >= rules.persist:
             return verdict("regression",
-                           f"{change}: slower than {rules.threshold:.0%} in {streak} consecutive runs")
-        return verdict("suspect", f"{change}: flagged if the next run is slower too")
+                           f"{change}: slower than {rules.threshold:.0%} in {streak} consecutive runs", streak)
+        return verdict("suspect", f"{change}: flagged if the next run is slower too", streak)
     if ratio < 1 / (1 + rules.threshold):
         return verdict("improvement", change)
     return verdict("ok", change)
@@ -121,6 +124,52 @@ def check_run(
         assess_case(case_id, [run.get(case_id) for run in earlier_runs], value, rules)
         for case_id, value in current.items()
     ]
+
+
+@dataclass(frozen=True)
+class RegressionRange:
+    """Regressions whose slowdown began between two library commits: ``good`` measured by the last
+    run before the slowdown, ``bad`` by the first slow run; ``ops`` and ``cases`` in check order."""
+
+    good: str
+    bad: str
+    ops: tuple[str, ...]
+    cases: tuple[str, ...]
+
+
+def regression_ranges(checks: Sequence[CaseCheck], ops: Mapping[str, str], commits: Sequence[str],
+                      ) -> tuple[list[RegressionRange], list[str]]:
+    """The library-commit range of each regression in ``checks``, regressions of one range
+    grouped, and a line for each regression no range can be named for.
+
+    ``commits`` holds the library commit of each run the checks judged against, oldest first,
+    then the checked run's own ("" where a run names none); ``ops`` maps a case id to its op. A
+    regression's slowdown began at its first slow run (``streak`` runs from the end); the run
+    before it is the last good one. Where both name the same commit the library did not change
+    there (the harness, torch, the driver or the machine did), so there is nothing to bisect."""
+    grouped: dict[tuple[str, str], tuple[list[str], list[str]]] = {}
+    unnamed: list[str] = []
+    for check in checks:
+        if check.status != "regression":
+            continue
+        first = len(commits) - max(check.streak, 1)
+        good = commits[first - 1] if first >= 1 else ""
+        bad = commits[first] if 0 <= first < len(commits) else ""
+        if not good or not bad:
+            unnamed.append(f"{check.case_id}: no library commit recorded for the run "
+                           f"{'before the slowdown' if not good else 'where it began'}")
+            continue
+        if good == bad:
+            unnamed.append(f"{check.case_id}: the library commit ({good[:12]}) is the same before and after the "
+                           "slowdown; something else changed (the harness, torch, the driver or the machine)")
+            continue
+        op_list, cases = grouped.setdefault((good, bad), ([], []))
+        op = ops.get(check.case_id, check.case_id.split("[", 1)[0])
+        if op not in op_list:
+            op_list.append(op)
+        cases.append(check.case_id)
+    ranges = [RegressionRange(good, bad, tuple(o), tuple(c)) for (good, bad), (o, c) in grouped.items()]
+    return ranges, unnamed
 
 
 def history_spread(medians: Sequence[float | None], min_runs: int = 4) -> float | None:

@@ -5,6 +5,7 @@ from __future__ import annotations
 import argparse
 import csv
 import io
+import re
 from collections.abc import Sequence
 from dataclasses import replace
 from pathlib import Path
@@ -390,3 +391,71 @@ def test_a_run_of_a_changed_tree_is_stored_dirty_and_the_site_says_so(tmp_path: 
     assert [r["git_dirty"] for r in csv.DictReader(io.StringIO(text)) if r["case_id"] == rows[0]["case_id"]] == ["0", "1"]
     shown = {p["run_id"]: p["commit_short"] for p in judged_points(rows)}
     assert shown == {rows[0]["run_id"]: f"{1:040d}"[:12], rows[1]["run_id"]: f"{2:040d}"[:12] + "+dirty"}
+
+
+def test_a_regression_names_the_library_commits_around_where_its_slowdown_began() -> None:
+    from harness.results.trend import CaseCheck, RegressionRange, regression_ranges
+
+    # the streak is counted whole: four slow runs in a row, the baseline not yet moved by them
+    check = assess_case("c", [1.0] * 6 + [1.1, 1.1, 1.1], 1.1, HistoryRules(window=9, persist=2))
+    assert (check.status, check.streak) == ("regression", 4)
+    assert assess_case("c", [1.0] * 5, 1.3, RULES).streak == 1  # flagged at once, slow tonight only
+    commits = ["a" * 40, "a" * 40, "b" * 40, "c" * 40, "c" * 40]  # the checked run's last
+    ops = {"mm[x]": "mm", "mm[y]": "mm", "softmax[x]": "softmax"}
+    checks = [CaseCheck("mm[x]", "regression", "", streak=2), CaseCheck("mm[y]", "regression", "", streak=2),
+              CaseCheck("softmax[x]", "regression", "", streak=1), CaseCheck("add[x]", "suspect", "", streak=1),
+              CaseCheck("sum[x]", "regression", "", streak=5), CaseCheck("exp[x]", "ok", "")]
+    ranges, unnamed = regression_ranges(checks, ops, commits)
+    # mm slow in the last two runs: good is the run before them (b), bad the first slow one (c)
+    assert ranges == [RegressionRange("b" * 40, "c" * 40, ("mm",), ("mm[x]", "mm[y]"))]
+    assert len(unnamed) == 2
+    assert unnamed[0].startswith("softmax[x]: the library commit (cccccccccccc) is the same before and after")
+    assert unnamed[1] == "sum[x]: no library commit recorded for the run before the slowdown"
+    _, missing = regression_ranges([CaseCheck("mm[x]", "regression", "", streak=1)], ops, ["a" * 40, ""])
+    assert missing == ["mm[x]: no library commit recorded for the run where it began"]
+
+
+def _gems_night(root: Path, day: int, commit: str, slow: dict[str, float] | None = None) -> Path:
+    """A night of FlagGems at ``commit`` (its tree ref names it)."""
+    import json
+
+    path = _run(root, day, slow=slow)
+    info = json.loads((path / "run.json").read_text())
+    info["suite"] = {"ref": f"main ({commit[:7]}, {commit})", "layout": "v5.3", "package": "flag_gems"}
+    write_json(path / "run.json", info)
+    return path
+
+
+def test_history_check_writes_the_range_to_bisect_and_the_command(tmp_path: Path) -> None:
+    import json
+
+    from harness.compare.history import RANGES_FILE, read_ranges
+
+    db = tmp_path / "history.sqlite"
+    good, bad = "1" * 40, "2" * 40
+    for day in range(1, 6):
+        _history(["add", str(_gems_night(tmp_path, day, good))], db)
+    _history(["add", str(_gems_night(tmp_path, 6, bad, slow={"softmax": 0.15}))], db)
+    night = _gems_night(tmp_path, 7, bad, slow={"softmax": 0.15})
+    _history(["add", str(night)], db)
+    with pytest.raises(GateFailed):
+        _history(["check", str(night), "--out", str(night / "history")], db)
+    (found,) = read_ranges(night / "history" / RANGES_FILE)
+    assert (found.good, found.bad, found.ops) == (good, bad, ("softmax",))
+    md = (night / "history" / "history-check.md").read_text()
+    assert f"`harness bisect --repo LIBRARY_GIT --good {good} --bad {bad} -- --suite TREE --ops softmax`" in md
+    # a quiet night writes the file too, with no range
+    quiet = _gems_night(tmp_path, 8, bad)
+    _history(["add", str(quiet)], db)
+    _history(["check", str(quiet), "--out", str(quiet / "history")], db)
+    assert read_ranges(quiet / "history" / RANGES_FILE) == []
+    # what a workflow puts on a command line is checked
+    bad_file = tmp_path / "ranges.json"
+    for data, problem in (({"format_version": 2}, "format_version 2"),
+                          ({"format_version": 1, "ranges": [{"good": "HEAD; rm -rf /", "bad": bad, "ops": ["x"]}]},
+                           "hex commit ids"),
+                          ({"format_version": 1, "ranges": [{"good": good, "bad": bad, "ops": ["mm $(id)"]}]},
+                           "a list of op ids")):
+        bad_file.write_text(json.dumps(data))
+        with pytest.raises(UsageError, match=re.escape(problem)):
+            read_ranges(bad_file)
