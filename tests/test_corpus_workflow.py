@@ -246,8 +246,22 @@ def _publish(work: Path, store: Path, shards: list[str], night: str, run_id: str
     shutil.rmtree(work / "site", ignore_errors=True)
     for name in shards:
         shutil.copytree(store / name, work / "shards" / name)
-    env = _env(work, "publish", SHARDS_EXPECTED=expected, NIGHT=night, GITHUB_RUN_ID=run_id)
+    env = _env(work, "publish", SHARDS_EXPECTED=expected, NIGHT=night, NAME="v5.3.4", GITHUB_RUN_ID=run_id)
     return _bash(str(_step("publish", "Merge, check, store")["run"]), work, env)
+
+
+def _slowed(records: Path, factor: float) -> None:
+    """A shard's records with every candidate's samples ``factor`` times as long."""
+    from dataclasses import replace
+
+    from harness.results.schema import Timing
+    from harness.results.store import append_record, read_records
+
+    rows = read_records(records)
+    records.unlink()
+    for r in rows:
+        c = r.candidate
+        append_record(records, r if c is None else replace(r, candidate=Timing.of([x * factor for x in c.samples_ms])))
 
 
 def _nights(work: Path) -> list[dict[str, str]]:
@@ -363,8 +377,24 @@ def test_a_night_runs_shards_merges_stores_whole_and_the_next_replays_it(tmp_pat
     record = _publish(pub, store, ["cpu-1", "cpu-2"], "2026-12-09", "1006")
     assert record.returncode == 0, record.stdout[-3000:] + record.stderr[-3000:]
     assert (_nights(pub)[-1]["library"], _nights(pub)[-1]["aa"]) == (library, "")
+    # Night 7: another FlagGems commit, every case 50% slower: flagged at once, and the range to
+    # bisect named: night 6's commit (the last before the slowdown) to night 7's.
+    slow = tmp_path / "artifacts-7"
+    for k in (1, 2):
+        shutil.copytree(store / f"cpu-{k}", slow / f"cpu-{k}")
+        path = slow / f"cpu-{k}" / "run.json"
+        path.write_text(path.read_text().replace(library, "e" * 40))
+        _slowed(slow / f"cpu-{k}" / "records.jsonl", 1.5)
+    record = _publish(pub, slow, ["cpu-1", "cpu-2"], "2026-12-10", "1007")
+    assert record.returncode == 1, record.stdout[-3000:] + record.stderr[-3000:]  # the regressions fail it
+    (named,) = [line for line in record.stdout.splitlines() if "began between FlagGems" in line]
+    assert named.startswith(f"::warning::cpu: {_nights(pub)[-1]['flagged']} regression(s) of ")
+    assert f"between FlagGems {library[:12]} and {'e' * 12}: harness bisect --repo FLAGGEMS_CLONE --good {library} " \
+           f"--bad {'e' * 40} -- --suite <FlagGems v5.3.4>/benchmark --ops " in named
+    stored = pub / "data" / "corpus" / "cpu" / soft / "2026-12-10-1007" / "history" / "bisect-ranges.json"
+    assert json.loads(stored.read_text())["ranges"][0]["good"] == library  # kept with the night
     # A nights.csv whose header this workflow does not know is refused, nothing recorded.
     nights.write_text("when,what\n1,2\n")
-    record = _publish(pub, store, ["cpu-1", "cpu-2"], "2026-12-10", "1007")
+    record = _publish(pub, store, ["cpu-1", "cpu-2"], "2026-12-11", "1008")
     assert record.returncode == 1 and "not a header this workflow knows" in record.stdout
     assert nights.read_text() == "when,what\n1,2\n"
