@@ -229,7 +229,9 @@ def flaggems_own(nodes: Sequence[str], work: Path, budget: float, options: Seque
     results = []
     for line in stream.read_text(errors="replace").splitlines() if stream.is_file() else []:
         with contextlib.suppress(json.JSONDecodeError):  # the line a budget cut mid-write
-            results.append(json.loads(line))
+            found = json.loads(line)
+            if isinstance(found, dict):  # a result; anything else FlagGems handed over is none
+                results.append(found)
     return results, wall
 
 

@@ -531,3 +531,15 @@ def test_flaggems_own_runner_compiles_into_empty_caches_of_its_own(tmp_path: Pat
     assert corpus.flaggems_own(["benchmark/test_x.py::test_x"], work, 10.0, []) == ([], 1.0)
     assert seen["TRITON_CACHE_DIR"] == str(work / "cache" / "triton")
     assert seen["FLAGGEMS_CACHE_DIR"] == str(work / "cache" / "flaggems")
+
+
+def test_another_sample_seed_draws_the_throughput_files_in_another_order(monkeypatch: pytest.MonkeyPatch) -> None:
+    import benchmarks.flaggems_corpus as corpus
+
+    files = [f"test_op{i}.py" for i in range(40)]
+    monkeypatch.setattr(corpus, "SAMPLE_SEED", "")
+    plain = sorted(files, key=corpus.file_order)
+    monkeypatch.setattr(corpus, "SAMPLE_SEED", "nightly-b")
+    seeded = sorted(files, key=corpus.file_order)
+    assert sorted(seeded) == sorted(plain) and seeded[:12] != plain[:12]
+    assert seeded == sorted(files, key=corpus.file_order)  # the same seed, the same draw

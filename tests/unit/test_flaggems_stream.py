@@ -55,9 +55,15 @@ def test_a_module_recording_through_its_log_alone_is_streamed_and_json_text_beco
     parallel.Benchmark = type("Benchmark", (), {})  # type: ignore[attr-defined]
     parallel.BenchmarkResult = type("BenchmarkResult", (), {})  # type: ignore[attr-defined]
     parallel.emit_record_logger = logged.append  # type: ignore[attr-defined]
+    # as FlagGems' module: `from . import base` (no Benchmark of its own), BenchmarkResult from consts
     text_module = types.ModuleType("benchmark.test_convert_weight_to_int4pack")
-    text_module.Benchmark = type("Benchmark", (), {})  # type: ignore[attr-defined]
+    text_module.BenchmarkResult = type("BenchmarkResult", (), {})  # type: ignore[attr-defined]
     text_module.update_result = lambda op, data: None  # type: ignore[attr-defined]
+    text_module.emit_record_logger = logged.append  # type: ignore[attr-defined]  # called too: not streamed
+    conftest = types.ModuleType("benchmark.conftest")  # defines both, records nothing of its own
+    conftest.update_result = lambda op, data: None  # type: ignore[attr-defined]
+    conftest.emit_record_logger = lambda message: None  # type: ignore[attr-defined]
+    monkeypatch.setitem(sys.modules, conftest.__name__, conftest)
     monkeypatch.setitem(sys.modules, parallel.__name__, parallel)
     monkeypatch.setitem(sys.modules, text_module.__name__, text_module)
     stream = tmp_path / "results.jsonl"
@@ -69,5 +75,9 @@ def test_a_module_recording_through_its_log_alone_is_streamed_and_json_text_beco
     parallel.emit_record_logger(json.dumps(addr))  # type: ignore[attr-defined]
     packed = {"op_name": "convert_weight_to_int4pack", "result": [{"speedup": 2.0}]}
     text_module.update_result("convert_weight_to_int4pack", json.dumps(packed))  # type: ignore[attr-defined]
+    text_module.emit_record_logger(json.dumps(packed))  # type: ignore[attr-defined]
+    assert not hasattr(conftest.update_result, "_flaggems_stream")
+    assert not hasattr(conftest.emit_record_logger, "_flaggems_stream")
     assert [json.loads(line) for line in stream.read_text().splitlines()] == [addr, packed]  # no attributes line
-    assert logged == [{"op_name": "addr", "recommended_core_shapes": []}, json.dumps(addr)]  # FlagGems' log still runs
+    assert logged == [{"op_name": "addr", "recommended_core_shapes": []}, json.dumps(addr),
+                      json.dumps(packed)]  # FlagGems' log still runs

@@ -391,6 +391,10 @@ def test_a_run_of_a_changed_tree_is_stored_dirty_and_the_site_says_so(tmp_path: 
     assert [r["git_dirty"] for r in csv.DictReader(io.StringIO(text)) if r["case_id"] == rows[0]["case_id"]] == ["0", "1"]
     shown = {p["run_id"]: p["commit_short"] for p in judged_points(rows)}
     assert shown == {rows[0]["run_id"]: f"{1:040d}"[:12], rows[1]["run_id"]: f"{2:040d}"[:12] + "+dirty"}
+    # points from the CSV export: "0" and "" are clean
+    as_text = [{**r, "git_dirty": v} for r, v in zip(rows, ("0", "1"), strict=True)]
+    assert [p["commit_short"].endswith("+dirty") for p in judged_points(as_text)] == [False, True]
+    assert not judged_points([{**rows[0], "git_dirty": ""}])[0]["commit_short"].endswith("+dirty")
 
 
 def test_a_regression_names_the_library_commits_around_where_its_slowdown_began() -> None:

@@ -5,7 +5,8 @@ Input is plain data: one dict per case per run, with the columns of the history 
 (harness/compare/history.py EXPORT_COLUMNS: case_id, fingerprint, backend, device_name,
 run_id, started_at, git_commit, status, median_ms, p10_ms, p90_ms, n, torch_median_ms,
 cause, ``environment``: the run's software versions, a mapping or its JSON text, and
-``library_commit``: the library's commit the run measured), any of them may be absent;
+``library_commit``: the library's commit the run measured, ``git_dirty``: 1 where the run's
+harness files differed from ``git_commit``, shown as ``COMMIT+dirty``), any of them may be absent;
 optionally ``op`` and a precomputed ``check``/``reason``. Points without a check are judged here with the history rules
 (:func:`harness.results.trend.assess_case`).
 
@@ -142,6 +143,11 @@ def _change(before: Mapping[str, Any], after: Mapping[str, Any]) -> str:
     return ""
 
 
+def _flag(value: Any) -> bool:
+    """A yes/no column as the store gives it (1/0, None) or as its CSV export does ("1", "0", "")."""
+    return value is True or value == 1 or str(value).strip().lower() in ("1", "true")
+
+
 def judged_points(points: Sequence[Mapping[str, Any]], rules: HistoryRules | None = None,
                   commit_url: str | None = None) -> list[dict[str, Any]]:
     """Normalised points grouped by series (case, backend, device model), oldest first within
@@ -160,7 +166,7 @@ def judged_points(points: Sequence[Mapping[str, Any]], rules: HistoryRules | Non
             "case_id": case, "op": _op_of(p), "series": f"{backend} · {device}",
             "fingerprint": str(p.get("fingerprint") or f"{backend}/{device}"),
             "run_id": str(p.get("run_id") or ""), "t": str(p.get("started_at") or ""),
-            "commit": commit, "commit_short": commit[:12] + ("+dirty" if p.get("git_dirty") else ""),
+            "commit": commit, "commit_short": commit[:12] + ("+dirty" if _flag(p.get("git_dirty")) else ""),
             "url": _commit_href(commit_url, commit),
             "library_commit": library, "environment": _environment(p.get("environment")),
             "status": status or "pass", "median_ms": median,
