@@ -175,13 +175,16 @@ def tally(rows: Sequence[RowComparison], min_us: float) -> dict[str, Counter[str
 
 def main(argv: Sequence[str] | None = None) -> int:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
-    parser.add_argument("runs", type=Path, help="a folder of sample-K and warm-K-cN run directories")
+    parser.add_argument("runs", type=Path,
+                        help="a folder of sample-K and warm-K-cN run directories (with --repeats: rep-N ones)")
     parser.add_argument("--min-us", type=float, default=10.0, help="rows whose base kernel is this fast or slower")
     parser.add_argument("--slowdown", type=float, default=10.0, help="A/B: head slowed by this many percent")
     parser.add_argument("--spread", type=Path, default=None, help="run-spread table (default: the shipped one)")
     parser.add_argument("--fit", type=parts, default=None, help="parts whose pairs measure the spread (1-5)")
     parser.add_argument("--test", type=parts, default=None,
-                        help="parts whose pairs are judged (default: all, or those not in --fit)")
+                        help="parts whose pairs are judged (default: all, or those not in --fit); with "
+                             "--repeats the reps judged in consecutive pairs (default: those not in --history; "
+                             "a rep in --history is never judged)")
     parser.add_argument("--repeats", action="store_true", help="RUNS holds rep-N runs of the same ops")
     parser.add_argument("--history", type=parts, default=None,
                         help="with --repeats: the reps stored in a history that gives each case's spread (1-6)")
@@ -225,15 +228,21 @@ def main(argv: Sequence[str] | None = None) -> int:
             shown = str(path.resolve().relative_to(ROOT)) if path.resolve().is_relative_to(ROOT) else str(path)
             spread, fitted = fitted_table(fit, load_yaml(path.read_text(), shown), shown, source)
             args.out.with_suffix(".spread.yaml").write_text(yaml.safe_dump(fitted["table"], sort_keys=False))
+    by_print: dict[str, SpreadTable] = {}
     aa: dict[str, Counter[str]] = {}
     ab: dict[str, Counter[str]] = {}
     flagged: list[dict[str, Any]] = []
     for cold, warm in pairs:
         base, head = records(cold), records(warm)
-        if db is not None:
+        if db is not None:  # each case's spread from the runs of base's fingerprint, once per fingerprint
             from harness.compare.history import with_history_spread
+            from harness.results.runinfo import fingerprint
 
-            spread = with_history_spread(load_spread(args.spread), db, load_run(cold).info)
+            info = load_run(cold).info
+            key = str(info.get("fingerprint") or fingerprint(info))
+            if key not in by_print:
+                by_print[key] = with_history_spread(load_spread(args.spread), db, info)
+            spread = by_print[key]
         rows = compare_records(base, head, criteria, spread=spread)
         for mine, found in ((aa, tally(rows, args.min_us)),
                             (ab, tally(compare_records(base, slowed(head, 1 + args.slowdown / 100), criteria,
