@@ -143,6 +143,8 @@ def test_shards_expected_are_the_bench_matrix_and_the_policy_holds() -> None:
         assert parts == {(k, int(expected[backend])) for k in range(1, int(expected[backend]) + 1)}
     # The security model of the nightly: read-only self-hosted jobs, one writer on a hosted runner.
     assert jobs["bench"]["permissions"] == {"contents": "read"} and "self-hosted" in jobs["bench"]["runs-on"]
+    assert jobs["bisect"]["permissions"] == {"contents": "read"} and "self-hosted" in jobs["bisect"]["runs-on"]
+    assert "secrets." not in yaml.safe_dump(jobs["bisect"])  # the matrix comes from publish, checked twice
     # prepare reads the run's creation time (actions: read), for the night's date.
     assert jobs["prepare"]["permissions"] == {"contents": "read", "actions": "read"}
     assert jobs["prepare"]["runs-on"] == "ubuntu-latest"
@@ -398,3 +400,92 @@ def test_a_night_runs_shards_merges_stores_whole_and_the_next_replays_it(tmp_pat
     record = _publish(pub, store, ["cpu-1", "cpu-2"], "2026-12-11", "1008")
     assert record.returncode == 1 and "not a header this workflow knows" in record.stdout
     assert nights.read_text() == "when,what\n1,2\n"
+
+
+_SLOW_GEMS = '''
+@contextlib.contextmanager
+def use_gems(exclude=None):
+    """At this commit FlagGems' add is slow: an aten::add kernel that sleeps, while gems are in use."""
+    import time
+
+    global current_work_registrar
+    lib = torch.library.Library("aten", "IMPL")
+
+    def slow_add(a, b, *, alpha=1):
+        time.sleep(0.004)
+        return torch.sub(a, b, alpha=-alpha)  # a + alpha * b, by another aten op
+
+    lib.impl("add.Tensor", slow_add, "CPU")
+    current_work_registrar = object()
+    try:
+        yield
+    finally:
+        lib._destroy()
+        current_work_registrar = None
+'''
+
+
+def _library_repo(root: Path) -> tuple[Path, dict[str, str], Path, Path]:
+    """A stand-in FlagGems repository with its source under src/ (what `harness bisect` exports):
+    good, a docs-only commit, the commit that makes add slow, a later one (bad). Returns the
+    repository, subject -> sha, the installed stand-in's site and the benchmark tree."""
+    suite = write_fake_suite(root / "tree", version="5.3.4", ref=None)
+    repo = root / "FlagGems"
+    shutil.copytree(suite.site / "flag_gems", repo / "src" / "flag_gems")
+    _git("init", "--quiet", "--initial-branch", "main", cwd=repo)
+    shas: dict[str, str] = {}
+
+    def commit(subject: str) -> None:
+        _git("add", "-A", cwd=repo)
+        _git("commit", "--quiet", "-m", subject, cwd=repo)
+        shas[subject] = _git("rev-parse", "HEAD", cwd=repo).strip()
+
+    commit("good")
+    (repo / "README.md").write_text("docs\n")
+    commit("docs only")
+    init = repo / "src" / "flag_gems" / "__init__.py"
+    text = init.read_text()
+    start, end = text.index("@contextlib.contextmanager\ndef use_gems"), text.index("def broken_add")
+    init.write_text(text[:start] + _SLOW_GEMS.lstrip() + "\n\n" + text[end:])
+    commit("add sleeps")
+    init.write_text(init.read_text() + "\n# kept\n")
+    commit("bad")
+    return repo, shas, suite.site, suite.benchmark
+
+
+@pytest.mark.slow
+@pytest.mark.skipif(shutil.which("git") is None, reason="git is not installed")
+def test_the_bisect_job_names_the_commit_of_a_range_publish_gives_it(tmp_path: Path) -> None:
+    """publish's range step turns history check's bisect-ranges.json into the bisect matrix; the
+    bisect job's step, as written, clones the library and names the commit that made add slow."""
+    repo, shas, site, tree = _library_repo(tmp_path / "lib")
+    # publish: the matrix from each backend's bisect-ranges.json (a bad file is warned about, left out)
+    pub = tmp_path / "publish"
+    ranges = {"format_version": 1, "run_id": "n", "unnamed": [],
+              "ranges": [{"good": shas["good"], "bad": shas["bad"], "ops": ["add"], "cases": ["add[x]"]}]}
+    for backend, data in (("cpu", ranges), ("cuda", {"format_version": 9})):
+        (pub / "merged" / backend / "history").mkdir(parents=True)
+        (pub / "merged" / backend / "history" / "bisect-ranges.json").write_text(json.dumps(data))
+    env = _env(pub, "publish")
+    done = _bash(str(_step("publish", "Ranges to bisect")["run"]), pub, env)
+    assert done.returncode == 0, done.stdout + done.stderr
+    assert "::warning::cuda: " in done.stderr and "format_version 9" in done.stderr
+    (entry,) = json.loads(_outputs(env)["bisect"])
+    assert entry == {"backend": "cpu", "good": shas["good"], "bad": shas["bad"], "ops": "add"}
+    # bisect: the job's step with the matrix entry, on cpu
+    work = tmp_path / "bisect"
+    shutil.copytree(tree, work / "inputs" / ".flaggems" / "v5.3.4" / "benchmark")
+    summary = work / "summary.md"
+    env = _env(work, "bisect", site, BACKEND=entry["backend"], GOOD=entry["good"], BAD=entry["bad"], OPS=entry["ops"],
+               NAME="v5.3.4", FLAGGEMS_REPO=str(repo), CORPUS_CACHE_ROOT=str(tmp_path / "runner-cache"),
+               BISECT_ARGS="--allow-cpu --repeats 1", GITHUB_STEP_SUMMARY=str(summary))
+    done = _bash(str(_step("bisect", "Bisect")["run"]), work, env)
+    assert done.returncode == 0, done.stdout[-4000:] + done.stderr[-3000:]
+    assert f"::notice::cpu add: bisect: culprit {shas['add sleeps'][:12]} add sleeps" in done.stdout
+    found = json.loads((work / "reports" / "bisect" / "bisect.json").read_text())
+    assert found["culprit"]["sha"] == shas["add sleeps"]
+    assert shas["add sleeps"][:12] in summary.read_text()
+    # a range that is not one is refused before anything runs
+    env.update(GOOD="HEAD~1; rm -rf /")
+    refused = _bash(str(_step("bisect", "Bisect")["run"]), work, env)
+    assert refused.returncode == 1 and "::error::cpu: not a range to bisect" in refused.stdout

@@ -150,11 +150,12 @@ def test_every_workflow_keeps_the_policy() -> None:
     assert not errors, "\n".join(errors)
 
 
-def test_the_self_hosted_jobs_are_the_gate_and_the_nightly_bench_only() -> None:
+def test_the_self_hosted_jobs_are_the_gate_the_nightly_benches_and_the_corpus_bisect_only() -> None:
     found = {(path.name, job_id)
              for path in WORKFLOWS.glob("*.y*ml")
              for job_id, job in (load(path.read_text()).get("jobs") or {}).items() if is_self_hosted(job)}
-    assert found == {("perf-gate.yml", "gate"), ("nightly.yml", "bench"), ("corpus-nightly.yml", "bench")}
+    assert found == {("perf-gate.yml", "gate"), ("nightly.yml", "bench"), ("corpus-nightly.yml", "bench"),
+                     ("corpus-nightly.yml", "bisect")}
 
 
 # -- the test can fail: each hole, made on purpose, is named ---------------------------------------
