@@ -146,9 +146,12 @@ def regression_ranges(checks: Sequence[CaseCheck], ops: Mapping[str, str], commi
     then the checked run's own ("" where a run names none); ``ops`` maps a case id to its op. A
     regression's slowdown began at its first slow run (``streak`` runs from the end); the run
     before it is the last good one. Where both name the same commit the library did not change
-    there (the harness, torch, the driver or the machine did), so there is nothing to bisect."""
+    there (the harness, torch, the driver or the machine did), so there is nothing to bisect. Runs
+    that name no library commit at all (the harness's own ops) give neither."""
     grouped: dict[tuple[str, str], tuple[list[str], list[str]]] = {}
     unnamed: list[str] = []
+    if not any(commits):  # runs of no library (the harness's own ops): nothing to name
+        return [], []
     for check in checks:
         if check.status != "regression":
             continue

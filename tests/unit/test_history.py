@@ -417,6 +417,7 @@ def test_a_regression_names_the_library_commits_around_where_its_slowdown_began(
     assert unnamed[1] == "sum[x]: no library commit recorded for the run before the slowdown"
     _, missing = regression_ranges([CaseCheck("mm[x]", "regression", "", streak=1)], ops, ["a" * 40, ""])
     assert missing == ["mm[x]: no library commit recorded for the run where it began"]
+    assert regression_ranges(checks, ops, ["", "", ""]) == ([], [])  # built-in ops: no library at all
 
 
 def _gems_night(root: Path, day: int, commit: str, slow: dict[str, float] | None = None) -> Path:
