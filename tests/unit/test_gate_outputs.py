@@ -208,7 +208,7 @@ def test_commands_are_stopped_around_side_text_only_under_actions() -> None:
         plain.write("::warning::side\n")
     assert not stopped and plain.getvalue() == "::warning::side\n"
 
-    logs = []
+    logs: list[str] = []
     for _ in range(2):
         stream = io.StringIO()
         with pytest.raises(RuntimeError), commands_stopped(stream, {"GITHUB_ACTIONS": "true"}) as stopped:
