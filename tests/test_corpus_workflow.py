@@ -485,7 +485,13 @@ def test_the_bisect_job_names_the_commit_of_a_range_publish_gives_it(tmp_path: P
     found = json.loads((work / "reports" / "bisect" / "bisect.json").read_text())
     assert found["culprit"]["sha"] == shas["add sleeps"]
     assert shas["add sleeps"][:12] in summary.read_text()
+    assert (tmp_path / "runner-cache" / "flaggems.git" / "HEAD").is_file()  # the mirror kept on the runner
+    # the next time the mirror is fetched, not cloned; a range that changes no source is a warning
+    env.update(GOOD=shas["good"], BAD=shas["docs only"])
+    again = _bash(str(_step("bisect", "Bisect")["run"]), work, env)
+    assert again.returncode == 0, again.stdout[-3000:] + again.stderr[-3000:]
+    assert "::warning::cpu add: harness bisect refused the range: " in again.stdout
     # a range that is not one is refused before anything runs
-    env.update(GOOD="HEAD~1; rm -rf /")
-    refused = _bash(str(_step("bisect", "Bisect")["run"]), work, env)
-    assert refused.returncode == 1 and "::error::cpu: not a range to bisect" in refused.stdout
+    for bad_env in ({"GOOD": "HEAD~1; rm -rf /"}, {"OPS": "add --ops-module os"}, {"OPS": "-x"}):
+        refused = _bash(str(_step("bisect", "Bisect")["run"]), work, {**env, **bad_env})
+        assert refused.returncode == 1 and "::error::cpu: not a range to bisect" in refused.stdout, bad_env

@@ -224,7 +224,8 @@ def _add_history(sub: argparse._SubParsersAction[argparse.ArgumentParser]) -> No
                        help="flag at once beyond this slowdown, percent (default 25)")
     check.add_argument("--persist", type=_positive_int, default=2,
                        help="consecutive suspect runs that make a regression (default 2)")
-    check.add_argument("--out", metavar="DIR", help="write history-check.md and history-check-junit.xml here")
+    check.add_argument("--out", metavar="DIR", help="write history-check.md, history-check-junit.xml and "
+                       "bisect-ranges.json (where each regression's slowdown began, as library commits) here")
     check.add_argument("--allow-mismatch", action="store_true",
                        help="check against earlier runs made with other torch, Triton, driver, flag_gems or "
                             "harness versions anyway")
@@ -507,8 +508,9 @@ def _cmd_history(ns: argparse.Namespace, env: Mapping[str, str], stdout: TextIO)
         raise UsageError(f"history check: {exc}. Give --threshold below --large.") from exc
     run = load_run(Path(ns.run))
     warnings = check_history_environment(run, store.window_environments(run, rules.window), ns.allow_mismatch)
-    checks = check_run(run_medians(run), store.earlier_runs(run), rules)
-    commits = [*store.earlier_library_commits(run), library_commit(run.info)]
+    earlier, earlier_commits = store.earlier_history(run)
+    checks = check_run(run_medians(run), earlier, rules)
+    commits = [*earlier_commits, library_commit(run.info)]
     ranges, unnamed = regression_ranges(checks, {r.case_id: r.op for r in run.records}, commits)
     markdown = render_history_markdown(run, checks, rules, str(db), ranges, unnamed)
     if warnings:

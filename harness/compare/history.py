@@ -30,7 +30,14 @@ from harness.compare.spread import SpreadTable, history_series, measured_spread
 from harness.errors import UsageError
 from harness.results.runinfo import environment_values, fingerprint, library_commit
 from harness.results.store import csv_text
-from harness.results.trend import CaseCheck, HistoryRules, RegressionRange, assess_case, check_run
+from harness.results.trend import (
+    PLAIN_OP,
+    CaseCheck,
+    HistoryRules,
+    RegressionRange,
+    assess_case,
+    check_run,
+)
 
 __all__ = [
     "APPLICATION_ID",
@@ -233,17 +240,19 @@ class HistoryStore:
 
     def earlier_runs(self, run: RunData, limit: int = 200) -> list[dict[str, float | None]]:
         """Medians of the runs of this run's fingerprint that started before it, oldest first."""
-        with self._connect() as conn:
-            return [{case: median for case, median in conn.execute(
-                "SELECT case_id, median_ms FROM rows WHERE run_seq = ?", (seq,))}
-                for seq in self._earlier_seqs(conn, run, limit)]
+        return self.earlier_history(run, limit)[0]
 
-    def earlier_library_commits(self, run: RunData, limit: int = 200) -> list[str]:
-        """The library commit of each run :meth:`earlier_runs` returns, in its order ("" where a
-        run names none or was stored before the commit was kept)."""
+    def earlier_history(self, run: RunData, limit: int = 200) -> tuple[list[dict[str, float | None]], list[str]]:
+        """:meth:`earlier_runs` and, in the same order and from the same read, each run's library
+        commit ("" where a run names none or was stored before the commit was kept)."""
         with self._connect() as conn:
-            return [str(conn.execute("SELECT library_commit FROM runs WHERE seq = ?", (seq,)).fetchone()[0] or "")
-                    for seq in self._earlier_seqs(conn, run, limit)]
+            medians, commits = [], []
+            for seq in self._earlier_seqs(conn, run, limit):
+                medians.append({case: median for case, median in conn.execute(
+                    "SELECT case_id, median_ms FROM rows WHERE run_seq = ?", (seq,))})
+                commits.append(str(conn.execute("SELECT library_commit FROM runs WHERE seq = ?",
+                                                (seq,)).fetchone()[0] or ""))
+            return medians, commits
 
     def window_environments(self, run: RunData, window: int) -> list[tuple[str, dict[str, str]]]:
         """(run id, software versions) of the last ``window`` runs of this run's fingerprint that
@@ -295,7 +304,6 @@ class HistoryStore:
 RANGES_FILE = "bisect-ranges.json"
 RANGES_VERSION = 1
 _COMMIT = re.compile(r"[0-9a-f]{7,64}")
-_OP = re.compile(r"[A-Za-z0-9_.:\-]+")
 
 
 def ranges_json(run_id: str, ranges: Sequence[RegressionRange], unnamed: Sequence[str]) -> str:
@@ -306,27 +314,35 @@ def ranges_json(run_id: str, ranges: Sequence[RegressionRange], unnamed: Sequenc
                        "unnamed": list(unnamed)}, indent=1) + "\n"
 
 
-def read_ranges(path: Path) -> list[RegressionRange]:
-    """The ranges of a bisect-ranges.json, checked: its version, each commit a hex SHA and each op
-    id plain (letters, digits, ``_ . : -``), since a workflow puts them on a command line;
-    UsageError naming what is wrong."""
+def read_ranges(path: Path) -> tuple[list[RegressionRange], list[str]]:
+    """The ranges of a bisect-ranges.json, checked, and a line for each range left out: each commit
+    must be a hex SHA and each op id plain (``trend.PLAIN_OP``), since a workflow puts them on a
+    command line. UsageError, naming what is wrong, for a file that cannot be read, is not JSON
+    or is of another version."""
     try:
         data = json.loads(path.read_text(encoding="utf-8"))
     except (OSError, ValueError) as exc:
         raise UsageError(f"{path}: cannot read it as JSON ({exc}).") from None
-    if not isinstance(data, dict) or data.get("format_version") != RANGES_VERSION:
-        raise UsageError(f"{path}: format_version {data.get('format_version') if isinstance(data, dict) else None!r};"
-                         f" this harness reads {RANGES_VERSION}.")
-    found = []
-    for i, item in enumerate(data.get("ranges") or []):
-        good, bad = (item.get(k) if isinstance(item, dict) else None for k in ("good", "bad"))
-        ops, cases = (item.get(k) if isinstance(item, dict) else None for k in ("ops", "cases"))
+    version = data.get("format_version") if isinstance(data, dict) else None
+    if version != RANGES_VERSION:
+        raise UsageError(f"{path}: format_version {version!r}; this harness reads {RANGES_VERSION}.")
+    items = data.get("ranges", [])
+    if not isinstance(items, list):
+        raise UsageError(f"{path}: ranges: expected a list, got {type(items).__name__}.")
+    found, left_out = [], []
+    for i, item in enumerate(items):
+        item = item if isinstance(item, dict) else {}
+        good, bad, ops, cases = (item.get(k) for k in ("good", "bad", "ops", "cases"))
         if not (isinstance(good, str) and _COMMIT.fullmatch(good) and isinstance(bad, str) and _COMMIT.fullmatch(bad)):
-            raise UsageError(f"{path}: ranges[{i}]: good and bad must be hex commit ids, got {good!r} and {bad!r}.")
-        if not (isinstance(ops, list) and ops and all(isinstance(o, str) and _OP.fullmatch(o) for o in ops)):
-            raise UsageError(f"{path}: ranges[{i}].ops: a list of op ids (letters, digits, _ . : -), got {ops!r}.")
-        found.append(RegressionRange(good, bad, tuple(ops), tuple(str(c) for c in cases or ())))
-    return found
+            left_out.append(f"{path}: ranges[{i}] left out: good and bad must be hex commit ids, got {good!r} "
+                            f"and {bad!r}")
+        elif not (isinstance(ops, list) and ops and all(isinstance(o, str) and PLAIN_OP.fullmatch(o) for o in ops)):
+            left_out.append(f"{path}: ranges[{i}] left out: ops must be plain op ids (a letter, digit or _ first, "
+                            f"then those and . : / -), got {ops!r}")
+        else:
+            found.append(RegressionRange(good, bad, tuple(ops), tuple(str(c) for c in cases)
+                                         if isinstance(cases, list) else ()))
+    return found, left_out
 
 
 def with_history_spread(spread: SpreadTable, db: Path, base_info: Mapping[str, object]) -> SpreadTable:

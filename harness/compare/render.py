@@ -269,10 +269,10 @@ def render_history_markdown(run: RunData, checks: Sequence[CaseCheck], rules: Hi
                   "The library commit of the last run before each slowdown (good) and of its first slow run "
                   "(bad); `harness bisect` names the commit between them (LIBRARY_GIT: a clone of the "
                   "library, TREE: the benchmark tree these runs measured).", ""]
-        for found in ranges:
-            lines.append(f"- {found.good[:12]}..{found.bad[:12]}: {len(found.cases)} case(s) of "
-                         f"{', '.join(f'`{op}`' for op in found.ops)}: `harness bisect --repo LIBRARY_GIT "
-                         f"--good {found.good} --bad {found.bad} -- --suite TREE --ops {' '.join(found.ops)}`")
+        for found in ranges:  # ops are plain ids (regression_ranges): no line break, no markup
+            lines.append(_cell(f"- {found.good[:12]}..{found.bad[:12]}: {len(found.cases)} case(s) of "
+                               f"{', '.join(f'`{op}`' for op in found.ops)}: `harness bisect --repo LIBRARY_GIT "
+                               f"--good {found.good} --bad {found.bad} -- --suite TREE --ops {' '.join(found.ops)}`"))
         lines += [f"- {_cell(line)}" for line in unnamed]
         lines.append("")
     return "\n".join(lines)

@@ -16,11 +16,12 @@ from __future__ import annotations
 
 import functools
 import math
+import re
 import statistics
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 
-__all__ = ["DETECT_CHANCE", "MIN_MEASURED_SIGMA", "CaseCheck", "HistoryRules", "RegressionRange", "assess_case",
+__all__ = ["DETECT_CHANCE", "MIN_MEASURED_SIGMA", "PLAIN_OP", "CaseCheck", "HistoryRules", "RegressionRange", "assess_case",
            "check_run", "detectable_change", "history_spread", "regression_ranges"]
 
 # The least spread a case's history is taken to show: a timer's own resolution and rounding keep
@@ -57,6 +58,14 @@ class CaseCheck:
     ratio: float | None = None
     history: int = 0  # how many earlier values the baseline drew on
     streak: int = 0  # slow runs in a row ending with this one (a regression or suspect; else 0)
+    # A regression's slowdown as positions in the runs judged against (oldest first) then this
+    # run: the last measured run before it judged not slow, and the first slow run after that;
+    # None where the history does not show such a run (the slowdown may predate it).
+    began: tuple[int, int] | None = None
+
+
+# An op id a workflow may put on a command line: a letter, digit or _ first, then those and . : / -
+PLAIN_OP = re.compile(r"[A-Za-z0-9_][A-Za-z0-9_.:/-]*")
 
 
 def _baseline(earlier: Sequence[float | None], rules: HistoryRules) -> tuple[float, int] | None:
@@ -90,8 +99,9 @@ def assess_case(
     change = f"{(ratio - 1) * 100:+.1f}% against the median of the last {used} run(s)"
 
     def verdict(status: str, reason: str, streak: int = 0) -> CaseCheck:
+        began = _slowdown_began(earlier, len(earlier) - streak + 1, rules) if status == "regression" else None
         return CaseCheck(case_id, status, reason, current_ms=current, baseline_ms=baseline,
-                         ratio=ratio, history=used, streak=streak)
+                         ratio=ratio, history=used, streak=streak, began=began)
 
     if ratio > 1 + rules.threshold:
         streak = 1
@@ -112,6 +122,25 @@ def assess_case(
     if ratio < 1 / (1 + rules.threshold):
         return verdict("improvement", change)
     return verdict("ok", change)
+
+
+def _slowdown_began(earlier: Sequence[float | None], first_slow: int,
+                    rules: HistoryRules) -> tuple[int, int] | None:
+    """(the last measured run before position ``first_slow`` judged not slow, the first slow run
+    after it), as positions in ``earlier`` then the current run; runs that did not measure the case
+    are stepped over, a slow one moves the start back. None where a run has no baseline first."""
+    bad, k = first_slow, first_slow - 1
+    while k >= 0:
+        value = earlier[k]
+        if value is not None:
+            ratio = _ratio(earlier[:k], value, rules)
+            if ratio is None:
+                return None
+            if ratio <= 1 + rules.threshold:
+                return k, bad
+            bad = k
+        k -= 1
+    return None
 
 
 def check_run(
@@ -144,10 +173,11 @@ def regression_ranges(checks: Sequence[CaseCheck], ops: Mapping[str, str], commi
 
     ``commits`` holds the library commit of each run the checks judged against, oldest first,
     then the checked run's own ("" where a run names none); ``ops`` maps a case id to its op. A
-    regression's slowdown began at its first slow run (``streak`` runs from the end); the run
-    before it is the last good one. Where both name the same commit the library did not change
-    there (the harness, torch, the driver or the machine did), so there is nothing to bisect. Runs
-    that name no library commit at all (the harness's own ops) give neither."""
+    regression's range runs from the commit of the last run before its slowdown judged not slow
+    to that of its first slow run (``CaseCheck.began``). Where both name one commit the library
+    did not change there (the harness, torch, the driver or the machine did): nothing to bisect.
+    An op id that is not plain (:data:`PLAIN_OP`) names no range. Runs that name no library
+    commit at all (the harness's own ops) give neither."""
     grouped: dict[tuple[str, str], tuple[list[str], list[str]]] = {}
     unnamed: list[str] = []
     if not any(commits):  # runs of no library (the harness's own ops): nothing to name
@@ -155,22 +185,25 @@ def regression_ranges(checks: Sequence[CaseCheck], ops: Mapping[str, str], commi
     for check in checks:
         if check.status != "regression":
             continue
-        first = len(commits) - max(check.streak, 1)
-        good = commits[first - 1] if first >= 1 else ""
-        bad = commits[first] if 0 <= first < len(commits) else ""
+        op = ops.get(check.case_id, check.case_id.split("[", 1)[0])
+        if check.began is None:
+            unnamed.append(f"{check.case_id}: no run before the slowdown is judged not slow in the stored "
+                           "history (the slowdown may be older than it)")
+            continue
+        good, bad = (commits[i] if 0 <= i < len(commits) else "" for i in check.began)
         if not good or not bad:
             unnamed.append(f"{check.case_id}: no library commit recorded for the run "
                            f"{'before the slowdown' if not good else 'where it began'}")
-            continue
-        if good == bad:
+        elif good.startswith(bad) or bad.startswith(good):  # one commit, however long each id
             unnamed.append(f"{check.case_id}: the library commit ({good[:12]}) is the same before and after the "
                            "slowdown; something else changed (the harness, torch, the driver or the machine)")
-            continue
-        op_list, cases = grouped.setdefault((good, bad), ([], []))
-        op = ops.get(check.case_id, check.case_id.split("[", 1)[0])
-        if op not in op_list:
-            op_list.append(op)
-        cases.append(check.case_id)
+        elif not PLAIN_OP.fullmatch(op):
+            unnamed.append(f"{check.case_id}: its op id is not one a command line can take as it is")
+        else:
+            op_list, cases = grouped.setdefault((good, bad), ([], []))
+            if op not in op_list:
+                op_list.append(op)
+            cases.append(check.case_id)
     ranges = [RegressionRange(good, bad, tuple(o), tuple(c)) for (good, bad), (o, c) in grouped.items()]
     return ranges, unnamed
 

@@ -401,21 +401,32 @@ def test_a_regression_names_the_library_commits_around_where_its_slowdown_began(
     from harness.results.trend import CaseCheck, RegressionRange, regression_ranges
 
     # the streak is counted whole: four slow runs in a row, the baseline not yet moved by them
-    check = assess_case("c", [1.0] * 6 + [1.1, 1.1, 1.1], 1.1, HistoryRules(window=9, persist=2))
-    assert (check.status, check.streak) == ("regression", 4)
-    assert assess_case("c", [1.0] * 5, 1.3, RULES).streak == 1  # flagged at once, slow tonight only
+    rules = HistoryRules(window=9, persist=2)
+    check = assess_case("c", [1.0] * 6 + [1.1, 1.1, 1.1], 1.1, rules)
+    assert (check.status, check.streak, check.began) == ("regression", 4, (5, 6))
+    assert assess_case("c", [1.0] * 5, 1.3, RULES).began == (4, 5)  # flagged at once: slow tonight only
+    # a night that did not measure the case is stepped over: good is the last night measured
+    # and judged not slow, bad the first slow one after it
+    assert assess_case("c", [1.0] * 5 + [None], 1.3, RULES).began == (4, 6)
+    assert assess_case("c", [1.0] * 5 + [None, 1.1], 1.1, HistoryRules(persist=1)).began == (4, 6)
+    # slow since before the history could judge it: no night before the slowdown is known
+    assert assess_case("c", [1.0, 1.0, 1.0, 1.4], 1.4, RULES).began is None
+    assert assess_case("c", [1.0] * 5, 1.04, RULES).began is None  # not a regression
     commits = ["a" * 40, "a" * 40, "b" * 40, "c" * 40, "c" * 40]  # the checked run's last
-    ops = {"mm[x]": "mm", "mm[y]": "mm", "softmax[x]": "softmax"}
-    checks = [CaseCheck("mm[x]", "regression", "", streak=2), CaseCheck("mm[y]", "regression", "", streak=2),
-              CaseCheck("softmax[x]", "regression", "", streak=1), CaseCheck("add[x]", "suspect", "", streak=1),
-              CaseCheck("sum[x]", "regression", "", streak=5), CaseCheck("exp[x]", "ok", "")]
+    ops = {"mm[x]": "mm", "mm[y]": "mm", "softmax[x]": "softmax", "odd[x]": "--ops-module"}
+    checks = [CaseCheck("mm[x]", "regression", "", began=(2, 3)), CaseCheck("mm[y]", "regression", "", began=(2, 3)),
+              CaseCheck("softmax[x]", "regression", "", began=(3, 4)), CaseCheck("add[x]", "suspect", "", streak=1),
+              CaseCheck("sum[x]", "regression", ""), CaseCheck("exp[x]", "ok", ""),
+              CaseCheck("odd[x]", "regression", "", began=(0, 3))]
     ranges, unnamed = regression_ranges(checks, ops, commits)
-    # mm slow in the last two runs: good is the run before them (b), bad the first slow one (c)
     assert ranges == [RegressionRange("b" * 40, "c" * 40, ("mm",), ("mm[x]", "mm[y]"))]
-    assert len(unnamed) == 2
+    assert len(unnamed) == 3
     assert unnamed[0].startswith("softmax[x]: the library commit (cccccccccccc) is the same before and after")
-    assert unnamed[1] == "sum[x]: no library commit recorded for the run before the slowdown"
-    _, missing = regression_ranges([CaseCheck("mm[x]", "regression", "", streak=1)], ops, ["a" * 40, ""])
+    assert unnamed[1].startswith("sum[x]: no run before the slowdown is judged not slow")
+    assert unnamed[2] == "odd[x]: its op id is not one a command line can take as it is"
+    # a short and a long id of one commit are one commit
+    assert regression_ranges([checks[0]], ops, ["a", "a", "c" * 7, "c" * 40, "c"])[0] == []
+    _, missing = regression_ranges([CaseCheck("mm[x]", "regression", "", began=(0, 1))], ops, ["a" * 40, ""])
     assert missing == ["mm[x]: no library commit recorded for the run where it began"]
     assert regression_ranges(checks, ops, ["", "", ""]) == ([], [])  # built-in ops: no library at all
 
@@ -445,7 +456,8 @@ def test_history_check_writes_the_range_to_bisect_and_the_command(tmp_path: Path
     _history(["add", str(night)], db)
     with pytest.raises(GateFailed):
         _history(["check", str(night), "--out", str(night / "history")], db)
-    (found,) = read_ranges(night / "history" / RANGES_FILE)
+    (found,), left_out = read_ranges(night / "history" / RANGES_FILE)
+    assert left_out == []
     assert (found.good, found.bad, found.ops) == (good, bad, ("softmax",))
     md = (night / "history" / "history-check.md").read_text()
     assert f"`harness bisect --repo LIBRARY_GIT --good {good} --bad {bad} -- --suite TREE --ops softmax`" in md
@@ -453,14 +465,19 @@ def test_history_check_writes_the_range_to_bisect_and_the_command(tmp_path: Path
     quiet = _gems_night(tmp_path, 8, bad)
     _history(["add", str(quiet)], db)
     _history(["check", str(quiet), "--out", str(quiet / "history")], db)
-    assert read_ranges(quiet / "history" / RANGES_FILE) == []
-    # what a workflow puts on a command line is checked
+    assert read_ranges(quiet / "history" / RANGES_FILE) == ([], [])
+    # what a workflow puts on a command line is checked: a bad range is left out, said so
     bad_file = tmp_path / "ranges.json"
-    for data, problem in (({"format_version": 2}, "format_version 2"),
-                          ({"format_version": 1, "ranges": [{"good": "HEAD; rm -rf /", "bad": bad, "ops": ["x"]}]},
-                           "hex commit ids"),
-                          ({"format_version": 1, "ranges": [{"good": good, "bad": bad, "ops": ["mm $(id)"]}]},
-                           "a list of op ids")):
+    fine = {"good": good, "bad": bad, "ops": ["sub/test_x.py::add"], "cases": ["c"]}
+    bad_file.write_text(json.dumps({"format_version": 1, "ranges": [
+        {"good": "HEAD; rm -rf /", "bad": bad, "ops": ["x"]}, {"good": good, "bad": bad, "ops": ["mm $(id)"]},
+        {"good": good, "bad": bad, "ops": ["add", "--ops-module", "os"]}, "not a range", fine]}))
+    kept, left_out = read_ranges(bad_file)
+    assert [r.ops for r in kept] == [("sub/test_x.py::add",)]
+    assert [line.split(" left out: ")[1][:24] for line in left_out] == [
+        "good and bad must be hex", "ops must be plain op ids", "ops must be plain op ids", "good and bad must be hex"]
+    for data, problem in (({"format_version": 2}, "format_version 2"), ({"format_version": 1, "ranges": {}},
+                                                                        "ranges: expected a list")):
         bad_file.write_text(json.dumps(data))
         with pytest.raises(UsageError, match=re.escape(problem)):
             read_ranges(bad_file)
