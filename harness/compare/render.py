@@ -116,7 +116,7 @@ def _measured_table(rows: Sequence[RowComparison], confidence: float) -> list[st
             continue
         torch = f"{(r.torch_ratio - 1) * 100:+.1f}%" if r.torch_ratio is not None else ""
         lines.append(
-            f"| `{r.case_id}` | {r.timer} | {s.runs_base} vs {s.runs_head} | {fmt_ms(s.base_median)} | "
+            f"| `{_cell(r.case_id)}` | {r.timer} | {s.runs_base} vs {s.runs_head} | {fmt_ms(s.base_median)} | "
             f"{fmt_ms(s.head_median)} | {_change(r)} | [{s.ci_low:.3f}, {s.ci_high:.3f}] | "
             f"{_g(r.p_adjusted, 2)} | {torch} | {_row_notes(r)} |"
         )
@@ -125,7 +125,7 @@ def _measured_table(rows: Sequence[RowComparison], confidence: float) -> list[st
 
 def _reason_table(rows: Sequence[RowComparison]) -> list[str]:
     lines = ["| case | base | head | why |", "|---|---|---|---|"]
-    lines += [f"| `{r.case_id}` | {r.base_status} | {r.head_status} | {_cell(r.reason)} |" for r in rows]
+    lines += [f"| `{_cell(r.case_id)}` | {r.base_status} | {r.head_status} | {_cell(r.reason)} |" for r in rows]
     return lines
 
 
@@ -182,13 +182,13 @@ def render_compare_markdown(c: Comparison, title: str = "Performance comparison"
     noisy = [r for r in c.rows if r.verdict == "noisy"]
     if noisy:
         lines += ["### Noisy (not judged)", "", "| case | change | why |", "|---|---:|---|"]
-        lines += [f"| `{r.case_id}` | {_change(r)} | {_cell(r.reason)} |" for r in noisy]
+        lines += [f"| `{_cell(r.case_id)}` | {_change(r)} | {_cell(r.reason)} |" for r in noisy]
         lines.append("")
     retuned = [r for r in c.rows if r.autotune_change]
     if retuned:
         lines += ["### Autotune configs differ between base and head", "", "| case | verdict | base -> head |",
                   "|---|---|---|"]
-        lines += [f"| `{r.case_id}` | {r.verdict} | {_cell(r.autotune_change)} |" for r in retuned]
+        lines += [f"| `{_cell(r.case_id)}` | {r.verdict} | {_cell(r.autotune_change)} |" for r in retuned]
         lines.append("")
     skipped = [r for r in c.rows if r.verdict == NOT_COMPARED]
     if skipped:
@@ -261,7 +261,7 @@ def render_history_markdown(run: RunData, checks: Sequence[CaseCheck], rules: Hi
         lines += [f"### {heading}", "", "| case | baseline | now | change | why |", "|---|---:|---:|---:|---|"]
         for c in chosen:
             change = f"{(c.ratio - 1) * 100:+.1f}%" if c.ratio is not None else ""
-            lines.append(f"| `{c.case_id}` | {fmt_ms(c.baseline_ms)} | {fmt_ms(c.current_ms)} | "
+            lines.append(f"| `{_cell(c.case_id)}` | {fmt_ms(c.baseline_ms)} | {fmt_ms(c.current_ms)} | "
                          f"{change} | {_cell(c.reason)} |")
         lines.append("")
     if ranges or unnamed:

@@ -481,3 +481,16 @@ def test_history_check_writes_the_range_to_bisect_and_the_command(tmp_path: Path
         bad_file.write_text(json.dumps(data))
         with pytest.raises(UsageError, match=re.escape(problem)):
             read_ranges(bad_file)
+
+
+def test_a_case_id_with_a_line_break_stays_in_its_row_of_history_check_md(tmp_path: Path) -> None:
+    """history-check.md is printed in workflow logs: a case id must not start a line of its own
+    (a line starting `::` would be a workflow command)."""
+    from harness.compare.compare import load_run
+    from harness.compare.render import render_history_markdown
+    from harness.results.trend import CaseCheck
+
+    check = CaseCheck("mm[x]\n::error::forged", "regression", "r\n::x", 1.0, 1.0, 1.3, 5, 1)
+    md = render_history_markdown(load_run(_run(tmp_path, 1)), [check], RULES, "db")
+    assert not any(line.startswith("::") for line in md.splitlines())
+    assert "`mm[x] ::error::forged`" in md
