@@ -506,6 +506,9 @@ def _cmd_history(ns: argparse.Namespace, env: Mapping[str, str], stdout: TextIO)
         rules = HistoryRules(window=ns.window, threshold=ns.threshold, large=ns.large, persist=ns.persist)
     except ValueError as exc:
         raise UsageError(f"history check: {exc}. Give --threshold below --large.") from exc
+    if rules.window < rules.min_history:
+        raise UsageError(f"history check --window {rules.window}: a baseline needs {rules.min_history} earlier runs, "
+                         f"so a smaller window never judges a case. Give --window {rules.min_history} or more.")
     run = load_run(Path(ns.run))
     warnings = check_history_environment(run, store.window_environments(run, rules.window), ns.allow_mismatch)
     earlier, earlier_commits = store.earlier_history(run)

@@ -509,6 +509,8 @@ ROWS: list[Row] = [
     bad("history check /nonexistent-run --db /nonexistent/h.sqlite", 2, "does not exist"),
     bad("history check run --db missing.sqlite", 2, "does not exist", files=RUN, absent=("missing.sqlite",)),
     bad("history check run --window 0", 2, "expected at least 1", files=RUN),
+    bad("history check run --db h.sqlite --window 2", 2, "a baseline needs 3 earlier runs",
+        files={**RUN, "h.sqlite": ""}),
     bad("history check run --threshold 0", 2, "expected a percentage", files=RUN),
     bad("history check run --large 0", 2, "expected a percentage", files=RUN),
     bad("history check run --persist 0", 2, "expected at least 1", files=RUN),
