@@ -248,7 +248,7 @@ def _publish(work: Path, store: Path, shards: list[str], night: str, run_id: str
     shutil.rmtree(work / "site", ignore_errors=True)
     for name in shards:
         shutil.copytree(store / name, work / "shards" / name)
-    env = _env(work, "publish", SHARDS_EXPECTED=expected, NIGHT=night, NAME="v5.3.4", GITHUB_RUN_ID=run_id)
+    env = _env(work, "publish", SHARDS_EXPECTED=expected, NIGHT=night, GITHUB_RUN_ID=run_id)
     return _bash(str(_step("publish", "Merge, check, store")["run"]), work, env)
 
 
@@ -389,12 +389,17 @@ def test_a_night_runs_shards_merges_stores_whole_and_the_next_replays_it(tmp_pat
         _slowed(slow / f"cpu-{k}" / "records.jsonl", 1.5)
     record = _publish(pub, slow, ["cpu-1", "cpu-2"], "2026-12-10", "1007")
     assert record.returncode == 1, record.stdout[-3000:] + record.stderr[-3000:]  # the regressions fail it
-    (named,) = [line for line in record.stdout.splitlines() if "began between FlagGems" in line]
+    env = _env(pub, "publish", NAME="v5.3.4")
+    ranges = _bash(str(_step("publish", "Ranges to bisect")["run"]), pub, env)
+    assert ranges.returncode == 0, ranges.stdout + ranges.stderr
+    (named,) = [line for line in ranges.stdout.splitlines() if "began between FlagGems" in line]
     assert named.startswith(f"::warning::cpu: {_nights(pub)[-1]['flagged']} regression(s) of ")
     assert f"between FlagGems {library[:12]} and {'e' * 12}: harness bisect --repo FLAGGEMS_CLONE --good {library} " \
            f"--bad {'e' * 40} -- --suite <FlagGems v5.3.4>/benchmark --ops " in named
     stored = pub / "data" / "corpus" / "cpu" / soft / "2026-12-10-1007" / "history" / "bisect-ranges.json"
     assert json.loads(stored.read_text())["ranges"][0]["good"] == library  # kept with the night
+    (handed,) = json.loads(_outputs(env)["bisect"])  # to the bisect job
+    assert (handed["backend"], handed["good"], handed["bad"]) == ("cpu", library, "e" * 40)
     # A nights.csv whose header this workflow does not know is refused, nothing recorded.
     nights.write_text("when,what\n1,2\n")
     record = _publish(pub, store, ["cpu-1", "cpu-2"], "2026-12-11", "1008")
@@ -466,10 +471,10 @@ def test_the_bisect_job_names_the_commit_of_a_range_publish_gives_it(tmp_path: P
     for backend, data in (("cpu", ranges), ("cuda", {"format_version": 9})):
         (pub / "merged" / backend / "history").mkdir(parents=True)
         (pub / "merged" / backend / "history" / "bisect-ranges.json").write_text(json.dumps(data))
-    env = _env(pub, "publish")
+    env = _env(pub, "publish", NAME="v5.3.4")
     done = _bash(str(_step("publish", "Ranges to bisect")["run"]), pub, env)
     assert done.returncode == 0, done.stdout + done.stderr
-    assert "::warning::cuda: " in done.stderr and "format_version 9" in done.stderr
+    assert "::warning::cuda: " in done.stdout and "format_version 9" in done.stdout
     (entry,) = json.loads(_outputs(env)["bisect"])
     assert entry == {"backend": "cpu", "good": shas["good"], "bad": shas["bad"], "ops": "add"}
     # bisect: the job's step with the matrix entry, on cpu
