@@ -50,7 +50,7 @@ if str(ROOT) not in sys.path:
 
 import yaml  # noqa: E402
 
-from harness.compare.compare import RowComparison, compare_records, load_run  # noqa: E402
+from harness.compare.compare import RowComparison, RunData, compare_records, load_run  # noqa: E402
 from harness.compare.spread import SpreadTable, load_spread, pair_spread, parse_spread  # noqa: E402
 from harness.compare.stats import Criteria  # noqa: E402
 from harness.results.schema import Measurement, Timing  # noqa: E402
@@ -93,7 +93,7 @@ def history_of(runs: Sequence[Path], db: Path) -> Path:
     db.unlink(missing_ok=True)
     store = HistoryStore(db)
     for run in runs:
-        store.add(load_run(run))
+        store.add(run_data(run))
     return db
 
 
@@ -117,9 +117,14 @@ def parts(text: str) -> set[int]:
 
 
 @functools.cache
+def run_data(run: Path) -> RunData:
+    """A run directory read once (its run.json and records), however many steps below look at it."""
+    return load_run(run)
+
+
 def records(run: Path) -> tuple[Measurement, ...]:
     """A run directory's records, read once however many steps below look at them."""
-    return load_run(run).records
+    return run_data(run).records
 
 
 def changes(pairs: Sequence[tuple[Path, Path]]) -> list[tuple[Measurement, float]]:
@@ -238,7 +243,7 @@ def main(argv: Sequence[str] | None = None) -> int:
             from harness.compare.history import with_history_spread
             from harness.results.runinfo import fingerprint
 
-            info = load_run(cold).info
+            info = run_data(cold).info
             key = str(info.get("fingerprint") or fingerprint(info))
             if key not in by_print:
                 by_print[key] = with_history_spread(load_spread(args.spread), db, info)
