@@ -42,6 +42,7 @@ REPO = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(REPO))
 
 from harness.results.store import atomic_write_text, csv_text  # noqa: E402
+from harness.run.spawn import end_group, reap_group, wait_exit  # noqa: E402
 from harness.run.timeline import ENDED, final_status, read_csv, run_spans, side_by_side, timeline  # noqa: E402
 from harness.suite.costing import sample_summary  # noqa: E402
 from harness.suite.inventory import read_inventory  # noqa: E402
@@ -81,10 +82,6 @@ def say(*parts: Any) -> None:
     print(line, flush=True)
 
 
-def write_csv(path: Path, rows: Sequence[Mapping[str, Any]], columns: Sequence[str]) -> None:
-    atomic_write_text(path, csv_text(columns, ({c: r.get(c) for c in columns} for r in rows)))
-
-
 def child_env() -> dict[str, str]:
     """This script's environment for its children, less HARNESS_ARGS (the harness warns of unknown HARNESS_*)."""
     vendor = {"GEMS_VENDOR": "nvidia"} if BACKEND == "cuda" else {}
@@ -96,31 +93,26 @@ def bounded(cmd: Sequence[str], budget_s: float, cwd: Path | None = None, log: P
             env: Mapping[str, str] | None = None, tick: Callable[[], None] | None = None,
             every_s: float = 60.0) -> tuple[int, float]:
     """Run ``cmd`` for at most ``budget_s``; past it, SIGTERM to its process group (the harness
-    then finalizes an interrupted run), SIGKILL 60 s later. ``tick`` is called every ``every_s``
-    seconds while it runs; a tick that raises ends the command first. (exit code, wall seconds)."""
+    then finalizes an interrupted run), SIGKILL 60 s later (harness.run.spawn.end_group). ``tick``
+    is called every ``every_s`` seconds while it runs; a tick that raises ends the command first.
+    (exit code, wall seconds)."""
     start = time.monotonic()
     with open(log or os.devnull, "ab") as out:
         child = subprocess.Popen(list(cmd), cwd=cwd, env=dict(env or child_env()), stdout=out,
                                  stderr=subprocess.STDOUT, start_new_session=True)
         try:
             while (left := budget_s - (time.monotonic() - start)) > 0:
-                try:
-                    return child.wait(timeout=min(left, every_s) if tick else left), time.monotonic() - start
-                except subprocess.TimeoutExpired:
-                    if tick is not None and time.monotonic() - start < budget_s:
-                        tick()
-            os.killpg(child.pid, signal.SIGTERM)
-            try:
-                code = child.wait(timeout=60)
-            except subprocess.TimeoutExpired:
-                os.killpg(child.pid, signal.SIGKILL)
-                code = child.wait()
+                if wait_exit(child.pid, time.monotonic() + min(left, every_s) if tick else start + budget_s,
+                             None) == "exited":
+                    reap_group(child)
+                    return child.returncode, time.monotonic() - start
+                if tick is not None and time.monotonic() - start < budget_s:
+                    tick()
+            end_group(child, signal.SIGTERM, None, grace_s=60)
         except BaseException:  # never leave the command going behind a failed tick
-            if child.poll() is None:
-                os.killpg(child.pid, signal.SIGKILL)
-                child.wait()
+            reap_group(child)
             raise
-    return code, time.monotonic() - start
+    return child.returncode, time.monotonic() - start
 
 
 def setup() -> None:
@@ -198,16 +190,6 @@ def archive_now() -> None:
             archive(ARCHIVE_TO)
         except (OSError, EOFError, tarfile.TarError) as exc:
             say(f"runs.tgz not refreshed this time: {type(exc).__name__}: {exc}")
-
-
-def in_suite(nodeid: str) -> str:
-    """A node id relative to the tree's parent (``benchmark/test_x.py::f``) made relative to SUITE."""
-    path, sep, rest = nodeid.partition("::")
-    full = Path(path) if Path(path).is_absolute() else SUITE.parent / path
-    try:
-        return str(full.relative_to(SUITE)) + sep + rest
-    except ValueError:
-        return nodeid
 
 
 def flaggems_own(nodes: Sequence[str], work: Path, budget: float, options: Sequence[str]) -> tuple[list[dict[str, Any]], float]:
@@ -319,7 +301,7 @@ def step_throughput(out: Path) -> None:
     for file in files:
         if deadline - time.monotonic() < 20:
             break
-        nodes = [in_suite(o.functions[0].nodeid) for o in by_file[file]]
+        nodes = [o.functions[0].nodeid for o in by_file[file]]  # relative to SUITE, the runner's cwd
         if startup is None:  # FlagGems' process start and collection, once
             _, startup = flaggems_own([*nodes, "--collect-only"], RUNS / "tp-own", min(60.0, (deadline - time.monotonic()) / 2), [])
         results, wall = flaggems_own(nodes, RUNS / "tp-own", deadline - time.monotonic(), FLAGGEMS_OWN_OPTIONS)
@@ -328,7 +310,8 @@ def step_throughput(out: Path) -> None:
                      "flaggems_wall_s": round(wall, 1), "flaggems_start_s": round(startup, 1), **side,
                      "note": "" if results else "FlagGems' runner reported no results (tp-own/pytest.log): not compared"})
         say(f"  {file}: FlagGems {wall:.1f} s (its start {startup:.1f} s), harness {side['harness_op_wall_s']} s")
-    write_csv(out / "throughput.csv", rows, THROUGHPUT_COLUMNS)
+    atomic_write_text(out / "throughput.csv", csv_text(THROUGHPUT_COLUMNS, ({c: r.get(c) for c in THROUGHPUT_COLUMNS}
+                                                                         for r in rows)))
 
 
 def summarize(parts: Sequence[Path], out: Path, extra: Mapping[str, Any] | None = None) -> dict[str, Any]:
