@@ -11,6 +11,7 @@ validated here, so code below works with frozen, well-typed values:
 
 from __future__ import annotations
 
+import argparse
 import difflib
 import math
 import os
@@ -188,6 +189,17 @@ def _finite(value: Any) -> float:
     if not math.isfinite(number):
         raise ValueError
     return number
+
+
+def positive_int(text: str) -> int:
+    """An argparse type: a whole number of at least 1 (``--repeats``, ``--window``)."""
+    try:
+        value = int(text)
+    except ValueError:
+        raise argparse.ArgumentTypeError(f"expected a whole number, got {text!r}") from None
+    if value < 1:
+        raise argparse.ArgumentTypeError(f"expected at least 1, got {text!r}")
+    return value
 
 
 def _positive_float(name: str) -> Callable[[Any], float]:

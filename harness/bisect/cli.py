@@ -17,20 +17,11 @@ from typing import Any
 
 from harness.contract import EXIT_FAILED, EXIT_INTERRUPTED, EXIT_OK
 from harness.errors import UsageError
+from harness.options import positive_int
 
 __all__ = ["STATE", "add_parser", "run"]
 
 STATE = "bisect-state.json"  # the output folder's resumable state
-
-
-def _positive_int(text: str) -> int:
-    try:
-        value = int(text)
-    except ValueError:
-        raise argparse.ArgumentTypeError(f"expected a whole number, got {text!r}") from None
-    if value < 1:
-        raise argparse.ArgumentTypeError(f"expected at least 1, got {text!r}")
-    return value
 
 
 def add_parser(sub: argparse._SubParsersAction[argparse.ArgumentParser]) -> None:
@@ -65,9 +56,9 @@ def add_parser(sub: argparse._SubParsersAction[argparse.ArgumentParser]) -> None
                    help="bisect.json, bisect.md and the state for resuming (default reports/bisect)")
     p.add_argument("--cache", default="reports/bisect-cache", metavar="DIR",
                    help="exported sources and every step's runs, shared by bisections (default reports/bisect-cache)")
-    p.add_argument("--repeats", type=_positive_int, default=2,
+    p.add_argument("--repeats", type=positive_int, default=2,
                    help="runs a side of a step's first try (default 2, ABBA); a noisy step tries again with twice as many")
-    p.add_argument("--max-tries", type=_positive_int, default=5,
+    p.add_argument("--max-tries", type=positive_int, default=5,
                    help="tries of a noisy step before it is skipped (default 5)")
     p.add_argument("--devices", metavar="LIST",
                    help="devices to test on, comma-separated: with K devices, K commits are tested at once "

@@ -14,7 +14,7 @@ from pathlib import Path
 from typing import TYPE_CHECKING, TextIO
 
 from harness.errors import GateFailed, UsageError
-from harness.options import read_project_config, resolve_history_db
+from harness.options import positive_int, read_project_config, resolve_history_db
 
 if TYPE_CHECKING:  # the statistics pull in numpy: imported only when a command runs
     from harness.compare.compare import Comparison
@@ -61,16 +61,6 @@ def _probability(text: str) -> float:
         raise argparse.ArgumentTypeError(f"expected a number in (0, 1), got {text!r}") from None
     if not (0 < value < 1):
         raise argparse.ArgumentTypeError(f"expected a number in (0, 1), got {text!r}")
-    return value
-
-
-def _positive_int(text: str) -> int:
-    try:
-        value = int(text)
-    except ValueError:
-        raise argparse.ArgumentTypeError(f"expected a whole number, got {text!r}") from None
-    if value < 1:
-        raise argparse.ArgumentTypeError(f"expected at least 1, got {text!r}")
     return value
 
 
@@ -125,7 +115,7 @@ def _add_gate_run(sub: argparse._SubParsersAction[argparse.ArgumentParser]) -> N
     )
     p.add_argument("--base-ref", required=True, help="git ref or directory of the reference version")
     p.add_argument("--head-ref", required=True, help="git ref or directory of the version under test")
-    p.add_argument("--repeats", type=_positive_int, default=2,
+    p.add_argument("--repeats", type=positive_int, default=2,
                    help="runs per side, interleaved base/head then head/base (default 2)")
     p.add_argument("--out", default="reports/gate", help="output directory (default reports/gate)")
     p.add_argument("--repo", default=".", help="git repository the refs belong to (default .)")
@@ -180,7 +170,7 @@ def _add_ab(sub: argparse._SubParsersAction[argparse.ArgumentParser]) -> None:
                        help=f"put DIR first on PYTHONPATH for side {big} (repeatable): a library path")
         p.add_argument(f"--{side}-python", metavar="PYTHON",
                        help=f"Python interpreter for side {big} (default: this one): an installed version")
-    p.add_argument("--repeats", type=_positive_int, default=2, help="runs per side (default 2)")
+    p.add_argument("--repeats", type=positive_int, default=2, help="runs per side (default 2)")
     p.add_argument("--order", choices=("abba", "abab"), default="abba",
                    help="abba (default, as gate-run: A1 B1 B2 A2 ..., cancels a steady drift) or abab")
     p.add_argument("--no-replay", action="store_true",
@@ -217,12 +207,12 @@ def _add_history(sub: argparse._SubParsersAction[argparse.ArgumentParser]) -> No
     )
     check.add_argument("run", metavar="RUN", help="run directory (added already or not)")
     db(check)
-    check.add_argument("--window", type=_positive_int, default=5, help="runs in the baseline (default 5)")
+    check.add_argument("--window", type=positive_int, default=5, help="runs in the baseline (default 5)")
     check.add_argument("--threshold", type=_percent, default=0.05, metavar="PCT",
                        help="suspect beyond this slowdown, percent (default 5)")
     check.add_argument("--large", type=_percent, default=0.25, metavar="PCT",
                        help="flag at once beyond this slowdown, percent (default 25)")
-    check.add_argument("--persist", type=_positive_int, default=2,
+    check.add_argument("--persist", type=positive_int, default=2,
                        help="consecutive suspect runs that make a regression (default 2)")
     check.add_argument("--out", metavar="DIR", help="write history-check.md, history-check-junit.xml and "
                        "bisect-ranges.json (where each regression's slowdown began, as library commits) here")
