@@ -25,9 +25,12 @@ code and configs). ``--history 1-6`` stores those reps in a history database (wr
 ``--out``, ``.history.sqlite``) and each pair is judged with each case's spread measured from it
 (``harness gate --history DB``); ``--test 7-11`` (default: the reps not in the history) are
 judged in consecutive pairs (7 against 8, 9 against 10): what the gate says about two nightlies
-given a history of that machine's earlier nights, out of sample.
+given a history of that machine's earlier nights, out of sample. ``--leave-pair-out`` in place of
+``--history``: each pair judged with a history of every other rep (oldest first), the pair left
+out: the longest history the reps give, with no rep judged in sample.
 
     python benchmarks/gate_pairs.py REPS --repeats --history 1-6 --test 7-11 --out FILE.json
+    python benchmarks/gate_pairs.py REPS --repeats --leave-pair-out --out FILE.json
 """
 
 from __future__ import annotations
@@ -38,6 +41,7 @@ import json
 import math
 import re
 import sys
+import tempfile
 from collections import Counter
 from collections.abc import Sequence
 from dataclasses import replace
@@ -193,14 +197,19 @@ def main(argv: Sequence[str] | None = None) -> int:
     parser.add_argument("--repeats", action="store_true", help="RUNS holds rep-N runs of the same ops")
     parser.add_argument("--history", type=parts, default=None,
                         help="with --repeats: the reps stored in a history that gives each case's spread (1-6)")
+    parser.add_argument("--leave-pair-out", action="store_true",
+                        help="with --repeats: each pair judged with a history of every other rep")
     parser.add_argument("--out", type=Path, required=True)
     args = parser.parse_args(argv)
     spread, criteria = load_spread(args.spread), Criteria()
     fitted: dict[str, Any] = {}
-    db: Path | None = None
+    histories: dict[tuple[Path, Path], Path] = {}  # a pair -> the history database its spreads come from
+    scratch = tempfile.TemporaryDirectory(prefix="gate-pairs-")
     if args.repeats:
         if args.fit is not None:
             parser.error("--fit measures a table from sample/warm pairs; with --repeats give --history")
+        if args.leave_pair_out and args.history:
+            parser.error("--leave-pair-out takes every other rep as the history: give it or --history, not both")
         reps = repeats_in(args.runs)
         chosen = set(reps) if args.test is None else args.test
         judged = sorted(chosen - (args.history or set()))
@@ -212,9 +221,13 @@ def main(argv: Sequence[str] | None = None) -> int:
             parser.error(f"{args.runs}: fewer than two reps left to judge")
         if args.history:
             db = history_of([reps[n] for n in sorted(args.history)], args.out.with_suffix(".history.sqlite"))
+            histories = dict.fromkeys(pairs, db)
+        for first, second in consecutive_pairs(judged) if args.leave_pair_out else ():
+            histories[(reps[first], reps[second])] = history_of(
+                [reps[n] for n in sorted(set(reps) - {first, second})], Path(scratch.name) / f"without-{first}-{second}.sqlite")
     else:
-        if args.history:
-            parser.error("--history takes reps: give --repeats")
+        if args.history or args.leave_pair_out:
+            parser.error("--history and --leave-pair-out take reps: give --repeats")
         every = pairs_in(args.runs)
         if not every:
             parser.error(f"{args.runs}: no sample-K and warm-K-cN run directories to pair")
@@ -233,20 +246,21 @@ def main(argv: Sequence[str] | None = None) -> int:
             shown = str(path.resolve().relative_to(ROOT)) if path.resolve().is_relative_to(ROOT) else str(path)
             spread, fitted = fitted_table(fit, load_yaml(path.read_text(), shown), shown, source)
             args.out.with_suffix(".spread.yaml").write_text(yaml.safe_dump(fitted["table"], sort_keys=False))
-    by_print: dict[str, SpreadTable] = {}
+    by_print: dict[tuple[Path, str], SpreadTable] = {}
     aa: dict[str, Counter[str]] = {}
     ab: dict[str, Counter[str]] = {}
     flagged: list[dict[str, Any]] = []
     for cold, warm in pairs:
         base, head = records(cold), records(warm)
-        if db is not None:  # each case's spread from the runs of base's fingerprint, once per fingerprint
+        pair_db = histories.get((cold, warm))
+        if pair_db is not None:  # each case's spread from the runs of base's fingerprint, once per database and fingerprint
             from harness.compare.history import with_history_spread
             from harness.results.runinfo import fingerprint
 
             info = run_data(cold).info
-            key = str(info.get("fingerprint") or fingerprint(info))
+            key = (pair_db, str(info.get("fingerprint") or fingerprint(info)))
             if key not in by_print:
-                by_print[key] = with_history_spread(load_spread(args.spread), db, info)
+                by_print[key] = with_history_spread(load_spread(args.spread), pair_db, info)
             spread = by_print[key]
         rows = compare_records(base, head, criteria, spread=spread)
         for mine, found in ((aa, tally(rows, args.min_us)),
@@ -264,7 +278,10 @@ def main(argv: Sequence[str] | None = None) -> int:
         logs = [c for b, c in judged if b.timer == timer]
         sigma, upper = pair_spread(logs)
         spreads[timer] = {"rows": len(logs), "sigma_pct": round(100 * sigma, 2), "upper95_pct": round(100 * upper, 2)}
-    print(f"{len(pairs)} pairs, rows of {args.min_us:g} us or more, spread table {spread.origin}")
+    scratch.cleanup()
+    origin = ("each case's spread measured in a history of the other reps, per pair (--leave-pair-out)"
+              if args.leave_pair_out else spread.origin)
+    print(f"{len(pairs)} pairs, rows of {args.min_us:g} us or more, spread table {origin}")
     print(f"{'timer':<10}{'rows':>6}{'A/A flagged':>13}{'unchanged':>11}{'noisy':>7}"
           f"{'A/B +' + format(args.slowdown, 'g') + '% flagged':>22}")
     summary: dict[str, Any] = {}
@@ -282,7 +299,7 @@ def main(argv: Sequence[str] | None = None) -> int:
         print(f"spread measured on parts {sorted(args.fit or ())}: {fitted['entry']['classes']} "
               f"({fitted['pairs_below_10us']} and {fitted['pairs_10us_or_more']} graph rows)")
     args.out.write_text(json.dumps({"pairs": [[c.name, w.name] for c, w in pairs], "min_us": args.min_us,
-                                    "slowdown_pct": args.slowdown, "spread": spread.origin, "by_timer": summary,
+                                    "slowdown_pct": args.slowdown, "spread": origin, "by_timer": summary,
                                     "run_spread": spreads,
                                     "fitted_entry": fitted.get("entry"), "aa_flagged_rows": flagged},
                                    indent=1) + "\n")

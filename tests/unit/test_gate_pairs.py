@@ -72,7 +72,7 @@ def _reps(runs: Path, count: int, rng: np.random.Generator, wander: float) -> No
 
 
 def test_reps_judged_in_pairs_with_each_cases_spread_from_a_history_of_the_other_reps(
-        tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
+        tmp_path: Path, capsys: pytest.CaptureFixture[str], monkeypatch: pytest.MonkeyPatch) -> None:
     _reps(tmp_path, 8, np.random.default_rng(11), wander=0.003)
     assert gate_pairs.consecutive_pairs([9, 7, 8, 10, 11]) == [(7, 8), (9, 10)]
     out = tmp_path / "history.json"
@@ -87,10 +87,25 @@ def test_reps_judged_in_pairs_with_each_cases_spread_from_a_history_of_the_other
     # the same pairs on the shipped 2% default: same-code rows cannot read unchanged
     assert gate_pairs.main([str(tmp_path), "--repeats", "--test", "5-8", "--out", str(out)]) == 0
     assert json.loads(out.read_text())["by_timer"]["graph"]["aa"].get("unchanged", 0) < 10
+    # every pair judged with a history of the six other reps, itself left out
+    stored: list[list[str]] = []
+    keep = gate_pairs.history_of
+
+    def recorded(runs: list[Path], db: Path) -> Path:
+        stored.append([r.name for r in runs])
+        return keep(runs, db)
+
+    monkeypatch.setattr(gate_pairs, "history_of", recorded)
+    assert gate_pairs.main([str(tmp_path), "--repeats", "--leave-pair-out", "--out", str(out)]) == 0
+    found = json.loads(out.read_text())
+    assert found["pairs"] == [[f"rep-{a}", f"rep-{a + 1}"] for a in (1, 3, 5, 7)] and "other reps" in found["spread"]
+    assert stored == [[f"rep-{n}" for n in range(1, 9) if n not in (a, a + 1)] for a in (1, 3, 5, 7)]
+    graph = found["by_timer"]["graph"]
+    assert graph["rows"] == 120 and graph["aa_flagged"] == 0 and graph["aa"].get("unchanged", 0) >= 108
     capsys.readouterr()
-    for bad in (["--history", "1-4"], ["--repeats", "--history", "1-4", "--test", "5-9"], ["--repeats", "--test", "5"]):
+    for bad in (["--history", "1-4"], ["--leave-pair-out"], ["--repeats", "--leave-pair-out", "--history", "1-4"], ["--repeats", "--history", "1-4", "--test", "5-9"], ["--repeats", "--test", "5"]):
         with pytest.raises(SystemExit) as stop:
             gate_pairs.main([str(tmp_path), *bad, "--out", str(out)])
         assert stop.value.code == 2
     errors = capsys.readouterr().err
-    assert "--history takes reps" in errors and "no rep-N run for [9]" in errors and "fewer than two reps" in errors
+    assert "--history and --leave-pair-out take reps" in errors and "not both" in errors and "no rep-N run for [9]" in errors and "fewer than two reps" in errors
