@@ -9,6 +9,7 @@ benchmark suite); ``execute`` runs any of them the same way.
 from __future__ import annotations
 
 import datetime as _dt
+import functools
 import importlib.metadata
 import os
 import sys
@@ -232,13 +233,18 @@ def _stored_plan(o: OpPlan) -> dict[str, Any]:
             **({"open_cases": o.open_cases} if o.is_open else {})}
 
 
+@functools.cache
 def _source() -> CommitState:
-    """This harness's commit and whether its tracked files differ from it."""
+    """This harness's commit and whether its tracked files differ from it, asked of git once per
+    process: the code this process loaded, which an edit of the tree while a run goes on does
+    not change (the run's start, a resume and its end record the same answer)."""
     return commit_state(Path(__file__).resolve().parent)
 
 
+@functools.cache
 def _digest() -> str:
-    """This harness's code by content (harness.run.provenance.code_digest)."""
+    """This harness's code by content (harness.run.provenance.code_digest), once per process as
+    :func:`_source`."""
     return code_digest(Path(__file__).resolve().parents[1])
 
 

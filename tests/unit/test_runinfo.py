@@ -157,6 +157,34 @@ def test_a_resume_under_another_commit_keeps_the_earlier_sessions_commits(monkey
     assert RunInfo.from_dict(_info(earlier_commits=["a"])).to_dict()["earlier_commits"] == ["a"]
 
 
+def test_a_run_asks_git_and_digests_its_code_once_per_process(monkeypatch: pytest.MonkeyPatch) -> None:
+    """The run's start, a resume and its end record one answer: the code this process loaded."""
+    from harness.run import execute
+    from harness.run.provenance import CommitState
+
+    asked: list[str] = []
+
+    def git(path: Path) -> CommitState:
+        asked.append("git")
+        return CommitState("abc", False)
+
+    def digest(path: Path) -> str:
+        asked.append("digest")
+        return "d1"
+
+    monkeypatch.setattr(execute, "commit_state", git)
+    monkeypatch.setattr(execute, "code_digest", digest)
+    execute._source.cache_clear()
+    execute._digest.cache_clear()
+    try:
+        assert [execute._source(), execute._source()] == [CommitState("abc", False)] * 2
+        assert [execute._digest(), execute._digest()] == ["d1", "d1"]
+        assert asked == ["git", "digest"]
+    finally:  # the next test asks for the real answer
+        execute._source.cache_clear()
+        execute._digest.cache_clear()
+
+
 def test_the_code_digest_follows_the_files_content_and_names_not_caches(tmp_path: Path) -> None:
     from harness.run.provenance import code_digest
 
