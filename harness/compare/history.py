@@ -223,8 +223,9 @@ class HistoryStore:
                              " n, torch_median_ms, cause) VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?)", rows)
         return len(rows), bool(old)
 
-    def _earlier_seqs(self, conn: sqlite3.Connection, run: RunData, limit: int) -> list[int]:
-        """The stored runs of this run's fingerprint that started before it, oldest first."""
+    def _earlier(self, conn: sqlite3.Connection, run: RunData, limit: int) -> list[tuple[int, str]]:
+        """(seq, library commit) of the stored runs of this run's fingerprint that started before
+        it, oldest first (the commit "" where a run names none or was stored before it was kept)."""
         fingerprint = _fingerprint(run)
         me = conn.execute("SELECT started_at, seq FROM runs WHERE run_id = ?", (run.run_id,)).fetchone()
         if me is None:
@@ -232,11 +233,12 @@ class HistoryStore:
             cond, args = "(started_at < ? OR (started_at = ? AND run_id < ?))", [started, started, run.run_id]
         else:
             cond, args = "(started_at < ? OR (started_at = ? AND seq < ?))", [me[0], me[0], me[1]]
-        seqs = [s for (s,) in conn.execute(
-            f"SELECT seq FROM runs WHERE fingerprint = ? AND {cond} ORDER BY started_at DESC, seq DESC LIMIT ?",
+        found = [(int(seq), str(commit or "")) for seq, commit in conn.execute(
+            f"SELECT seq, library_commit FROM runs WHERE fingerprint = ? AND {cond} "
+            "ORDER BY started_at DESC, seq DESC LIMIT ?",
             [fingerprint, *args, limit],
         )]
-        return list(reversed(seqs))
+        return list(reversed(found))
 
     def earlier_runs(self, run: RunData, limit: int = 200) -> list[dict[str, float | None]]:
         """Medians of the runs of this run's fingerprint that started before it, oldest first."""
@@ -244,15 +246,16 @@ class HistoryStore:
 
     def earlier_history(self, run: RunData, limit: int = 200) -> tuple[list[dict[str, float | None]], list[str]]:
         """:meth:`earlier_runs` and, in the same order and from the same read, each run's library
-        commit ("" where a run names none or was stored before the commit was kept)."""
+        commit ("" where a run names none or was stored before the commit was kept): two queries
+        however many runs there are."""
         with self._connect() as conn:
-            medians, commits = [], []
-            for seq in self._earlier_seqs(conn, run, limit):
-                medians.append({case: median for case, median in conn.execute(
-                    "SELECT case_id, median_ms FROM rows WHERE run_seq = ?", (seq,))})
-                commits.append(str(conn.execute("SELECT library_commit FROM runs WHERE seq = ?",
-                                                (seq,)).fetchone()[0] or ""))
-            return medians, commits
+            earlier = self._earlier(conn, run, limit)
+            medians: dict[int, dict[str, float | None]] = {seq: {} for seq, _ in earlier}
+            for seq, case, median in conn.execute(
+                    f"SELECT run_seq, case_id, median_ms FROM rows WHERE run_seq IN ({','.join('?' * len(earlier))})",
+                    [seq for seq, _ in earlier]) if earlier else ():
+                medians[seq][case] = median
+            return [medians[seq] for seq, _ in earlier], [commit for _, commit in earlier]
 
     def window_environments(self, run: RunData, window: int) -> list[tuple[str, dict[str, str]]]:
         """(run id, software versions) of the last ``window`` runs of this run's fingerprint that
