@@ -24,8 +24,13 @@ from __future__ import annotations
 import functools
 import importlib
 import importlib.metadata
+import json
+import re
+import urllib.parse
+import urllib.request
 from collections.abc import Callable, Mapping
 from dataclasses import dataclass
+from pathlib import Path
 from typing import Any
 
 from harness.backends.base import Backend
@@ -33,6 +38,7 @@ from harness.ops.base import OpSpec
 from harness.providers.bindings import BUILTIN_BINDINGS, GemsBinding, GemsCall
 
 __all__ = [
+    "installed_from",
     "GemsRuntime",
     "Unavailable",
     "binding_for",
@@ -176,15 +182,43 @@ def runtime() -> GemsRuntime | Unavailable:
     return load_runtime()
 
 
+def installed_from(distribution: str = "flag_gems") -> dict[str, Any]:
+    """The commit the installed package was built from, where pip recorded where it came from
+    (PEP 610's ``direct_url.json``): ``{"commit": SHA}`` for an install from a VCS URL (its
+    ``vcs_info.commit_id``); ``{"commit": SHA, "dirty": bool}`` for an editable or directory
+    install of a git checkout (git's answer for that folder now); {} for an install from an index
+    or a wheel file, or where the record is missing or unreadable."""
+    try:
+        text = importlib.metadata.distribution(distribution).read_text("direct_url.json")
+        found = json.loads(text) if text else None
+    except (importlib.metadata.PackageNotFoundError, json.JSONDecodeError, OSError, UnicodeDecodeError):
+        return {}
+    if not isinstance(found, dict):
+        return {}
+    vcs = found.get("vcs_info")
+    if isinstance(vcs, dict):
+        commit = str(vcs.get("commit_id") or "")
+        return {"commit": commit} if re.fullmatch(r"[0-9a-f]{7,64}", commit) else {}
+    url = urllib.parse.urlparse(str(found.get("url") or ""))
+    if url.scheme != "file" or not isinstance(found.get("dir_info"), dict):
+        return {}
+    from harness.run.provenance import commit_state
+
+    state = commit_state(Path(urllib.request.url2pathname(url.path)))
+    return {"commit": state.commit, "dirty": bool(state.dirty)} if state.commit else {}
+
+
 def identity_facts() -> dict[str, Any]:
-    """What run.json's identity records about flag_gems: only if this process tried to load it."""
+    """What run.json's identity records about flag_gems: only if this process tried to load it
+    (``commit``, and ``dirty``, where the install says which commit it was built from:
+    :func:`installed_from`)."""
     if runtime.cache_info().currsize == 0:
         return {}
     rt = runtime()
     if isinstance(rt, Unavailable):
         return {"flag_gems": {"unavailable": rt.reason}}
     return {"flag_gems": {"version": rt.version, "vendor": rt.vendor, "device": rt.device,
-                          "registered_functions": len(rt.functions)}}
+                          "registered_functions": len(rt.functions), **installed_from()}}
 
 
 def binding_for(op: OpSpec) -> GemsBinding | None:

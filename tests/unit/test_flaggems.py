@@ -9,6 +9,7 @@ expects reproduces the harness's torch baseline exactly.
 
 from __future__ import annotations
 
+import json
 from pathlib import Path
 from typing import Any
 
@@ -251,6 +252,65 @@ def test_identity_records_flag_gems_only_once_a_process_loaded_it() -> None:
         assert "unavailable" in facts or facts.get("version")
     finally:
         runtime.cache_clear()
+
+
+def _installed(site: Path, direct_url: str | None) -> None:
+    """A distribution ``fake_gems_dist`` in ``site`` as pip leaves it, with ``direct_url`` as its
+    PEP 610 record (None: installed from an index, no record)."""
+    info = site / "fake_gems_dist-1.0.dist-info"
+    info.mkdir(parents=True)
+    (info / "METADATA").write_text("Metadata-Version: 2.1\nName: fake_gems_dist\nVersion: 1.0\n")
+    if direct_url is not None:
+        (info / "direct_url.json").write_text(direct_url)
+
+
+@pytest.mark.parametrize("direct_url, expected", [
+    ('{"url": "https://github.com/o/FlagGems.git", "vcs_info": {"vcs": "git", "commit_id": "%s"}}' % ("ab12" * 10),
+     {"commit": "ab12" * 10}),  # pip install git+https://...@REF
+    ('{"url": "https://github.com/o/FlagGems.git", "vcs_info": {"vcs": "git", "commit_id": "main; rm -rf"}}', {}),
+    ('{"url": "file:///wheels/flag_gems-5.3.4-py3-none-any.whl", "archive_info": {}}', {}),  # a wheel file
+    ("not json", {}),
+    ('["a list"]', {}),
+    (None, {}),  # from an index: pip writes no record
+])
+def test_the_commit_an_installed_library_was_built_from_is_read_from_pips_record(
+        tmp_path: Path, monkeypatch: pytest.MonkeyPatch, direct_url: str | None, expected: dict[str, object]) -> None:
+    from harness.providers.flaggems import installed_from
+
+    _installed(tmp_path / "site", direct_url)
+    monkeypatch.syspath_prepend(str(tmp_path / "site"))
+    assert installed_from("fake_gems_dist") == expected
+    assert installed_from("no_such_dist_xyz") == {}
+
+
+def test_an_editable_install_of_a_checkout_names_its_commit_and_whether_it_was_edited(
+        tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    """pip install -e CHECKOUT: the record names the folder; git says its commit, and dirty once a
+    tracked file differs. A provider run's library commit (history, bisect) is then that one."""
+    import subprocess
+
+    from harness.providers.flaggems import installed_from
+    from harness.results.runinfo import library_commit
+
+    checkout = tmp_path / "FlagGems"
+    checkout.mkdir()
+    (checkout / "ops.py").write_text("x = 1\n")
+    env = {"GIT_AUTHOR_NAME": "t", "GIT_AUTHOR_EMAIL": "t@e", "GIT_COMMITTER_NAME": "t", "GIT_COMMITTER_EMAIL": "t@e",
+           "PATH": "/usr/bin:/bin", "HOME": str(tmp_path)}
+    for args in (["init", "-q"], ["add", "ops.py"], ["commit", "-qm", "one"]):
+        subprocess.run(["git", "-C", str(checkout), *args], check=True, env=env)
+    head = subprocess.run(["git", "-C", str(checkout), "rev-parse", "HEAD"], check=True, capture_output=True,
+                          text=True).stdout.strip()
+    _installed(tmp_path / "site", json.dumps({"url": checkout.as_uri(), "dir_info": {"editable": True}}))
+    monkeypatch.syspath_prepend(str(tmp_path / "site"))
+    assert installed_from("fake_gems_dist") == {"commit": head, "dirty": False}
+    (checkout / "ops.py").write_text("x = 2\n")
+    assert installed_from("fake_gems_dist") == {"commit": head, "dirty": True}
+    identity = {"flag_gems": {"version": "5.3.4", **installed_from("fake_gems_dist")}}
+    assert library_commit({"run_id": "r", "identity": identity}) == head
+    assert library_commit({"run_id": "r", "identity": {"flag_gems": {"commit": "not a sha"}}}) == ""
+    # a suite run's tree ref decides, as before
+    assert library_commit({"run_id": "r", "suite": {"ref": "v5.3.4"}, "identity": identity}) == ""
 
 
 # -- declarative ops ------------------------------------------------------------------------------------
