@@ -58,7 +58,7 @@ if str(ROOT) not in sys.path:
 
 from harness.compare.compare import RowComparison, compare_records, load_run  # noqa: E402
 from harness.compare.spread import SpreadTable, load_spread, parse_spread  # noqa: E402
-from harness.compare.stats import Criteria  # noqa: E402
+from harness.compare.stats import Criteria, pooled_spread  # noqa: E402
 from harness.ops.base import OpSpec, Shape  # noqa: E402
 from harness.results.schema import Measurement, record_from_dict  # noqa: E402
 
@@ -249,8 +249,6 @@ def measured_spread(runs: Sequence[Sequence[Measurement]], slow: Sequence[str], 
                     confidence: float = 0.95) -> dict[str, Any]:
     """The run-to-run sigma of log run medians across independent runs, per size class and per
     op, with an upper ``confidence`` bound (chi-square on the pooled degrees of freedom)."""
-    from scipy import stats as sps
-
     by_case: dict[str, list[float]] = {}
     op_of: dict[str, str] = {}
     for records in runs:
@@ -260,18 +258,10 @@ def measured_spread(runs: Sequence[Sequence[Measurement]], slow: Sequence[str], 
                 op_of[r.case_id] = r.op
 
     def pooled(cases: Sequence[str]) -> dict[str, Any] | None:
-        squares, dof = 0.0, 0
-        for c in cases:
-            logs = [math.log(m) for m in by_case[c]]
-            if len(logs) < 2:
-                continue
-            mean = statistics.fmean(logs)
-            squares += sum((x - mean) ** 2 for x in logs)
-            dof += len(logs) - 1
-        if dof == 0:
+        found = pooled_spread(([math.log(m) for m in by_case[c]] for c in cases), confidence)
+        if found is None:
             return None
-        sigma = math.sqrt(squares / dof)
-        upper = sigma * math.sqrt(dof / float(sps.chi2.ppf(1 - confidence, dof)))
+        sigma, upper, dof = found
         return {"sigma_pct": round(sigma * 100, 3), "upper_pct": round(upper * 100, 3), "dof": dof, "cases": len(cases)}
 
     small = [c for c in by_case if statistics.median(by_case[c]) * 1000 < boundary_us]

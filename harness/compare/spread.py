@@ -15,6 +15,7 @@ from importlib import resources
 from pathlib import Path
 from typing import Any
 
+from harness.compare.stats import pooled_spread
 from harness.errors import UsageError
 from harness.results.schema import TIMERS
 from harness.results.trend import MIN_MEASURED_SIGMA, history_spread
@@ -185,17 +186,14 @@ def measured_spread(series: Mapping[str, Sequence[float]], source: str, min_runs
 
 
 def pair_spread(log_changes: Sequence[float], confidence: float = 0.95) -> tuple[float, float]:
-    """Sigma of one run's log median from pairs of independent runs of the same code (each
-    pair's change of log median holds two runs' wander: its root mean square over sqrt(2); a
-    plain RMS, so the tails a gate must not flag count in full), and its upper ``confidence``
-    bound (chi-square with one degree of freedom per pair); ValueError without pairs."""
-    from scipy import stats
-
-    n = len(log_changes)
-    if not n:
+    """Sigma of one run's log median from pairs of independent runs of the same code, and its
+    upper ``confidence`` bound: each pair's change of log median is a group of two
+    (harness.compare.stats.pooled_spread: one degree of freedom a pair, its root mean square over
+    sqrt(2); a plain RMS, so the tails a gate must not flag count in full); ValueError without pairs."""
+    found = pooled_spread((0.0, float(x)) for x in log_changes)
+    if found is None:
         raise ValueError("no pairs to measure a spread from")
-    squares = sum(float(x) ** 2 for x in log_changes)
-    return math.sqrt(squares / (2 * n)), math.sqrt(squares / (2 * float(stats.chi2.ppf(1 - confidence, n))))
+    return found[0], found[1]
 
 
 def history_series(rows: Sequence[Mapping[str, Any]]) -> dict[str, list[float]]:

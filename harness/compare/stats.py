@@ -22,7 +22,7 @@ from __future__ import annotations
 
 import inspect
 import math
-from collections.abc import Sequence
+from collections.abc import Iterable, Sequence
 from dataclasses import dataclass
 from typing import Any, TypeAlias
 
@@ -45,6 +45,7 @@ __all__ = [
     "holm",
     "mann_whitney_p",
     "observed_run_spread",
+    "pooled_spread",
     "resolvable_change",
     "row_stats",
 ]
@@ -188,20 +189,32 @@ def bootstrap_ratio_ci(
     return float(low), float(high)
 
 
-def observed_run_spread(*sides: Sequence[float]) -> tuple[float, int] | None:
-    """(sigma, degrees of freedom) of the log run medians, pooled over the sides that have two
-    runs or more; None when no side has."""
+def pooled_spread(groups: Iterable[Sequence[float]], confidence: float = 0.95) -> tuple[float, float, int] | None:
+    """(sigma, its upper ``confidence`` bound, degrees of freedom) of values that should be equal
+    within each group (a case's log medians over independent runs of the same code): the pooled
+    standard deviation about each group's mean, and the chi-square bound on its degrees of
+    freedom (one fewer than each group's size, summed); groups of fewer than two values add
+    nothing; None when no group has two. The one estimator of a run-to-run spread from repeated
+    runs: across repeats (:func:`observed_run_spread`), from pairs of runs
+    (harness.compare.spread.pair_spread) and per size class (benchmarks/gate_calibration.py)."""
     squares, dof = 0.0, 0
-    for medians in sides:
-        m = np.asarray(medians, dtype=np.float64)
-        if m.size < 2 or np.any(m <= 0):
+    for group in groups:
+        values = np.asarray(group, dtype=np.float64)
+        if values.size < 2:
             continue
-        logs = np.log(m)
-        squares += float(np.sum((logs - logs.mean()) ** 2))
-        dof += m.size - 1
+        squares += float(np.sum((values - values.mean()) ** 2))
+        dof += values.size - 1
     if dof == 0:
         return None
-    return math.sqrt(squares / dof), dof
+    sigma = math.sqrt(squares / dof)
+    return sigma, sigma * math.sqrt(dof / float(sps.chi2.ppf(1 - confidence, dof))), dof
+
+
+def observed_run_spread(*sides: Sequence[float]) -> tuple[float, int] | None:
+    """(sigma, degrees of freedom) of the log run medians, pooled over the sides that have two
+    runs or more (:func:`pooled_spread`); None when no side has."""
+    found = pooled_spread([math.log(x) for x in m] for m in sides if len(m) >= 2 and min(m) > 0)
+    return None if found is None else (found[0], found[2])
 
 
 def resolvable_change(sigma: float, criteria: Criteria, rows: int = 1, runs_base: int = 1,

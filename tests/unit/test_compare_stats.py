@@ -21,6 +21,7 @@ from harness.compare.stats import (
     holm,
     mann_whitney_p,
     observed_run_spread,
+    pooled_spread,
     row_stats,
 )
 
@@ -83,6 +84,26 @@ def test_the_spread_of_repeats_is_pooled_over_the_sides_that_have_several() -> N
     assert dof == 2
     assert sigma == pytest.approx(math.sqrt((2 * 0.01**2 + 2 * 0.01**2) / 2))
     assert observed_run_spread([1.0], [2.0]) is None
+
+
+def test_one_pooled_estimator_gives_the_spread_of_groups_of_repeats_and_of_pairs() -> None:
+    """Deviations about each group's mean, pooled on the summed degrees of freedom, with the
+    chi-square upper bound; a pair's change d is the group (0, d): the RMS of d over sqrt(2)."""
+    from scipy import stats
+
+    from harness.compare.spread import pair_spread
+
+    found = pooled_spread([[0.0, 0.02, 0.04], [1.0], [5.0, 5.03]])
+    assert found is not None
+    sigma, upper, dof = found
+    assert dof == 3  # 2 + 0 + 1: a group of one adds nothing
+    assert sigma == pytest.approx(math.sqrt((0.02**2 + 0 + 0.02**2 + 2 * 0.015**2) / 3))
+    assert upper == pytest.approx(sigma * math.sqrt(3 / stats.chi2.ppf(0.05, 3))) and upper > sigma
+    assert pooled_spread([[1.0], []]) is None
+    changes = [0.01, -0.03, 0.02]
+    as_pairs = pooled_spread([(0.0, d) for d in changes])
+    assert as_pairs is not None and pair_spread(changes) == pytest.approx(as_pairs[:2])
+    assert pair_spread(changes)[0] == pytest.approx(math.sqrt(sum(d * d for d in changes) / (2 * len(changes))))
 
 
 # -- the unit of evidence is the run ------------------------------------------------------------
