@@ -36,7 +36,7 @@ def add_parser(sub: argparse._SubParsersAction[argparse.ArgumentParser]) -> None
         epilog="example:\n"
         "  harness bisect --repo ~/FlagGems --good v5.3.1 --bad v5.3.4 -- --suite .flaggems/v5.3.4/benchmark "
         "--ops softmax\n"
-        "Exit codes: 0 a culprit named, 1 no single culprit (nothing changed, or a range is left), 2 bad "
+        "Exit codes: 0 a culprit named for every case that changed, 1 not (nothing changed, or a range is left), 2 bad "
         "input (nothing run), 3 the machine lacks something (git), 130 interrupted (run it again to resume).",
         formatter_class=argparse.RawDescriptionHelpFormatter,
     )
@@ -113,6 +113,7 @@ def run(ns: argparse.Namespace, environ: Mapping[str, str]) -> int:
     from harness.bisect.report import (
         RESULT_JSON,
         RESULT_MD,
+        named_every_case,
         render_markdown,
         result_json,
         summary_line,
@@ -201,4 +202,4 @@ def run(ns: argparse.Namespace, environ: Mapping[str, str]) -> int:
     write_json(out / RESULT_JSON, data)
     atomic_write_text(out / RESULT_MD, render_markdown(data))
     print(summary_line(data))
-    return EXIT_OK if data["culprit"] else EXIT_FAILED
+    return EXIT_OK if named_every_case(data) else EXIT_FAILED

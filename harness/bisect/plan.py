@@ -36,6 +36,7 @@ __all__ = [
     "next_probes",
     "outcome",
     "repeats_for_try",
+    "row_marks",
 ]
 
 GOOD, BAD, SKIP, NOISY = "good", "bad", "skip", "noisy"
@@ -149,24 +150,32 @@ def _row_mark_verdict(row: RowResult, direction: str) -> tuple[str, str]:
     return SKIP, f"{row.case_id} did not run at this commit ({row.reason})"
 
 
-def judge_step(rows: Sequence[RowResult], metric: str, check: Check, threshold: float) -> StepJudgement:
-    """The mark of one tested commit from its rows (tested against good). Only the rows the
-    check tracked count. A commit is bad when any tracked row changed as the bad end did (the
-    first commit where some tracked row changed is the culprit); good when every tracked row is
-    as at the good end; noisy when a row could not be told apart from the noise; skip when a
-    tracked row did not run (the op failed to import, or the benchmark tree does not match).
-    With the speed metric a row is judged by which side of ``threshold`` its interval lies on."""
+def row_marks(rows: Sequence[RowResult], metric: str, check: Check, threshold: float) -> dict[str, tuple[str, str]]:
+    """Each tracked case's mark at one tested commit (tested against good) and why: good, bad,
+    noisy or skip (a tracked case with no row, or whose row did not run, is a skip). With the
+    speed metric a row is judged by which side of ``threshold`` its interval lies on."""
     by_id = {r.case_id: r for r in rows}
-    marks: list[tuple[str, str]] = []
+    marks: dict[str, tuple[str, str]] = {}
     for case in check.tracked:
         row = by_id.get(case)
         if row is None:
-            marks.append((SKIP, f"{case} has no result at this commit (the op did not run: import or "
-                                "benchmark tree)"))
+            marks[case] = (SKIP, f"{case} has no result at this commit (the op did not run: import or "
+                                 "benchmark tree)")
         elif metric == "verdict":
-            marks.append(_row_mark_verdict(row, check.direction))
+            marks[case] = _row_mark_verdict(row, check.direction)
         else:
-            marks.append(_row_mark_speed(row, check.direction, threshold))
+            marks[case] = _row_mark_speed(row, check.direction, threshold)
+    return marks
+
+
+def judge_step(rows: Sequence[RowResult], metric: str, check: Check, threshold: float) -> StepJudgement:
+    """The mark of one tested commit from its rows (tested against good). Only the rows the
+    check tracked count (:func:`row_marks`). A commit is bad when any tracked row changed as the
+    bad end did (the first commit where some tracked row changed is the culprit); good when every
+    tracked row is as at the good end; noisy when a row could not be told apart from the noise;
+    skip when a tracked row did not run (the op failed to import, or the benchmark tree does not
+    match)."""
+    marks = list(row_marks(rows, metric, check, threshold).values())
     if not marks:
         return StepJudgement(SKIP, "no tracked row")
     for wanted in (SKIP, BAD, NOISY):

@@ -2,6 +2,11 @@
 good), then rounds of probes (``k`` at once with ``k`` devices), each probe run again with twice
 the runs while it is noisy, and skipped when it stays noisy or cannot run.
 
+A culprit answers for the tracked cases that changed at it. Cases still as at the good end
+there changed later: a further search over the commits after it follows them alone (an
+*answer* each), judging the commits already tested from their rows, so that two commits of one
+range that slowed different ops are both named.
+
 The state is a plain dictionary, handed to ``save`` after the check and after every round, so an
 interrupted bisection resumes from it (:func:`bisect` with ``state``). What runs a step is the
 runner's business: `harness ab` in a cache folder (harness.bisect.runner), or a simulation
@@ -13,11 +18,12 @@ from __future__ import annotations
 import time
 from collections.abc import Callable, Mapping, Sequence
 from concurrent.futures import ThreadPoolExecutor
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from typing import Any, Protocol
 
 from harness.bisect.plan import (
     BAD,
+    GOOD,
     NOISY,
     SKIP,
     Check,
@@ -29,9 +35,11 @@ from harness.bisect.plan import (
     next_probes,
     outcome,
     repeats_for_try,
+    row_marks,
 )
 
-__all__ = ["STATE_VERSION", "BisectResult", "Commit", "Settings", "StepRun", "StepRunner", "bisect", "check_state"]
+__all__ = ["STATE_VERSION", "Answer", "BisectResult", "Commit", "Settings", "StepRun", "StepRunner", "bisect",
+           "check_state", "tries_run"]
 
 STATE_VERSION = 1
 # The threshold the opening check is judged with when --threshold is not given: the smallest
@@ -77,18 +85,28 @@ class Settings:
     devices: tuple[str | None, ...] = (None,)  # one probe per device in each round
 
 
+@dataclass(frozen=True)
+class Answer:
+    """One search of a bisection: the tracked cases it answers for and where it ended (its
+    ``outcome``'s indices are into the whole range)."""
+
+    cases: tuple[str, ...]
+    outcome: Outcome
+
+
 @dataclass
 class BisectResult:
     commits: tuple[Commit, ...]
     check: Check
     threshold: float
-    steps: list[dict[str, Any]]  # every commit tested, in the order tested
-    outcome: Outcome | None  # None when the check found nothing to bisect
+    steps: list[dict[str, Any]]  # every commit tested, in the order tested (one commit again in a later search)
+    outcome: Outcome | None  # the first answer's; None when the check found nothing to bisect
     rounds: int
     runs: int
     seconds: float
     cached_runs: int = 0
-    marks: dict[str, str] = field(default_factory=dict)
+    marks: dict[str, str] = field(default_factory=dict)  # the first search's
+    answers: tuple[Answer, ...] = ()  # oldest culprit first; the last one may have none (a range left)
 
 
 def _try_row(run: StepRun, repeats: int, pooled: int) -> dict[str, Any]:
@@ -97,12 +115,13 @@ def _try_row(run: StepRun, repeats: int, pooled: int) -> dict[str, Any]:
 
 
 def _test(commit: Commit, runner: StepRunner, settings: Settings, check: Check, threshold: float,
-          device: str | None) -> dict[str, Any]:
-    """Every try of one commit until it is judged good or bad, or skipped."""
+          device: str | None, search: int = 1, earlier: Sequence[dict[str, Any]] = ()) -> dict[str, Any]:
+    """Every try of one commit until it is judged good or bad, or skipped; after the ``earlier``
+    tries of it (an earlier search's, that could not tell this search's cases apart), pooled."""
     started = time.time()
-    tries: list[dict[str, Any]] = []
+    tries: list[dict[str, Any]] = list(earlier)
     judgement = None
-    for try_number in range(1, settings.max_tries + 1):
+    for try_number in range(len(tries) + 1, settings.max_tries + 1):
         repeats = repeats_for_try(settings.repeats, try_number)
         pooled = repeats + sum(int(a["repeats"]) for a in tries)
         run = runner.run(commit, try_number, repeats, device, threshold, [str(a["where"]) for a in tries])
@@ -116,7 +135,61 @@ def _test(commit: Commit, runner: StepRunner, settings: Settings, check: Check, 
         mark, reason = SKIP, f"still noisy after {len(tries)} tries: {reason}"
     return {"sha": commit.sha, "subject": commit.subject, "tree": commit.tree, "mark": mark, "reason": reason,
             "device": device, "started_at": started, "seconds": round(time.time() - started, 3),
-            "tries": tries}
+            "tries": tries, "search": search, "continued": len(earlier)}
+
+
+def tries_run(step: Mapping[str, Any]) -> list[dict[str, Any]]:
+    """The tries a step ran itself: a commit tested again by a later search holds the earlier
+    search's tries first (``continued`` of them), counted there."""
+    return list(step["tries"])[int(step.get("continued") or 0):]
+
+
+def _rows(step: Mapping[str, Any]) -> tuple[RowResult, ...]:
+    """The rows of a tested commit's last try (judged on all its tries' runs pooled)."""
+    return tuple(RowResult.from_json(r) for r in step["tries"][-1]["rows"])
+
+
+def _mark(step: Mapping[str, Any], settings: Settings, check: Check, threshold: float) -> str | None:
+    """A tested commit's mark for ``check``'s cases from its rows; None where they cannot tell
+    (noisy) and tries are left: the commit is run again when it is probed."""
+    mark = judge_step(_rows(step), settings.metric, check, threshold).mark
+    if mark != NOISY:
+        return mark
+    return SKIP if len(step["tries"]) >= settings.max_tries else None
+
+
+def _search(shas: Sequence[str], commits: Sequence[Commit], steps: list[dict[str, Any]], search: int,
+            check: Check, threshold: float, runner: StepRunner, settings: Settings, current: dict[str, Any],
+            save: Callable[[dict[str, Any]], None], say: Callable[[str], None]) -> tuple[dict[str, str], dict[str, Any]]:
+    """The first commit of ``shas`` (the last one known bad) at which a case of ``check`` changed:
+    the commits tested so far (by this search or an earlier one) judged for its cases, then rounds
+    of probes until the bounds meet. (marks, the latest step of each commit tested)."""
+    by_sha = {c.sha: c for c in commits}
+    latest = {step["sha"]: step for step in steps
+              if not step.get("check") and step["sha"] in by_sha and int(step.get("search", 1)) <= search}
+    marks: dict[str, str] = {shas[-1]: BAD}  # the check showed every tracked case changed at the bad end
+    for sha, step in latest.items():
+        if sha != shas[-1] and (mark := (step["mark"] if search == 1 else _mark(step, settings, check, threshold))):
+            marks[sha] = mark
+    while True:
+        probes = next_probes(shas, marks, len(settings.devices))
+        if not probes:
+            return marks, latest
+        current["rounds"] = int(current["rounds"]) + 1
+        chosen = [by_sha[shas[i]] for i in probes]
+        say(f"bisect: round {current['rounds']}: " + ", ".join(f"{c.sha[:12]} {c.subject[:50]}" for c in chosen))
+        with ThreadPoolExecutor(max_workers=len(chosen)) as pool:
+            done = list(pool.map(
+                lambda pair: _test(pair[0], runner, settings, check, threshold, pair[1], search,
+                                   latest[pair[0].sha]["tries"] if pair[0].sha in latest else ()),
+                zip(chosen, settings.devices, strict=False)))
+        for step in done:
+            marks[step["sha"]] = step["mark"]
+            latest[step["sha"]] = step
+            steps.append(step)
+            say(f"bisect:   {step['sha'][:12]} {step['mark']}: {step['reason'][:160]}")
+        current["steps"] = steps
+        save(dict(current))
 
 
 def _check(bad: Commit, runner: StepRunner, settings: Settings,
@@ -167,7 +240,6 @@ def bisect(
     that behaves as ``bad`` does. ``key`` names the bisection (stored with the state; a state of
     another key is not resumed: the caller refuses it with :func:`check_state`)."""
     shas = [c.sha for c in commits]
-    by_sha = {c.sha: c for c in commits}
     current: dict[str, Any] = {"format_version": STATE_VERSION, "key": dict(key), "check": None,
                                "threshold": None, "steps": [], "rounds": 0}
     if state is not None:
@@ -184,38 +256,37 @@ def bisect(
         save(dict(current))
     check = Check.from_json(current["check"])
     threshold = float(current["threshold"])
-    marks: dict[str, str] = {}
-    if check.changed:
-        marks[shas[-1]] = BAD  # the bad ref's source is the last commit's
-    for step in steps:
-        if not step.get("check") and step["sha"] in by_sha:
-            marks[step["sha"]] = step["mark"]
 
+    answers: list[Answer] = []
+    first_marks: dict[str, str] = {}
     if check.changed:
         judged = "by verdict" if settings.metric == "verdict" else f"at {threshold:.1%}"
         say(f"bisect: {check.reason}; {len(commits)} commit(s) change the source; steps judged {judged}")
+        start, cases = 0, check.tracked
         while True:
-            probes = next_probes(shas, marks, len(settings.devices))
-            if not probes:
+            search = len(answers) + 1
+            following = replace(check, tracked=cases)
+            marks, latest = _search(shas[start:], commits, steps, search, following, threshold, runner, settings,
+                                    current, save, say)
+            ended = outcome(shas[start:], marks)
+            first_marks = first_marks or marks
+            where = Outcome(ended.culprit, ended.first + start, ended.last + start, ended.skipped)
+            culprit_step = latest.get(ended.culprit or "")
+            # the cases still as at the good end where the culprit is: they changed after it
+            later = () if culprit_step is None else tuple(
+                case for case, (mark, _) in row_marks(_rows(culprit_step), settings.metric, following,
+                                                      threshold).items() if mark == GOOD)
+            answers.append(Answer(tuple(c for c in cases if c not in later), where))
+            if ended.culprit is None or not later:
                 break
-            current["rounds"] = int(current["rounds"]) + 1
-            chosen = [commits[i] for i in probes]
-            say(f"bisect: round {current['rounds']}: " + ", ".join(f"{c.sha[:12]} {c.subject[:50]}" for c in chosen))
-            with ThreadPoolExecutor(max_workers=len(chosen)) as pool:
-                done = list(pool.map(
-                    lambda pair: _test(pair[0], runner, settings, check, threshold, pair[1]),
-                    zip(chosen, settings.devices, strict=False)))
-            for step in done:
-                marks[step["sha"]] = step["mark"]
-                steps.append(step)
-                say(f"bisect:   {step['sha'][:12]} {step['mark']}: {step['reason'][:160]}")
-            current["steps"] = steps
-            save(dict(current))
-    tries = [a for s in steps for a in s["tries"]]
+            say(f"bisect: {ended.culprit[:12]} answers for {len(cases) - len(later)} case(s); "
+                f"{len(later)} changed after it: searching the commits after it for them")
+            start, cases = shas.index(ended.culprit) + 1, later
+    tries = [a for s in steps for a in tries_run(s)]
     return BisectResult(
         commits=tuple(commits), check=check, threshold=threshold, steps=steps,
-        outcome=outcome(shas, marks) if check.changed else None, rounds=int(current["rounds"]),
+        outcome=answers[0].outcome if answers else None, rounds=int(current["rounds"]),
         runs=sum(int(a["runs"]) for a in tries if not a["cached"]),
         seconds=sum(float(a["seconds"]) for a in tries if not a["cached"]),
-        cached_runs=sum(int(a["runs"]) for a in tries if a["cached"]), marks=marks,
+        cached_runs=sum(int(a["runs"]) for a in tries if a["cached"]), marks=first_marks, answers=tuple(answers),
     )

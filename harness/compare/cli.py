@@ -523,7 +523,7 @@ def _cmd_history(ns: argparse.Namespace, env: Mapping[str, str], stdout: TextIO)
 
 
 def _history_site(store: HistoryStore, db: Path, ns: argparse.Namespace, stdout: TextIO) -> int:
-    from harness.bisect.report import read_finding
+    from harness.bisect.report import read_findings
     from harness.results.html import render_history_site
     from harness.results.store import atomic_write_text
 
@@ -537,7 +537,7 @@ def _history_site(store: HistoryStore, db: Path, ns: argparse.Namespace, stdout:
     out = Path(ns.out)
     if out.exists() and not out.is_dir():
         raise UsageError(f"--out {out} is a file; give a folder for the site.")
-    bisects = [read_finding(Path(p)) for p in ns.bisect]
+    bisects = [f for p in ns.bisect for f in read_findings(Path(p))]
     _checked_out(ns)  # before any page is rendered
     pages = render_history_site(store.export(), commit_url=ns.commit_url, title=ns.title, bisects=bisects)
     for name, text in pages.items():

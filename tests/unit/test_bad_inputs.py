@@ -534,9 +534,9 @@ ROWS: list[Row] = [
     bad("history site --db h.sqlite --out site --commit-url http://x/", 2, "must be an http(s) URL with {commit} in it",
         files={"h.sqlite": ""}, absent=("site",)),
     bad("history site --db h.sqlite --out site --title", 2, "expected one argument", files={"h.sqlite": ""}),
-    bad("history site --db h.sqlite --out site --bisect b.json", 2, "format_version 2; this harness reads 1",
+    bad("history site --db h.sqlite --out site --bisect b.json", 2, "format_version 3; this harness reads 1, 2",
         files={"h.sqlite": "", "b.json": json.dumps({  # shaped as bisect.json, of another format version
-            "format_version": 2, "good_sha": "a" * 40, "bad_sha": "b" * 40, "run_args": ["--ops", "add"],
+            "format_version": 3, "good_sha": "a" * 40, "bad_sha": "b" * 40, "run_args": ["--ops", "add"],
             "check": {"tracked": [], "changed": False}, "culprit": None, "remaining": []})}, absent=("site",)),
     # -- harness bisect ------------------------------------------------------------------------
     bad("bisect --repo . --good a --bad b --threshold 0 -- --ops add", 2, "--threshold 0: a threshold must be above 0"),

@@ -252,3 +252,49 @@ def test_an_interrupted_bisection_resumes_from_its_state_without_testing_a_commi
     assert check_state(saved[-1], {"k": 1}) is None
     assert "other k" in (check_state(saved[-1], {"k": 2}) or "")
     assert check_state({**saved[-1], "format_version": 99}, {"k": 1}) is not None
+
+
+def test_two_commits_that_slowed_two_cases_are_both_named_each_for_its_case() -> None:
+    """A range where commit 5 slowed one case and commit 23 another: the first search names 5 for
+    the case that changed there; the other case, still as at good at 5, is followed alone over the
+    commits after 5 (those already tested judged from their rows) and 23 is named for it."""
+    commits = commits_of(32)
+    sim = SimulatedRange(commits, None, cases={"a[1]": 5, "b[2]": 23}, slowdown=0.08, run_sigma=0.003, seed=21)
+    result = _bisect(sim)
+    assert sorted(result.check.tracked) == ["a[1]", "b[2]"]
+    assert [(a.cases, a.outcome.culprit) for a in result.answers] == [(("a[1]",), commits[5].sha),
+                                                                       (("b[2]",), commits[23].sha)]
+    assert result.outcome is not None and result.outcome.culprit == commits[5].sha  # the first answer's
+    searches = [s.get("search", 1) for s in result.steps if not s.get("check")]
+    assert searches == sorted(searches) and set(searches) == {1, 2}
+    assert all(result.commits.index(next(c for c in commits if c.sha == s["sha"])) > 5
+               for s in result.steps if s.get("search") == 2)
+    # each try run once is counted once, however many searches judged it
+    assert result.runs == sum(2 * r for _, r in sim.runs_made)
+
+
+def test_cases_slowed_by_one_commit_get_one_answer() -> None:
+    commits = commits_of(20)
+    sim = SimulatedRange(commits, None, cases={"a[1]": 9, "b[2]": 9}, slowdown=0.08, run_sigma=0.003, seed=22)
+    result = _bisect(sim)
+    assert [(sorted(a.cases), a.outcome.culprit) for a in result.answers] == [(["a[1]", "b[2]"], commits[9].sha)]
+
+
+def test_a_second_search_interrupted_resumes_to_the_same_answers() -> None:
+    commits = commits_of(32)
+    cases = {"a[1]": 5, "b[2]": 23}
+    whole = _bisect(SimulatedRange(commits, None, cases=cases, slowdown=0.08, run_sigma=0.003, seed=23))
+    saved: list[dict[str, Any]] = []
+
+    def save_then_stop(state: dict[str, Any]) -> None:
+        saved.append(state)
+        if any(s.get("search") == 2 for s in state["steps"]):
+            raise KeyboardInterrupt
+
+    with pytest.raises(KeyboardInterrupt):
+        _bisect(SimulatedRange(commits, None, cases=cases, slowdown=0.08, run_sigma=0.003, seed=23), save=save_then_stop)
+    again = _bisect(SimulatedRange(commits, None, cases=cases, slowdown=0.08, run_sigma=0.003, seed=23),
+                    state=saved[-1])
+    assert [(a.cases, a.outcome.culprit) for a in again.answers] == [(a.cases, a.outcome.culprit)
+                                                                     for a in whole.answers]
+    assert len(again.answers) == 2

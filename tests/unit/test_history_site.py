@@ -17,8 +17,8 @@ pytest.importorskip("altair", reason="the HTML reports need altair (pip install 
 pytest.importorskip("vl_convert", reason="the HTML reports need vl-convert-python (pip install -e .)")
 
 from harness.bisect.plan import Check, Outcome  # noqa: E402
-from harness.bisect.report import FORMAT_VERSION, finding_from_json, read_finding, result_json  # noqa: E402
-from harness.bisect.session import BisectResult, Commit  # noqa: E402
+from harness.bisect.report import FORMAT_VERSION, findings_from_json, read_findings, result_json  # noqa: E402
+from harness.bisect.session import Answer, BisectResult, Commit  # noqa: E402
 from harness.cli import main  # noqa: E402
 from harness.errors import UsageError  # noqa: E402
 from harness.results.html import render_history_site  # noqa: E402
@@ -241,7 +241,8 @@ def _bisect_json(good: str, bad: str, ops: tuple[str, ...] = ("softmax",), track
                       first=1 if culprit is None else culprit, last=3 if culprit is None else culprit,
                       skipped=(commits[2].sha,) if culprit is None else ())
     result = BisectResult(commits=commits, check=Check(True, "regression", tracked, 1.3, "slower"), threshold=0.1,
-                          steps=[], outcome=outcome, rounds=2, runs=8, seconds=60.0)
+                          steps=[], outcome=outcome, rounds=2, runs=8, seconds=60.0,
+                          answers=(Answer(tracked, outcome),))
     facts = {"repo": "lib", "good": "v1", "bad": "v2", "good_sha": good, "bad_sha": bad, "metric": "speed",
              "threshold_given": None, "source_path": "src", "run_args": ["--suite", "TREE", "--ops", *ops],
              "devices": [], "repo_url": "https://github.com/org/lib"}
@@ -250,17 +251,47 @@ def _bisect_json(good: str, bad: str, ops: tuple[str, ...] = ("softmax",), track
 
 def test_bisect_json_is_read_back_as_written() -> None:
     data = _bisect_json(GOOD, BAD, ops=("softmax,mm", "add"))
-    found = finding_from_json(json.loads(json.dumps(data)), "here")
+    (found,) = findings_from_json(json.loads(json.dumps(data)), "here")
     assert (found.good, found.bad, found.ops, found.cases, found.changed) == (GOOD, BAD, ("softmax", "mm", "add"),
                                                                              (CASE,), True)
     assert found.culprit_sha == data["culprit"]["sha"] and found.culprit_subject == "commit 2"
     assert found.culprit_link == f"https://github.com/org/lib/commit/{found.culprit_sha}"
-    left = finding_from_json(_bisect_json(GOOD, BAD, culprit=None), "here")
+    (left,) = findings_from_json(_bisect_json(GOOD, BAD, culprit=None), "here")
     assert not left.culprit_sha and len(left.remaining) == 3
+    # format 1 (no answers): one finding for every case the check tracked
+    (old,) = findings_from_json({k: v for k, v in data.items() if k != "answers"} | {"format_version": 1}, "here")
+    assert old.cases == (CASE,) and old.culprit_sha == data["culprit"]["sha"]
+
+
+def test_a_bisection_with_two_culprits_gives_a_finding_for_each_with_its_cases() -> None:
+    commits = tuple(Commit(hashlib.sha1(f"c{i}".encode()).hexdigest(), f"commit {i}", f"t{i}") for i in range(6))
+    first, second = Outcome(commits[1].sha, 1, 1, ()), Outcome(commits[4].sha, 4, 4, ())
+    result = BisectResult(commits=commits, check=Check(True, "regression", ("a[1]", "b[2]"), 1.3, "slower"),
+                          threshold=0.1, steps=[], outcome=first, rounds=4, runs=16, seconds=60.0,
+                          answers=(Answer(("a[1]",), first), Answer(("b[2]",), second)))
+    facts = {"repo": "lib", "good": "v1", "bad": "v2", "good_sha": GOOD, "bad_sha": BAD, "metric": "speed",
+             "threshold_given": None, "source_path": "src", "run_args": ["--ops", "a", "b"], "devices": [],
+             "repo_url": ""}
+    data = result_json(result, facts, "")
+    assert data["culprit"]["sha"] == commits[1].sha  # the first answer's, where format 1 had it
+    found = findings_from_json(json.loads(json.dumps(data)), "here")
+    assert [(f.cases, f.culprit_sha) for f in found] == [(("a[1]",), commits[1].sha), (("b[2]",), commits[4].sha)]
+    from harness.bisect.report import named_every_case, render_markdown, summary_line
+
+    assert named_every_case(data)
+    line = summary_line(data)
+    assert line.startswith("bisect: 2 answers: ") and commits[1].sha[:12] in line and commits[4].sha[:12] in line
+    md = render_markdown(data)
+    assert "## Culprit for `a[1]`" in md and "## Culprit for `b[2]`" in md
+    left = {**data, "answers": [data["answers"][0], {**data["answers"][1], "culprit": None,
+                                                     "remaining": [data["answers"][0]["culprit"]], "skipped": []}]}
+    assert not named_every_case(left) and "no single culprit (1 case(s))" in summary_line(left)
 
 
 @pytest.mark.parametrize(("change", "why"), [
-    ({"format_version": 2}, "format_version 2; this harness reads 1"),
+    ({"format_version": 3}, "format_version 3; this harness reads 1, 2"),
+    ({"answers": [{"cases": "a", "culprit": None, "remaining": []}]}, "answers.0..cases is not a list"),
+    ({"answers": "x"}, "answers is not a list"),
     ({"format_version": None}, "format_version None"),
     ({"good_sha": None}, "good_sha"),
     ({"run_args": "--ops softmax"}, "run_args"),
@@ -271,20 +302,20 @@ def test_bisect_json_is_read_back_as_written() -> None:
 ])
 def test_a_bisect_json_not_as_written_is_refused_naming_what(change: dict[str, Any], why: str) -> None:
     with pytest.raises(ValueError, match=why.replace("(", r"\(").replace(")", r"\)")):
-        finding_from_json({**_bisect_json(GOOD, BAD), **change}, "here")
+        findings_from_json({**_bisect_json(GOOD, BAD), **change}, "here")
     with pytest.raises(ValueError, match="not a JSON object"):
-        finding_from_json([1], "here")
+        findings_from_json([1], "here")
 
 
 def test_read_finding_takes_the_file_or_its_folder_and_refuses_in_one_line(tmp_path: Path) -> None:
     (tmp_path / "run").mkdir()
     (tmp_path / "run" / "bisect.json").write_text(json.dumps(_bisect_json(GOOD, BAD)))
-    assert read_finding(tmp_path / "run").origin == str(tmp_path / "run")
-    assert read_finding(tmp_path / "run" / "bisect.json").good == GOOD
+    assert read_findings(tmp_path / "run")[0].origin == str(tmp_path / "run")
+    assert read_findings(tmp_path / "run" / "bisect.json")[0].good == GOOD
     (tmp_path / "bad.json").write_text("{not json")
     for path in (tmp_path / "missing", tmp_path / "bad.json", tmp_path):
         with pytest.raises(UsageError) as caught:
-            read_finding(path)
+            read_findings(path)
         assert "\n" not in caught.value.message and "--bisect" in caught.value.message
 
 

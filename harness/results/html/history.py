@@ -16,7 +16,7 @@ does not start another series. Each series shows its run-to-run spread and the s
 lasting slowdown the history rule catches with it (:func:`harness.results.trend.detectable_change`).
 
 Stored bisections (:class:`BisectFinding`, read from bisect.json by
-:func:`harness.bisect.report.read_finding`) are matched to the regressions whose library
+:func:`harness.bisect.report.read_findings`) are matched to the regressions whose library
 range they bisected (:func:`bisect_for`), which then show the culprit.
 """
 
