@@ -13,7 +13,9 @@ Scenarios:
 - ``skip``: as measured, with 10% of the commits unable to run (an op that fails to import);
 - ``noisy``: as measured, with 10% of the commits wandering five times more;
 - ``k4``: as measured, four devices (four commits tested a round);
-- ``a-a``: no change at all: how often a culprit is named anyway (a false alarm).
+- ``a-a``: no change at all: how often a culprit is named anyway (a false alarm);
+- ``two``: as measured, two cases slowed by two different commits of the range (a nightly range
+  where two commits slowed two ops): right when each case's own commit is named for it.
 
     python benchmarks/bisect_accuracy.py                 # 200 ranges a scenario
     python benchmarks/bisect_accuracy.py --ranges 20 --scenarios measured k4
@@ -35,10 +37,10 @@ from pathlib import Path
 from typing import Any
 
 from harness.bisect.session import Commit, Settings, bisect
-from harness.bisect.simulate import SimulatedRange, commits_of
+from harness.bisect.simulate import CASE, SimulatedRange, commits_of
 
 ROOT = Path(__file__).resolve().parents[1]
-SCENARIOS = ("measured", "assumed", "skip", "noisy", "k4", "a-a")
+SCENARIOS = ("measured", "assumed", "skip", "noisy", "k4", "a-a", "two")
 BAD_REF = Commit("f" * 40, "bad ref", "tree-bad")
 SHIPPED_SPREAD = 0.02  # harness/compare/run_spread.yaml's default for kernels of 10 us and more
 
@@ -52,21 +54,34 @@ def one_range(scenario: str, index: int, seed: int, slowdown: float) -> dict[str
     broken = set(rng.sample(others, max(1, n // 10))) if scenario == "skip" else set()
     noisy = set(rng.sample(range(n), max(1, n // 10))) if scenario == "noisy" else set()
     commits = commits_of(n)
-    sim = SimulatedRange(commits, culprit, slowdown=slowdown, run_sigma=sigma, broken=broken, noisy=noisy,
+    # each case and the commit that slows it (None: none does)
+    expected: dict[str, int | None] = {CASE: culprit}
+    if scenario == "two":
+        expected = {"first[1]": culprit, "second[2]": rng.choice([i for i in range(n) if i != culprit])}
+    sim = SimulatedRange(commits, culprit, cases=expected if scenario == "two" else None, slowdown=slowdown,
+                         run_sigma=sigma, broken=broken, noisy=noisy,
                          noisy_factor=5.0, known_spread=SHIPPED_SPREAD if scenario == "assumed" else None,
                          seed=rng.randrange(2**31))
     devices: tuple[str | None, ...] = ("0", "1", "2", "3") if scenario == "k4" else (None,)
     result = bisect(commits, BAD_REF, sim, Settings(devices=devices), key={})
+    named: dict[str, str | None] = dict.fromkeys(expected)
+    left: dict[str, tuple[int, int]] = {}
+    for answer in result.answers:
+        for case in answer.cases:
+            named[case] = answer.outcome.culprit
+            if answer.outcome.culprit is None:
+                left[case] = (answer.outcome.first, answer.outcome.last)
+    want = {case: commits[i].sha if i is not None else None for case, i in expected.items()}
+    held = bool(left) and all(expected[c] is not None and lo <= int(expected[c] or 0) <= hi for c, (lo, hi) in left.items())
     out = result.outcome
-    named = out.culprit if out is not None else None
-    expected = commits[culprit].sha if culprit is not None else None
-    held = out is not None and culprit is not None and out.first <= culprit <= out.last and named is None
     return {
-        "n": n, "culprit": culprit, "sigma": round(sigma, 5), "named": named is not None, "right": named == expected,
-        "wrong": named is not None and named != expected, "range_left": out is not None and named is None,
-        "range_holds_culprit": held, "remaining": out.remaining if out is not None and named is None else 0,
-        "rounds": result.rounds, "bound": round(math.log2(n) + 2, 3), "runs": result.runs,
-        "steps": len(result.steps), "skipped": len(out.skipped) if out is not None else 0,
+        "n": n, "culprit": culprit if scenario != "two" else sorted(i for i in expected.values() if i is not None),
+        "sigma": round(sigma, 5), "named": any(named.values()), "right": named == want,
+        "wrong": any(sha is not None and sha != want[c] for c, sha in named.items()), "range_left": bool(left),
+        "range_holds_culprit": held,
+        "missed": any(expected[c] is not None and sha is None and c not in left for c, sha in named.items()), "remaining": sum(hi - lo + 1 for lo, hi in left.values()),
+        "rounds": result.rounds, "bound": round(math.log2(n) + 2, 3) * (2 if scenario == "two" else 1),
+        "runs": result.runs, "steps": len(result.steps), "skipped": len(out.skipped) if out is not None else 0,
     }
 
 
@@ -77,6 +92,7 @@ def summarise(rows: Sequence[dict[str, Any]]) -> dict[str, Any]:
     within = sum(1 for r in rows if r["rounds"] <= r["bound"]) / len(rows)
     return {
         "ranges": len(rows), "right": share("right"), "wrong": share("wrong"), "range_left": share("range_left"),
+        "missed": share("missed"),
         "range_left_holds_culprit": share("range_holds_culprit"),
         "rounds_mean": statistics.fmean(r["rounds"] for r in rows), "rounds_max": max(r["rounds"] for r in rows),
         "bound_mean": statistics.fmean(r["bound"] for r in rows),
@@ -98,7 +114,7 @@ def main(argv: Sequence[str] | None = None) -> int:
         p.error("--ranges must be at least 1")
     results: dict[str, Any] = {}
     started = time.time()
-    header = (f"{'scenario':<9} {'ranges':>6} {'right':>6} {'wrong':>6} {'left':>6} {'rounds':>12} "
+    header = (f"{'scenario':<9} {'ranges':>6} {'right':>6} {'wrong':>6} {'left':>6} {'missed':>6} {'rounds':>12} "
               f"{'log2N+2':>7} {'within':>6} {'runs':>11} {'runs/commit':>11}")
     print(header)
     for scenario in ns.scenarios:
@@ -106,6 +122,7 @@ def main(argv: Sequence[str] | None = None) -> int:
         s = summarise(rows)
         results[scenario] = {"summary": s, "ranges": rows}
         print(f"{scenario:<9} {s['ranges']:>6} {s['right']:>6.1%} {s['wrong']:>6.1%} {s['range_left']:>6.1%} "
+              f"{s['missed']:>6.1%} "
               f"{s['rounds_mean']:>6.1f} (<={s['rounds_max']:>2}) {s['bound_mean']:>7.1f} {s['within_bound']:>6.1%} "
               f"{s['runs_mean']:>5.1f} (<={s['runs_max']:>3}) {s['runs_per_commit_tested']:>11.1f}", flush=True)
     data = {
@@ -115,6 +132,7 @@ def main(argv: Sequence[str] | None = None) -> int:
                                                                        "max_tries": Settings().max_tries},
         "columns": {"right": "the injected commit named", "wrong": "another commit named",
                     "left": "no single commit named: a range of skipped commits is left",
+                    "missed": "a slowed case the opening check did not see change, so not followed",
                     "rounds": "rounds of probes (a round tests k commits at once)",
                     "runs": "`harness run`s, both sides, the check included"},
         "seconds": round(time.time() - started, 1), "scenarios": results,

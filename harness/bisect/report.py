@@ -155,8 +155,10 @@ def render_markdown(data: Mapping[str, Any]) -> str:
         runs = sum(int(a["runs"]) for a in tries)
         minutes = sum(float(a["seconds"]) for a in tries) / 60.0  # as measured, also for cached runs
         cached = " (cache)" if tries and all(a["cached"] for a in tries) else ""
-        name = "check: " if step.get("check") else (f"search {step['search']}: " if int(step.get("search") or 1) > 1
-                                                    else "")
+        search = int(step.get("search") or 1)
+        name = ("check: " if step.get("check") else
+                f"search {search}, the culprit again for {len(step['settles'])} case(s): " if step.get("settles") else
+                f"search {search}: " if search > 1 else "")
         lines.append(f"| {i} | {name}{_commit_cell(step['sha'], step['subject'], step['link'])} | {step['mark']} | "
                      f"{_numbers(step)} | {runs}{cached} | {minutes:.1f} | "
                      f"{md_cell(str(step['reason']))[:300]} |")

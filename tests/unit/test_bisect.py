@@ -298,3 +298,18 @@ def test_a_second_search_interrupted_resumes_to_the_same_answers() -> None:
     assert [(a.cases, a.outcome.culprit) for a in again.answers] == [(a.cases, a.outcome.culprit)
                                                                      for a in whole.answers]
     assert len(again.answers) == 2
+
+
+def test_a_case_the_culprits_rows_cannot_tell_apart_is_settled_there_before_it_is_given_to_it() -> None:
+    """Two runs a side at 1.7% wander: at commit 7 (the first culprit) the other case's rows are
+    noisy. The culprit is tried again for that case alone, its runs pooled; it reads unchanged
+    there, and the search after 7 names 38 for it (without the settling it stayed with 7)."""
+    commits = commits_of(53)
+    sim = SimulatedRange(commits, None, cases={"first[1]": 7, "second[2]": 38}, run_sigma=0.01694, seed=1200173322)
+    result = _bisect(sim)
+    assert [(a.cases, a.outcome.culprit) for a in result.answers] == [(("first[1]",), commits[7].sha),
+                                                                       (("second[2]",), commits[38].sha)]
+    (settled,) = [s for s in result.steps if s.get("settles")]
+    assert settled["sha"] == commits[7].sha and settled["settles"] == ["second[2]"]
+    assert len(settled["tries"]) > settled["continued"] >= 1  # tries added to the culprit's, pooled
+    assert result.runs == sum(2 * r for _, r in sim.runs_made)
