@@ -55,7 +55,15 @@ from harness.results.runinfo import (
 from harness.results.schema import Measurement
 from harness.results.store import atomic_write_text, read_records, write_json
 from harness.results.triage import CAPTURE_DEATH_NOTE, died_capturing
-from harness.run.decide import INTERRUPTED, PENDING, OpOutcome, render_status, with_causes
+from harness.run.decide import (
+    INTERRUPTED,
+    PENDING,
+    OpOutcome,
+    StatusFacts,
+    record_counts,
+    render_status,
+    with_causes,
+)
 from harness.run.plan import make_run_id, plan_digest
 from harness.run.rundir import read_markers, write_marker
 
@@ -454,7 +462,9 @@ def merge_runs(dirs: Sequence[Path], out: Path, run_id: str | None = None,
         render_junit(records, unreached, op_notes={o.op: f"{o.status} {'; '.join(o.notes)}".strip() for o in outcomes}),
     )
     atomic_write_text(out / "report.md", render_markdown(records, info, unreached))
-    atomic_write_text(out / "ops_status.csv", render_status(outcomes))
+    # every row's run facts and record counts as `harness run` writes them; the merged run's own directory
+    facts = StatusFacts(str(info.get("backend") or ""), str(info.get("timer") or ""), str(out))
+    atomic_write_text(out / "ops_status.csv", render_status(outcomes, facts, record_counts(records)))
     from harness.run.outputs import write_html_report
 
     problem = write_html_report(out, info, records, unreached)

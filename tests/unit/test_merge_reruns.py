@@ -12,7 +12,7 @@ from typing import Any
 import pytest
 
 from harness.errors import UsageError
-from harness.results.schema import Measurement, Timing
+from harness.results.schema import Fallback, Measurement, Timing
 from harness.run.decide import OpOutcome
 from harness.run.merge import merge_runs
 from harness.run.rundir import write_marker
@@ -204,3 +204,19 @@ def test_an_op_a_rerun_did_not_end_keeps_the_earlier_runs_log(tmp_path: Path) ->
     merge_runs([first, cut_short, second], tmp_path / "merged", "night")
     assert _status(tmp_path / "merged")["add"] == "FAIL"
     assert (tmp_path / "merged" / "logs" / "add.log").read_text() == "add failed in p1"  # its row's run
+
+
+def test_the_merged_ops_status_repeats_the_run_facts_on_every_row_as_a_run_writes_them(tmp_path: Path) -> None:
+    """backend, timer and out_dir on every row (the merged run's own directory, not a part's), and
+    the notes a run adds from its records (rows timed without capture)."""
+    fallback = Measurement(run_id="p1", op="add", provider="builtin", dtype="float32", shape=(16,), backend="cpu",
+                           device="0", timer="cpu", status="pass", baseline=Timing.of([1.0, 1.1, 0.9]),
+                           candidate=Timing.of([1.0, 1.1, 0.9]), speedup=1.0,
+                           fallback=Fallback("capture", "refused"))
+    first = _part(tmp_path, "p1", 1, "2026-12-01T00:00:00+00:00", {"add": "PASS"}, extra_records=(fallback,))
+    second = _part(tmp_path, "p2", 2, "2026-12-01T00:00:00+00:00", {"mul": "PASS"})
+    out = tmp_path / "merged"
+    merge_runs([first, second], out, "night")
+    rows = {row["op"]: row for row in csv.DictReader((out / "ops_status.csv").open())}
+    assert {(r["backend"], r["timer"], r["out_dir"]) for r in rows.values()} == {("cpu", "cpu", str(out))}
+    assert "1 row(s) timed without capture" in rows["add"]["notes"] and not rows["mul"]["notes"]
