@@ -236,8 +236,10 @@ def render_history_markdown(run: RunData, checks: Sequence[CaseCheck], rules: Hi
     """history-check.md: flagged cases first, then suspects, then improvements; then where each
     regression's slowdown began, as library commits to bisect (``ranges``, ``unnamed``)."""
     regressions = [c for c in checks if c.status == "regression"]
+    waiting = [c for c in checks if c.status == "no baseline"]
+    judged = [c for c in checks if c.status not in ("no baseline", "not measured")]
     headline = (f"## History check: FAIL ({len(regressions)} regression(s))" if regressions
-                else "## History check: PASS")
+                else "## History check: PASS" + ("" if judged or not waiting else " (nothing judged yet: no baseline)"))
     ident = run.info.get("identity") or {}
     lines = [
         headline,
@@ -252,6 +254,11 @@ def render_history_markdown(run: RunData, checks: Sequence[CaseCheck], rules: Hi
         "Cases: " + ", ".join(f"{k} {v}" for k, v in sorted(_history_counts(checks).items())),
         "",
     ]
+    if waiting:
+        most = max(c.history for c in waiting)
+        lines += [f"{len(waiting)} case(s) not judged: no baseline yet (at most {most} earlier run(s) of this "
+                  f"fingerprint in `{db}`; {rules.min_history} needed). `harness history add` stores each run; "
+                  "they are judged once enough are stored.", ""]
     for heading, status in (("Regressions", "regression"), ("Suspect (flagged if the next run is "
                                                              "slower too)", "suspect"),
                             ("Improvements", "improvement")):

@@ -173,6 +173,19 @@ def test_failed_cases_are_stored_but_never_make_a_baseline(tmp_path: Path) -> No
     code, text = _history(["check", str(_run(tmp_path, 5))], db)
     assert code == 0
     assert "no baseline 1" in text
+    assert "1 case(s) not judged: no baseline yet (at most 0 earlier run(s)" in text  # gelu never passed
+    assert "## History check: PASS\n" in text  # the other cases were judged
+
+
+def test_a_check_with_too_few_runs_stored_says_nothing_was_judged_and_why(tmp_path: Path) -> None:
+    db = tmp_path / "history.sqlite"
+    for day in (1, 2):
+        _history(["add", str(_run(tmp_path, day))], db)
+    code, text = _history(["check", str(_run(tmp_path, 3))], db)
+    assert code == 0
+    assert "## History check: PASS (nothing judged yet: no baseline)" in text
+    assert f"{len(CASES)} case(s) not judged: no baseline yet (at most 2 earlier run(s)" in text
+    assert "3 needed" in text and "harness history add" in text
 
 
 def test_export_writes_each_case_trend_in_time_order(tmp_path: Path) -> None:
