@@ -476,6 +476,11 @@ def _cmd_history(ns: argparse.Namespace, env: Mapping[str, str], stdout: TextIO)
         _checked_out(ns)
     if ns.history_command == "add":
         run = load_run(Path(ns.run))
+        part = run.info.get("shard")
+        if isinstance(part, Mapping):  # a night is a whole run: half of one would read as its ops gone missing
+            raise UsageError(f"{ns.run} is part {part.get('index', '?')}/{part.get('count', '?')} of a split run "
+                             "(--shard): merge the parts first (`harness merge PART... --out DIR`) and add the "
+                             "merged run.")
         rows, replaced = store.add(run)
         print(f"history: {'replaced' if replaced else 'added'} run {run.run_id} ({rows} case(s), "
               f"fingerprint {run.info.get('fingerprint')}) in {db}", file=stdout)

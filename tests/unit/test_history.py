@@ -5,6 +5,7 @@ from __future__ import annotations
 import argparse
 import csv
 import io
+import json
 import re
 from collections.abc import Sequence
 from dataclasses import replace
@@ -155,6 +156,17 @@ def test_history_survives_reopening_and_keeps_fingerprints_apart(tmp_path: Path)
     earlier = HistoryStore(db).earlier_runs(target)
     assert len(earlier) == 4  # the other fingerprint's runs are not a baseline
     assert all(run["add[builtin-float16-4096x4096]"] == pytest.approx(2.0, rel=0.02) for run in earlier)
+
+
+def test_a_part_of_a_split_run_is_refused_before_anything_is_stored(tmp_path: Path) -> None:
+    db = tmp_path / "history.sqlite"
+    run = _run(tmp_path, 1)
+    info = json.loads((run / "run.json").read_text())
+    info["shard"] = {"index": 1, "count": 2, "ops": [], "all_ops": [], "plan_digest": "d"}
+    (run / "run.json").write_text(json.dumps(info))
+    with pytest.raises(UsageError, match=r"is part 1/2 of a split run .* merge the parts first"):
+        _history(["add", str(run)], db)
+    assert not db.exists()
 
 
 def test_adding_a_run_twice_replaces_it(tmp_path: Path) -> None:
