@@ -547,7 +547,9 @@ def _history_site(store: HistoryStore, db: Path, ns: argparse.Namespace, stdout:
     pages = render_history_site(store.export(), commit_url=ns.commit_url, title=ns.title, bisects=bisects)
     for name, text in pages.items():
         atomic_write_text(out / name, text)
-    print(f"history site: {len(pages)} page(s) in {out} (open {out / 'index.html'})", file=stdout)
+    html = sum(1 for name in pages if name.endswith(".html"))
+    print(f"history site: {html} page(s) and {len(pages) - html} shared file(s) in {out} "
+          f"(open {out / 'index.html'})", file=stdout)
     return 0
 
 

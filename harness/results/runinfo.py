@@ -155,6 +155,9 @@ def _read(path: Path) -> dict[str, Any]:
         raise UsageError(f"{path.parent}: no run.json there, so it is not a run directory. Give the "
                          "directory of a `harness run` (reports/<run-id>).") from None
     except OSError as exc:
+        if path.parent.is_file():  # a file given where a run directory goes (often its run.json)
+            raise UsageError(f"{path.parent} is a file, not a run directory: give the directory of a `harness run`"
+                             + (f" ({path.parent.parent})" if path.parent.name == "run.json" else "") + ".") from None
         raise UsageError(f"{path}: cannot read it ({exc.strerror}).") from None
     try:
         info = json.loads(text)

@@ -58,8 +58,12 @@ def resolve_refs(catalog: Mapping[str, OpInfo], refs: Sequence[_Ref] | Sequence[
             found.setdefault(op.id, op)
     if unknown:
         names = ", ".join(r.text if r.origin == "--ops" else f"{r.text} ({r.origin})" for r in unknown)
+        spaced = [r.text for r in unknown if len(r.text.split()) > 1
+                  and all(_resolve_one(catalog, _Ref(part, r.origin)) for part in r.text.split())]
+        hint = (f" {spaced[0]!r} names ops separated by spaces: separate them with commas (HARNESS_OPS, "
+                "[tool.harness] ops) or give them as separate words after --ops." if spaced else "")
         raise UsageError(
-            f"Unknown op(s): {names}. Known ops: {', '.join(catalog)}. "
+            f"Unknown op(s): {names}.{hint} Known ops: {', '.join(catalog)}. "
             "Check the spelling, or load your own ops with --ops-module."
         )
     return list(found.values())

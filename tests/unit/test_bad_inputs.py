@@ -100,6 +100,8 @@ ROWS: list[Row] = [
     bad("run --backend npu --ops softmax", 3, "needs its devices"),
     bad("run --backend moore --ops softmax", 3, "needs its devices"),
     bad("run --ops softmaxx", 2, "Unknown op(s): softmaxx"),
+    bad("run", 2, "'softmax add' names ops separated by spaces: separate them with commas",
+        env={"HARNESS_OPS": "softmax add"}),
     bad("run --ops 'soft\nmax'", 2, "Unknown op(s): soft\\nmax."),  # echoed escaped: one line
     bad("run --ops '\x1b[2J\x1b[31mred'", 2, "Unknown op(s): \\x1b[2J\\x1b[31mred."),
     bad("run --ops-file ops.txt", 2, "Unknown op(s): a\\u202eb (ops.txt line 1)", files={"ops.txt": "a\u202eb\n"}),
@@ -401,6 +403,9 @@ ROWS: list[Row] = [
     bad("nosuchcommand", 2, "invalid choice: 'nosuchcommand'"),
     # -- harness report -------------------------------------------------------------------------
     bad("report /nonexistent-run", 2, "no run.json there"),
+    bad("report run/run.json", 2, "run/run.json is a file, not a run directory: give the directory of a `harness run` "
+        "(run).", files=RUN),
+    bad("compare run/run.json run", 2, "run/run.json is a file, not a run directory", files=RUN),
     bad("report run --format pdf", 2, "invalid choice: 'pdf'", files=RUN),
     bad("report trunc", 2, "is not valid JSON", files={"trunc/run.json": "{"}),
     bad("report noplan", 2, "the run's plan cannot be read", files={"noplan/run.json": _run_json(plan=5)}),

@@ -350,6 +350,9 @@ def test_history_site_shows_the_culprit_of_a_stored_bisection(tmp_path: Path,
     text = _text(Page((out / "regressions.html").read_text(encoding="utf-8")))
     assert f"culprit {data['culprit']['sha'][:12]} commit 2" in text
     assert "Bisections that match no regression" not in text
+    pages = len(list(out.rglob("*.html")))
+    shared = len([p for p in out.rglob("*") if p.is_file() and p.suffix != ".html"])
+    assert f"history site: {pages} page(s) and {shared} shared file(s) in {out}" in capsys.readouterr().out
 
 
 def test_history_site_refuses_a_bisect_json_of_another_version(tmp_path: Path,
