@@ -161,10 +161,27 @@ def _check_one_split(first: PartRun, s: PartRun) -> None:
             "different splits. Merge the N runs of one --shard K/N split."
         )
     if s.digest != first.digest:
+        named = _plan_differences(first, s)
         raise UsageError(
-            f"{first.path} and {s.path} are parts of different run plans (ops, shapes, dtypes, "
-            "seed or timing budgets differ). Run every part with the same arguments but --shard."
+            f"{first.path} and {s.path} are parts of different run plans ("
+            + (f"{named} differ" if named else "ops, shapes, dtypes, seed or timing budgets differ")
+            + "). Run every part with the same arguments but --shard."
         )
+
+
+# The run options that decide what a plan measures (harness.run.plan.plan_digest and what chooses
+# its ops and cases), as run.json's options name them.
+PLAN_OPTIONS = ("ops", "ops_file", "ops_modules", "suite", "nodes", "dtypes", "shapes_file", "level", "seed",
+                "warmup_ms", "rep_ms", "cap_ms", "cache", "provider", "plugins", "extra_plugins")
+
+
+def _plan_differences(first: PartRun, other: PartRun) -> str:
+    """The plan options two parts were given differently, as ``--name a vs b`` (pure); "" when
+    their options agree (the plans differ in what the options chose: another tree, another
+    harness's shapes)."""
+    mine, theirs = first.info.get("options") or {}, other.info.get("options") or {}
+    return ", ".join(f"--{name.replace('_', '-')} {mine.get(name)!r} vs {theirs.get(name)!r}"
+                     for name in PLAN_OPTIONS if mine.get(name) != theirs.get(name))
 
 
 def check_parts(parts: Sequence[PartRun], allow_mismatch: bool = False) -> list[PartRun]:

@@ -204,6 +204,10 @@ def test_parts_of_different_fingerprints_are_refused_naming_the_difference() -> 
 def test_parts_of_other_splits_or_plans_are_refused() -> None:
     assert "different splits" in _refusal([_shard(1), _shard(2, count=2)])
     assert "different run plans" in _refusal([_shard(1), _shard(2, digest="e"), _shard(3)])
+    # the options given differently are named
+    fp32 = _shard(2, digest="e", options={"cache": "cold", "provider": "builtin", "dtypes": ["float32"]})
+    named = _refusal([_shard(1, options={"cache": "cold", "provider": "builtin", "dtypes": ["bfloat16"]}), fp32])
+    assert "(--dtypes ['bfloat16'] vs ['float32'] differ)" in named
 
 
 def test_parts_of_other_harness_commits_or_resumed_under_another_are_refused_unless_allowed() -> None:
