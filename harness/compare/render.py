@@ -254,6 +254,9 @@ def render_history_markdown(run: RunData, checks: Sequence[CaseCheck], rules: Hi
         "Cases: " + ", ".join(f"{k} {v}" for k, v in sorted(_history_counts(checks).items())),
         "",
     ]
+    if run.info.get("backend") == "cpu":
+        lines += ["Backend cpu: the Triton interpreter's times say nothing of a device's speed; on it this check "
+                  "tests the pipeline (docs/compare.md, \"The cpu backend\").", ""]
     if waiting:
         most = max(c.history for c in waiting)
         lines += [f"{len(waiting)} case(s) not judged: no baseline yet (at most {most} earlier run(s) of this "

@@ -198,6 +198,12 @@ def test_a_check_with_too_few_runs_stored_says_nothing_was_judged_and_why(tmp_pa
     assert "## History check: PASS (nothing judged yet: no baseline)" in text
     assert f"{len(CASES)} case(s) not judged: no baseline yet (at most 2 earlier run(s)" in text
     assert "3 needed" in text and "harness history add" in text
+    assert "Backend cpu" not in text
+    cpu = _run(tmp_path, 4)
+    info = json.loads((cpu / "run.json").read_text())
+    (cpu / "run.json").write_text(json.dumps({**info, "backend": "cpu"}))
+    assert "Backend cpu: the Triton interpreter's times say nothing of a device's speed" in _history(
+        ["check", str(cpu)], db)[1]
 
 
 def test_export_writes_each_case_trend_in_time_order(tmp_path: Path) -> None:
