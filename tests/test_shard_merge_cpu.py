@@ -40,6 +40,7 @@ def test_shards_merged_equal_the_unsharded_run(tmp_path: Path) -> None:
         part = tmp_path / f"part{k}"
         done = run_harness(*ARGS, "--shard", f"{k}/2", "--out", str(part), cwd=tmp_path)
         assert done.returncode == 0, done.stdout[-2000:] + done.stderr[-2000:]
+        assert f"part {k}/2 of a split: 1 of its 2 op(s)" in done.stdout.splitlines()[0]
         parts.append(part)
     ops = [set(json.loads((p / "run.json").read_text())["shard"]["ops"]) for p in parts]
     assert ops[0] and ops[1] and not ops[0] & ops[1]  # both parts got work, none twice

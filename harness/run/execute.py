@@ -348,8 +348,11 @@ def _start_line(prepared: Prepared, already: Mapping[str, OpOutcome], to_run: Se
     plan, dismissed = prepared.plan, prepared.dismissed
     return (
         f"harness run {plan.run_id}: backend {plan.backend.name}, devices {','.join(plan.devices)}, "
-        f"level {plan.level}, timer {plan.timer}, {len(plan.ops)} op(s), "
-        f"{sum(o.expected_cases for o in to_run)} case(s) to run"
+        f"level {plan.level}, timer {plan.timer}, "
+        + (f"part {prepared.part.get('index')}/{prepared.part.get('count')} of a split: "
+           f"{len(plan.ops)} of its {len(prepared.part.get('all_ops') or ())} op(s), " if prepared.part
+           else f"{len(plan.ops)} op(s), ")
+        + f"{sum(o.expected_cases for o in to_run)} case(s) to run"
         + (" (about: a suite's benchmarks choose their own inputs)" if any(o.is_open for o in to_run) else "")
         + (f", {len(dismissed)} dismissed" if dismissed else "")
         + (f", resuming ({len(already) - len(dismissed)} op(s) already complete)" if prepared.resumed else "")
