@@ -228,13 +228,27 @@ def findings_from_json(data: Any, origin: str) -> tuple[BisectFinding, ...]:
     ops, changed = _ops(run_args), bool(check.get("changed"))
     # the top level: format 1's one answer, format 2's first (checked either way)
     whole = _finding(good, bad, ops, check["tracked"], changed, data, origin, "")
-    if version == 1 or not data.get("answers"):  # format 1, or a check that found nothing to bisect
+    if version == 1:
         return (whole,)
-    answers = data["answers"]
+    answers = data.get("answers")
     if not isinstance(answers, list) or not all(isinstance(a, Mapping) for a in answers):
         raise ValueError("answers is not a list of mappings")
-    return tuple(_finding(good, bad, ops, a.get("cases"), changed, a, origin, f"answers[{i}].")
-                 for i, a in enumerate(answers))
+    if not changed:
+        if answers:
+            raise ValueError("answers are given though the check found no change")
+        return (whole,)
+    if not answers:
+        raise ValueError("answers is empty though the check found a change")
+    found = []
+    for i, answer in enumerate(answers):
+        cases = answer.get("cases")
+        if not isinstance(cases, list) or not cases or not all(isinstance(c, str) for c in cases):
+            raise ValueError(f"answers[{i}].cases is not a list of case ids")
+        finding = _finding(good, bad, ops, cases, changed, answer, origin, f"answers[{i}].")
+        if not finding.culprit_sha and not finding.remaining:
+            raise ValueError(f"answers[{i}] names neither a culprit nor the range left")
+        found.append(finding)
+    return tuple(found)
 
 
 def read_findings(path: Path, option: str = "--bisect") -> tuple[BisectFinding, ...]:

@@ -158,28 +158,35 @@ def _mark(step: Mapping[str, Any], settings: Settings, check: Check, threshold: 
     return SKIP if len(step["tries"]) >= settings.max_tries else None
 
 
-def _settle(culprit: Commit, step: dict[str, Any], steps: list[dict[str, Any]], search: int, check: Check,
-            threshold: float, runner: StepRunner, settings: Settings, current: dict[str, Any],
-            save: Callable[[dict[str, Any]], None], say: Callable[[str], None]) -> dict[str, Any]:
-    """The culprit's step with every case of ``check`` told apart where tries are left: a case
-    whose rows there are noisy decides whether it changed at the culprit or later, so the
-    culprit is tried again (its runs pooled) for those cases alone. Kept in ``steps`` marked
-    ``settles`` (done once: a resumed bisection finds it)."""
-    done = next((s for s in reversed(steps) if s.get("settles") and s["sha"] == culprit.sha
-                 and int(s.get("search", 1)) == search), None)
-    if done is not None:
-        return done
+def _settle(shas: Sequence[str], marks: Mapping[str, str], latest: Mapping[str, dict[str, Any]],
+            by_sha: Mapping[str, Commit], steps: list[dict[str, Any]], search: int, check: Check, threshold: float,
+            runner: StepRunner, settings: Settings, current: dict[str, Any], save: Callable[[dict[str, Any]], None],
+            say: Callable[[str], None]) -> dict[str, Any] | None:
+    """Where the bounds have met on a culprit whose rows cannot yet tell some of ``check``'s cases
+    apart (noisy: did they change at it or later?), the culprit tried again for those cases
+    alone, its runs pooled with its earlier tries: the step, marked for every case of ``check``
+    on the pooled rows (a culprit that no case reads changed at any more is good, and the search
+    goes on), and kept in ``steps`` as ``settles``. None where there is nothing to settle: one
+    case followed, the bad end (the check's), a step settled already, or no tries left."""
+    culprit = outcome(shas, marks).culprit
+    step = latest.get(culprit or "")
+    if culprit is None or step is None or len(check.tracked) < 2 or step.get("settles"):
+        return None
     unsure = tuple(case for case, (mark, _) in row_marks(_rows(step), settings.metric, check, threshold).items()
                    if mark == NOISY)
     if not unsure or len(step["tries"]) >= settings.max_tries:
-        return step
-    say(f"bisect: {culprit.sha[:12]} again for {len(unsure)} case(s) its rows cannot tell apart yet")
-    settled = _test(culprit, runner, settings, replace(check, tracked=unsure), threshold, settings.devices[0],
+        return None
+    say(f"bisect: {culprit[:12]} again for {len(unsure)} case(s) its rows cannot tell apart yet")
+    settled = _test(by_sha[culprit], runner, settings, replace(check, tracked=unsure), threshold, settings.devices[0],
                     search, step["tries"])
-    settled["settles"] = list(unsure)
+    judged = judge_step(_rows(settled), settings.metric, check, threshold)  # every case, not only the unsure
+    mark = SKIP if judged.mark == NOISY else judged.mark
+    settled.update(mark=mark, reason=judged.reason if mark == judged.mark else f"still noisy: {judged.reason}",
+                   settles=list(unsure))
     steps.append(settled)
     current["steps"] = steps
     save(dict(current))
+    say(f"bisect:   {culprit[:12]} {mark}: {settled['reason'][:160]}")
     return settled
 
 
@@ -190,9 +197,8 @@ def _search(shas: Sequence[str], commits: Sequence[Commit], steps: list[dict[str
     the commits tested so far (by this search or an earlier one) judged for its cases, then rounds
     of probes until the bounds meet. (marks, the latest step of each commit tested)."""
     by_sha = {c.sha: c for c in commits}
-    latest = {step["sha"]: step for step in steps  # a culprit's settling tries (_settle) mark nothing
-              if not step.get("check") and not step.get("settles") and step["sha"] in by_sha
-              and int(step.get("search", 1)) <= search}
+    latest = {step["sha"]: step for step in steps
+              if not step.get("check") and step["sha"] in by_sha and int(step.get("search", 1)) <= search}
     marks: dict[str, str] = {shas[-1]: BAD}  # the check showed every tracked case changed at the bad end
     for sha, step in latest.items():
         if sha != shas[-1] and (mark := (step["mark"] if search == 1 else _mark(step, settings, check, threshold))):
@@ -200,7 +206,13 @@ def _search(shas: Sequence[str], commits: Sequence[Commit], steps: list[dict[str
     while True:
         probes = next_probes(shas, marks, len(settings.devices))
         if not probes:
-            return marks, latest
+            settled = _settle(shas, marks, latest, by_sha, steps, search, check, threshold, runner, settings,
+                              current, save, say)
+            if settled is None:
+                return marks, latest
+            marks[settled["sha"]] = settled["mark"]
+            latest[settled["sha"]] = settled
+            continue
         current["rounds"] = int(current["rounds"]) + 1
         chosen = [by_sha[shas[i]] for i in probes]
         say(f"bisect: round {current['rounds']}: " + ", ".join(f"{c.sha[:12]} {c.subject[:50]}" for c in chosen))
@@ -298,9 +310,6 @@ def bisect(
             first_marks = first_marks or marks
             where = Outcome(ended.culprit, ended.first + start, ended.last + start, ended.skipped)
             culprit_step = latest.get(ended.culprit or "")
-            if culprit_step is not None and len(cases) > 1:
-                culprit_step = _settle(next(c for c in commits if c.sha == ended.culprit), culprit_step, steps, search,
-                                       following, threshold, runner, settings, current, save, say)
             # the cases still as at the good end where the culprit is: they changed after it
             later = () if culprit_step is None else tuple(
                 case for case, (mark, _) in row_marks(_rows(culprit_step), settings.metric, following,

@@ -280,24 +280,35 @@ def test_cases_slowed_by_one_commit_get_one_answer() -> None:
     assert [(sorted(a.cases), a.outcome.culprit) for a in result.answers] == [(["a[1]", "b[2]"], commits[9].sha)]
 
 
-def test_a_second_search_interrupted_resumes_to_the_same_answers() -> None:
-    commits = commits_of(32)
-    cases = {"a[1]": 5, "b[2]": 23}
-    whole = _bisect(SimulatedRange(commits, None, cases=cases, slowdown=0.08, run_sigma=0.003, seed=23))
-    saved: list[dict[str, Any]] = []
+def test_a_bisection_of_two_culprits_interrupted_anywhere_resumes_to_the_same_answers_and_runs() -> None:
+    """Stopped after each state it saved (the check, every round, a culprit's settling, in either
+    search) and resumed with the runs kept (the simulator stands in for the cache), the answers,
+    the runs and the rounds are the uninterrupted bisection's."""
+    commits = commits_of(53)
+    cases = {"first[1]": 7, "second[2]": 38}  # the settling range of the test below
 
-    def save_then_stop(state: dict[str, Any]) -> None:
-        saved.append(state)
-        if any(s.get("search") == 2 for s in state["steps"]):
-            raise KeyboardInterrupt
+    def sim() -> SimulatedRange:
+        return SimulatedRange(commits, None, cases=cases, run_sigma=0.01694, seed=1200173322)
 
-    with pytest.raises(KeyboardInterrupt):
-        _bisect(SimulatedRange(commits, None, cases=cases, slowdown=0.08, run_sigma=0.003, seed=23), save=save_then_stop)
-    again = _bisect(SimulatedRange(commits, None, cases=cases, slowdown=0.08, run_sigma=0.003, seed=23),
-                    state=saved[-1])
-    assert [(a.cases, a.outcome.culprit) for a in again.answers] == [(a.cases, a.outcome.culprit)
-                                                                     for a in whole.answers]
-    assert len(again.answers) == 2
+    whole = _bisect(sim())
+    expected = ([(a.cases, a.outcome.culprit) for a in whole.answers], whole.runs, whole.rounds)
+    counting: list[int] = []
+    _bisect(sim(), save=lambda _state: counting.append(1))
+    saves = len(counting)
+    assert saves > 5 and any(s.get("settles") for s in whole.steps)
+    for stop_at in range(1, saves + 1):
+        saved: list[dict[str, Any]] = []
+
+        def save_then_stop(state: dict[str, Any]) -> None:
+            saved.append(state)
+            if len(saved) == stop_at:
+                raise KeyboardInterrupt
+
+        kept = sim()
+        with pytest.raises(KeyboardInterrupt):
+            _bisect(kept, save=save_then_stop)
+        again = _bisect(kept, state=saved[-1])
+        assert ([(a.cases, a.outcome.culprit) for a in again.answers], again.runs, again.rounds) == expected, stop_at
 
 
 def test_a_case_the_culprits_rows_cannot_tell_apart_is_settled_there_before_it_is_given_to_it() -> None:
@@ -313,3 +324,18 @@ def test_a_case_the_culprits_rows_cannot_tell_apart_is_settled_there_before_it_i
     assert settled["sha"] == commits[7].sha and settled["settles"] == ["second[2]"]
     assert len(settled["tries"]) > settled["continued"] >= 1  # tries added to the culprit's, pooled
     assert result.runs == sum(2 * r for _, r in sim.runs_made)
+
+
+def test_a_culprit_that_no_case_reads_changed_at_once_settled_is_good_and_the_search_goes_on() -> None:
+    """Commit 11 (it wanders 6x more) reads bad on its first try, for a case that changed at 19;
+    settled on its pooled tries no case reads changed there: it is marked good, the search goes
+    on, and each case gets its own commit (never a culprit that answers for no case)."""
+    commits = commits_of(30)
+    sim = SimulatedRange(commits, None, cases={"a[1]": 24, "b[2]": 10, "c[3]": 19}, run_sigma=0.008, noisy={11, 20, 25},
+                         seed=650659135)
+    result = _bisect(sim)
+    assert [(a.cases, a.outcome.culprit) for a in result.answers] == [
+        (("b[2]",), commits[10].sha), (("c[3]",), commits[19].sha), (("a[1]",), commits[24].sha)]
+    flipped = [s for s in result.steps if s.get("settles") and s["sha"] == commits[11].sha]
+    assert flipped and flipped[-1]["mark"] == GOOD
+    assert all(a.cases for a in result.answers)

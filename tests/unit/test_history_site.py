@@ -290,8 +290,15 @@ def test_a_bisection_with_two_culprits_gives_a_finding_for_each_with_its_cases()
 
 @pytest.mark.parametrize(("change", "why"), [
     ({"format_version": 3}, "format_version 3; this harness reads 1, 2"),
-    ({"answers": [{"cases": "a", "culprit": None, "remaining": []}]}, "answers.0..cases is not a list"),
+    ({"answers": [{"cases": "a", "culprit": None, "remaining": []}]}, "answers.0..cases is not a list of case ids"),
+    ({"answers": [{"cases": [], "culprit": None, "remaining": []}]}, "answers.0..cases is not a list of case ids"),
+    ({"answers": [{"cases": [1], "culprit": None, "remaining": []}]}, "answers.0..cases is not a list of case ids"),
+    ({"answers": [{"cases": ["a"], "culprit": None, "remaining": []}]}, "names neither a culprit nor the range left"),
     ({"answers": "x"}, "answers is not a list"),
+    ({"answers": None}, "answers is not a list"),
+    ({"answers": {}}, "answers is not a list"),
+    ({"answers": []}, "answers is empty though the check found a change"),
+    ({"check": {"changed": False, "tracked": []}}, "answers are given though the check found no change"),
     ({"format_version": None}, "format_version None"),
     ({"good_sha": None}, "good_sha"),
     ({"run_args": "--ops softmax"}, "run_args"),
