@@ -460,9 +460,8 @@ def compare_runs(
 
     ``deliberate``: software fields whose difference is the point (see check_environment)."""
     base, head = load_run(base_dir), load_run(head_dir)
-    if base_dir.resolve() == head_dir.resolve() or base.run_id == head.run_id:
-        copied = "" if base_dir.resolve() == head_dir.resolve() else f", {head_dir} a copy of {base_dir}"
-        raise UsageError(f"base and head are one run ({base.run_id}{copied}): a run compared with itself shows no "
+    if base_dir.resolve() == head_dir.resolve():  # (two runs may share a run id: --run-id, gate-run's pools)
+        raise UsageError(f"base and head are one run directory ({base_dir}): a run compared with itself shows no "
                          "change whatever the code. Give two runs, base then head.")
     mismatches = check_alike(base, head, allow_mismatch)
     warnings = check_environment(base, head, allow_mismatch, deliberate)

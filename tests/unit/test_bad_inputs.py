@@ -406,10 +406,9 @@ ROWS: list[Row] = [
     bad("report run/run.json", 2, "run/run.json is a file, not a run directory: give the directory of a `harness run` "
         "(run).", files=RUN),
     bad("compare run/run.json run", 2, "run/run.json is a file, not a run directory", files=RUN),
-    bad("gate run run --allow-cpu", 2, "base and head are one run (r1): a run compared with itself", files=RUN),
-    bad("compare run ./run/ --allow-cpu", 2, "base and head are one run (r1)", files=RUN),
-    bad("compare run copy --allow-cpu", 2, "base and head are one run (r1, copy a copy of run)",
-        files={**RUN, "copy/run.json": _run_json(), "copy/records.jsonl": RECORD + "\n"}),
+    bad("gate run run --allow-cpu", 2, "base and head are one run directory (run): a run compared with itself",
+        files=RUN),
+    bad("compare run ./run/ --allow-cpu", 2, "base and head are one run directory (run)", files=RUN),
     bad("report run --format pdf", 2, "invalid choice: 'pdf'", files=RUN),
     bad("report trunc", 2, "is not valid JSON", files={"trunc/run.json": "{"}),
     bad("report noplan", 2, "the run's plan cannot be read", files={"noplan/run.json": _run_json(plan=5)}),
