@@ -477,7 +477,8 @@ def _cmd_history(ns: argparse.Namespace, env: Mapping[str, str], stdout: TextIO)
     if ns.history_command == "add":
         run = load_run(Path(ns.run))
         part = run.info.get("shard")
-        if isinstance(part, Mapping):  # a night is a whole run: half of one would read as its ops gone missing
+        # a night is a whole run: half of one would read as its ops gone missing (--shard 1/1 is whole)
+        if isinstance(part, Mapping) and part.get("count") != 1:
             raise UsageError(f"{ns.run} is part {part.get('index', '?')}/{part.get('count', '?')} of a split run "
                              "(--shard): merge the parts first (`harness merge PART... --out DIR`) and add the "
                              "merged run.")

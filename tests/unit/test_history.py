@@ -167,6 +167,9 @@ def test_a_part_of_a_split_run_is_refused_before_anything_is_stored(tmp_path: Pa
     with pytest.raises(UsageError, match=r"is part 1/2 of a split run .* merge the parts first"):
         _history(["add", str(run)], db)
     assert not db.exists()
+    info["shard"] = {**info["shard"], "count": 1}  # --shard 1/1: the whole run
+    (run / "run.json").write_text(json.dumps(info))
+    assert _history(["add", str(run)], db)[0] == 0
 
 
 def test_adding_a_run_twice_replaces_it(tmp_path: Path) -> None:
