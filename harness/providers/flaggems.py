@@ -185,9 +185,10 @@ def runtime() -> GemsRuntime | Unavailable:
 def installed_from(distribution: str = "flag_gems") -> dict[str, Any]:
     """The commit the installed package was built from, where pip recorded where it came from
     (PEP 610's ``direct_url.json``): ``{"commit": SHA}`` for an install from a VCS URL (its
-    ``vcs_info.commit_id``); ``{"commit": SHA, "dirty": bool}`` for an editable or directory
-    install of a git checkout (git's answer for that folder now); {} for an install from an index
-    or a wheel file, or where the record is missing or unreadable."""
+    ``vcs_info.commit_id``); ``{"commit": SHA, "dirty": bool}`` for an editable install of a git
+    checkout's root (the code imported is that folder's now, so git's answer for it now); {} for
+    an install from an index, a wheel file or a directory copied at install time (what it held
+    then is not known), a folder inside another repository, or a record missing or unreadable."""
     try:
         text = importlib.metadata.distribution(distribution).read_text("direct_url.json")
         found = json.loads(text) if text else None
@@ -200,11 +201,15 @@ def installed_from(distribution: str = "flag_gems") -> dict[str, Any]:
         commit = str(vcs.get("commit_id") or "")
         return {"commit": commit} if re.fullmatch(r"[0-9a-f]{7,64}", commit) else {}
     url = urllib.parse.urlparse(str(found.get("url") or ""))
-    if url.scheme != "file" or not isinstance(found.get("dir_info"), dict):
+    info = found.get("dir_info")
+    if url.scheme != "file" or not isinstance(info, dict) or info.get("editable") is not True:
+        return {}
+    folder = Path(urllib.request.url2pathname(url.path))
+    if not (folder / ".git").exists():  # git would answer for a repository around it
         return {}
     from harness.run.provenance import commit_state
 
-    state = commit_state(Path(urllib.request.url2pathname(url.path)))
+    state = commit_state(folder)
     return {"commit": state.commit, "dirty": bool(state.dirty)} if state.commit else {}
 
 

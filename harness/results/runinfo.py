@@ -128,12 +128,15 @@ def library_commit(info: Mapping[str, Any]) -> str:
     ref (``suite.ref``: benchmarks/fetch_flaggems.sh writes "TAG (DESCRIBE, COMMIT)", a checkout
     gives ``git describe``'s "TAG-N-gHASH", setuptools-scm's version "X.Y.devN+gHASH"), else the
     commit the installed flag_gems was built from (``identity.flag_gems.commit``, a provider run:
-    harness.providers.flaggems.installed_from); "" when the run names none (a run of built-in ops
-    alone, a tree known only by its version or tag, a library installed from an index)."""
+    harness.providers.flaggems.installed_from; not where its checkout was edited, ``dirty``); ""
+    when the run names none (a run of built-in ops alone, a tree known only by its version or tag,
+    a library installed from an index)."""
     ref = _lookup(info, ("suite", "ref"))
     if not isinstance(ref, str):
         installed = _lookup(info, ("identity", "flag_gems", "commit"))
-        return installed if isinstance(installed, str) and re.fullmatch(r"[0-9a-f]{7,64}", installed) else ""
+        edited = _lookup(info, ("identity", "flag_gems", "dirty")) is True  # not the code that commit holds
+        return installed if isinstance(installed, str) and re.fullmatch(r"[0-9a-f]{7,64}", installed) and not edited \
+            else ""
     full = re.findall(r"\b[0-9a-f]{40}\b", ref)
     if full:
         return full[-1]

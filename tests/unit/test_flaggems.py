@@ -254,12 +254,12 @@ def test_identity_records_flag_gems_only_once_a_process_loaded_it() -> None:
         runtime.cache_clear()
 
 
-def _installed(site: Path, direct_url: str | None) -> None:
-    """A distribution ``fake_gems_dist`` in ``site`` as pip leaves it, with ``direct_url`` as its
-    PEP 610 record (None: installed from an index, no record)."""
-    info = site / "fake_gems_dist-1.0.dist-info"
+def _installed(site: Path, direct_url: str | None, name: str = "fake_gems_dist") -> None:
+    """A distribution ``name`` in ``site`` as pip leaves it, with ``direct_url`` as its PEP 610
+    record (None: installed from an index, no record)."""
+    info = site / f"{name}-1.0.dist-info"
     info.mkdir(parents=True)
-    (info / "METADATA").write_text("Metadata-Version: 2.1\nName: fake_gems_dist\nVersion: 1.0\n")
+    (info / "METADATA").write_text(f"Metadata-Version: 2.1\nName: {name}\nVersion: 1.0\n")
     if direct_url is not None:
         (info / "direct_url.json").write_text(direct_url)
 
@@ -304,13 +304,40 @@ def test_an_editable_install_of_a_checkout_names_its_commit_and_whether_it_was_e
     _installed(tmp_path / "site", json.dumps({"url": checkout.as_uri(), "dir_info": {"editable": True}}))
     monkeypatch.syspath_prepend(str(tmp_path / "site"))
     assert installed_from("fake_gems_dist") == {"commit": head, "dirty": False}
-    (checkout / "ops.py").write_text("x = 2\n")
-    assert installed_from("fake_gems_dist") == {"commit": head, "dirty": True}
     identity = {"flag_gems": {"version": "5.3.4", **installed_from("fake_gems_dist")}}
     assert library_commit({"run_id": "r", "identity": identity}) == head
+    (checkout / "ops.py").write_text("x = 2\n")
+    assert installed_from("fake_gems_dist") == {"commit": head, "dirty": True}
+    edited = {"flag_gems": {"version": "5.3.4", **installed_from("fake_gems_dist")}}
+    assert library_commit({"run_id": "r", "identity": edited}) == ""  # the code measured is not that commit's
     assert library_commit({"run_id": "r", "identity": {"flag_gems": {"commit": "not a sha"}}}) == ""
     # a suite run's tree ref decides, as before
     assert library_commit({"run_id": "r", "suite": {"ref": "v5.3.4"}, "identity": identity}) == ""
+
+
+def test_a_directory_copied_at_install_or_inside_another_repository_names_no_commit(
+        tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    """pip install DIR (not editable) copied what the folder held then; a folder without a .git of
+    its own inside another repository would get that repository's commit from git: neither names one."""
+    import subprocess
+
+    from harness.providers.flaggems import installed_from
+
+    outer = tmp_path / "outer"
+    inner = outer / "vendor" / "FlagGems"
+    inner.mkdir(parents=True)
+    (outer / "f").write_text("x")
+    env = {"GIT_AUTHOR_NAME": "t", "GIT_AUTHOR_EMAIL": "t@e", "GIT_COMMITTER_NAME": "t", "GIT_COMMITTER_EMAIL": "t@e",
+           "PATH": "/usr/bin:/bin", "HOME": str(tmp_path)}
+    for args in (["init", "-q"], ["add", "f"], ["commit", "-qm", "one"]):
+        subprocess.run(["git", "-C", str(outer), *args], check=True, env=env)
+    _installed(tmp_path / "site", json.dumps({"url": inner.as_uri(), "dir_info": {"editable": True}}))
+    monkeypatch.syspath_prepend(str(tmp_path / "site"))
+    assert installed_from("fake_gems_dist") == {}
+    _installed(tmp_path / "site", json.dumps({"url": outer.as_uri(), "dir_info": {}}), "copied_dist")  # at install
+    assert installed_from("copied_dist") == {}
+    _installed(tmp_path / "site", json.dumps({"url": outer.as_uri(), "dir_info": {"editable": True}}), "live_dist")
+    assert installed_from("live_dist")["commit"]  # the same checkout, editable: its commit
 
 
 # -- declarative ops ------------------------------------------------------------------------------------
