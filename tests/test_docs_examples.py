@@ -5,7 +5,7 @@ in an empty directory, and must exit 0; or skipped for a reason this file names 
 lists them): a GPU, a docker engine, FlagGems, the network, the user's own files, a synopsis. A
 line that is neither fails: mark it (adjust SKIP below) or make it runnable. Placeholders of a
 run directory (``reports/<run-id>``, ``BASE_RUN``, ``HEAD_RUN``) become the run the first
-``harness run`` example made. Unlabelled fences are synopses and sample output, not run.
+``harness run`` example made (``HEAD_RUN`` a copy of it beside it). Unlabelled fences are synopses and sample output, not run.
 About 15 s (one real run of softmax at the smoke level, then quick commands).
 """
 
@@ -14,6 +14,7 @@ from __future__ import annotations
 import os
 import re
 import shlex
+import shutil
 import subprocess
 import sys
 from dataclasses import dataclass
@@ -124,8 +125,11 @@ def test_documented_command_runs_on_the_cpu_backend(
         return
     assert done.returncode == 0, "the example the others start from failed; see its test"
     command = example.command
+    head = run.with_name(f"{run.name}-head")  # a run is not compared with itself: HEAD_RUN is a copy of it
+    if not head.exists():
+        shutil.copytree(run, head)
     for placeholder in PLACEHOLDERS:
-        command = command.replace(placeholder, str(run))
+        command = command.replace(placeholder, str(head if placeholder == "HEAD_RUN" else run))
     if re.match(r"harness (compare|gate) ", command) and "--allow-cpu" not in command:
         # The documents compare accelerator runs; here the run is a cpu run, whose timings compare
         # and gate judge only when told (docs/compare.md, "The cpu backend").
