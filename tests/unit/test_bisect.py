@@ -5,6 +5,7 @@ with the gate's statistics."""
 from __future__ import annotations
 
 import math
+from collections.abc import Callable
 from typing import Any
 
 import pytest
@@ -296,17 +297,19 @@ def test_a_bisection_of_two_culprits_interrupted_anywhere_resumes_to_the_same_an
     _bisect(sim(), save=lambda _state: counting.append(1))
     saves = len(counting)
     assert saves > 5 and any(s.get("settles") for s in whole.steps)
-    for stop_at in range(1, saves + 1):
-        saved: list[dict[str, Any]] = []
-
+    def stopper(saved: list[dict[str, Any]], stop_at: int) -> Callable[[dict[str, Any]], None]:
         def save_then_stop(state: dict[str, Any]) -> None:
             saved.append(state)
             if len(saved) == stop_at:
                 raise KeyboardInterrupt
 
+        return save_then_stop
+
+    for stop_at in range(1, saves + 1):
+        saved: list[dict[str, Any]] = []
         kept = sim()
         with pytest.raises(KeyboardInterrupt):
-            _bisect(kept, save=save_then_stop)
+            _bisect(kept, save=stopper(saved, stop_at))
         again = _bisect(kept, state=saved[-1])
         assert ([(a.cases, a.outcome.culprit) for a in again.answers], again.runs, again.rounds) == expected, stop_at
 
