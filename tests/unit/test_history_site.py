@@ -362,6 +362,48 @@ def test_history_site_shows_the_culprit_of_a_stored_bisection(tmp_path: Path,
     assert f"history site: {pages} page(s) and {shared} shared file(s) in {out}" in capsys.readouterr().out
 
 
+def test_history_site_shows_each_regression_the_culprit_of_its_own_answer(tmp_path: Path,
+                                                                        capsys: pytest.CaptureFixture[str]) -> None:
+    """One bisection of a night's range in which two commits slowed two ops (bisect.json format 2,
+    two answers): each op's regression shows its own culprit."""
+    from harness.compare.compare import RunData
+    from harness.compare.history import HistoryStore
+
+    db = tmp_path / "history.sqlite"
+    store = HistoryStore(db)
+    library = {day: hashlib.sha1(f"library {day}".encode()).hexdigest() for day in range(1, 9)}
+    for day in range(1, 9):
+        run_id = f"night-{day}"
+        info = {"run_id": run_id, "status": "complete", "backend": "cuda", "timer": "graph", "level": "core",
+                "identity": {"device_name": "NVIDIA H200"}, "options": {"cache": "cold"}, "fingerprint": "fp-h200",
+                "started_at": f"2026-11-{day:02d}T02:00:00+00:00", "git_commit": f"{day:040d}",
+                "suite": {"ref": f"v5.3.4 (v5.3.4-{day}-g{library[day][:7]}, {library[day]})"}}
+        slow = 1.3 if day >= 6 else 1.0
+        store.add(RunData(path=tmp_path / run_id, info=info, records=(
+            record("softmax", cand_ms=0.01 * slow, run_id=run_id), record("add", cand_ms=0.02 * slow, run_id=run_id))))
+    softmax, add = str(record("softmax").case_id), str(record("add").case_id)
+    commits = tuple(Commit(hashlib.sha1(f"c{i}".encode()).hexdigest(), f"commit {i}", f"t{i}") for i in range(6))
+    first, second = Outcome(commits[1].sha, 1, 1, ()), Outcome(commits[4].sha, 4, 4, ())
+    result = BisectResult(commits=commits, check=Check(True, "regression", (softmax, add), 1.3, "slower"),
+                          threshold=0.1, steps=[], outcome=first, rounds=4, runs=16, seconds=60.0,
+                          answers=(Answer((softmax,), first), Answer((add,), second)))
+    facts = {"repo": "lib", "good": "v1", "bad": "v2", "good_sha": library[5], "bad_sha": library[6],
+             "metric": "speed", "threshold_given": None, "source_path": "src",
+             "run_args": ["--suite", "TREE", "--ops", "softmax", "add"], "devices": [],
+             "repo_url": "https://github.com/org/lib"}
+    (tmp_path / "bisect.json").write_text(json.dumps(result_json(result, facts, "https://github.com/org/lib")))
+    out = tmp_path / "site"
+    assert main(["history", "site", "--db", str(db), "--out", str(out), "--bisect", str(tmp_path / "bisect.json")]) == 0
+    html = (out / "regressions.html").read_text(encoding="utf-8")
+    text = _text(Page(html))
+    assert f"culprit {commits[1].sha[:12]} commit 1" in text and f"culprit {commits[4].sha[:12]} commit 4" in text
+    assert "Bisections that match no regression" not in text
+    # each op's row holds its own answer's culprit, not the other's
+    row_of = {case: next(r for r in html.split("<tr")[1:] if case in r) for case in (softmax, add)}
+    assert commits[1].sha[:12] in row_of[softmax] and commits[4].sha[:12] not in row_of[softmax]
+    assert commits[4].sha[:12] in row_of[add] and commits[1].sha[:12] not in row_of[add]
+
+
 def test_history_site_refuses_a_bisect_json_of_another_version(tmp_path: Path,
                                                                capsys: pytest.CaptureFixture[str]) -> None:
     db, library = _store_with_a_regression(tmp_path)
