@@ -44,7 +44,6 @@ from harness.autotune.store import AUTOTUNE_DIR, META_FILE, read_meta, write_met
 from harness.contract import RunFiles
 from harness.errors import UsageError
 from harness.options import RunOptions
-from harness.results.render import render_csv, render_junit, render_markdown
 from harness.results.runinfo import (
     alike_values,
     environment_differences,
@@ -53,17 +52,9 @@ from harness.results.runinfo import (
     read_run_info,
 )
 from harness.results.schema import Measurement
-from harness.results.store import atomic_write_text, read_records, write_json
+from harness.results.store import RecordsFile, atomic_write_text, read_records, write_json
 from harness.results.triage import CAPTURE_DEATH_NOTE, died_capturing
-from harness.run.decide import (
-    INTERRUPTED,
-    PENDING,
-    OpOutcome,
-    StatusFacts,
-    record_counts,
-    render_status,
-    with_causes,
-)
+from harness.run.decide import INTERRUPTED, PENDING, OpOutcome, with_causes
 from harness.run.plan import make_run_id, plan_digest
 from harness.run.rundir import read_markers, write_marker
 
@@ -445,7 +436,7 @@ def _check_out(out: Path) -> None:
 def merge_runs(dirs: Sequence[Path], out: Path, run_id: str | None = None,
                stdout: TextIO | None = None, allow_mismatch: bool = False) -> dict[str, Any]:
     """Merge the parts in ``dirs`` into ``out``; returns the merged run.json."""
-    from harness.run.outputs import stored_ops, unreached_cases
+    from harness.run.outputs import render_outputs, stored_ops, unreached_cases
 
     given = [read_part(Path(d)) for d in dirs]
     parts = check_parts(given, allow_mismatch)
@@ -471,20 +462,15 @@ def merge_runs(dirs: Sequence[Path], out: Path, run_id: str | None = None,
     for outcome in outcomes:
         if outcome.status not in (PENDING, INTERRUPTED):
             write_marker(out, outcome)
-    by_op = {o.op: o for o in outcomes}
-    unreached = unreached_cases(stored_ops(info), records, by_op)
-    atomic_write_text(out / "summary.csv", render_csv(records))
-    atomic_write_text(
-        out / "junit.xml",
-        render_junit(records, unreached, op_notes={o.op: f"{o.status} {'; '.join(o.notes)}".strip() for o in outcomes}),
-    )
-    atomic_write_text(out / "report.md", render_markdown(records, info, unreached))
-    # every row's run facts and record counts as `harness run` writes them; the merged run's own directory
-    facts = StatusFacts(str(info.get("backend") or ""), str(info.get("timer") or ""), str(out))
-    atomic_write_text(out / "ops_status.csv", render_status(outcomes, facts, record_counts(records)))
+    # the rendered files as `harness run` renders them; its ops_status.csv names the merged run's directory
+    info["options"] = {**(info.get("options") or {}), "out": str(out)}
+    for name, text in render_outputs(stored_ops(info), info, RecordsFile(RunFiles(out).records, tuple(records)),
+                                     outcomes).items():
+        atomic_write_text(out / name, text)
     from harness.run.outputs import write_html_report
 
-    problem = write_html_report(out, info, records, unreached)
+    problem = write_html_report(out, info, records, unreached_cases(stored_ops(info), records,
+                                                                    {o.op: o for o in outcomes}))
     if problem:
         info["report_html"] = problem
     _copy_autotune(every, out, run_id)  # a later run of a part overwrites an earlier one's
