@@ -326,7 +326,8 @@ def test_read_finding_takes_the_file_or_its_folder_and_refuses_in_one_line(tmp_p
         assert "\n" not in caught.value.message and "--bisect" in caught.value.message
 
 
-def _store_with_a_regression(tmp_path: Path) -> tuple[Path, dict[int, str]]:
+def _store_with_a_regression(tmp_path: Path, slowed: tuple[str, ...] = ("softmax",)) -> tuple[Path, dict[int, str]]:
+    """Eight nights of softmax and add, the ops ``slowed`` 30% slower from night 6."""
     from harness.compare.compare import RunData
     from harness.compare.history import HistoryStore
 
@@ -339,9 +340,10 @@ def _store_with_a_regression(tmp_path: Path) -> tuple[Path, dict[int, str]]:
                 "identity": {"device_name": "NVIDIA H200"}, "options": {"cache": "cold"}, "fingerprint": "fp-h200",
                 "started_at": f"2026-11-{day:02d}T02:00:00+00:00", "git_commit": f"{day:040d}",
                 "suite": {"ref": f"v5.3.4 (v5.3.4-{day}-g{library[day][:7]}, {library[day]})"}}
-        slow = 1.3 if day >= 6 else 1.0
+        slow = {op: 1.3 if day >= 6 and op in slowed else 1.0 for op in ("softmax", "add")}
         store.add(RunData(path=tmp_path / run_id, info=info, records=(
-            record("softmax", cand_ms=0.01 * slow, run_id=run_id), record("add", cand_ms=0.02, run_id=run_id))))
+            record("softmax", cand_ms=0.01 * slow["softmax"], run_id=run_id),
+            record("add", cand_ms=0.02 * slow["add"], run_id=run_id))))
     return db, library
 
 
@@ -366,21 +368,7 @@ def test_history_site_shows_each_regression_the_culprit_of_its_own_answer(tmp_pa
                                                                         capsys: pytest.CaptureFixture[str]) -> None:
     """One bisection of a night's range in which two commits slowed two ops (bisect.json format 2,
     two answers): each op's regression shows its own culprit."""
-    from harness.compare.compare import RunData
-    from harness.compare.history import HistoryStore
-
-    db = tmp_path / "history.sqlite"
-    store = HistoryStore(db)
-    library = {day: hashlib.sha1(f"library {day}".encode()).hexdigest() for day in range(1, 9)}
-    for day in range(1, 9):
-        run_id = f"night-{day}"
-        info = {"run_id": run_id, "status": "complete", "backend": "cuda", "timer": "graph", "level": "core",
-                "identity": {"device_name": "NVIDIA H200"}, "options": {"cache": "cold"}, "fingerprint": "fp-h200",
-                "started_at": f"2026-11-{day:02d}T02:00:00+00:00", "git_commit": f"{day:040d}",
-                "suite": {"ref": f"v5.3.4 (v5.3.4-{day}-g{library[day][:7]}, {library[day]})"}}
-        slow = 1.3 if day >= 6 else 1.0
-        store.add(RunData(path=tmp_path / run_id, info=info, records=(
-            record("softmax", cand_ms=0.01 * slow, run_id=run_id), record("add", cand_ms=0.02 * slow, run_id=run_id))))
+    db, library = _store_with_a_regression(tmp_path, slowed=("softmax", "add"))
     softmax, add = str(record("softmax").case_id), str(record("add").case_id)
     commits = tuple(Commit(hashlib.sha1(f"c{i}".encode()).hexdigest(), f"commit {i}", f"t{i}") for i in range(6))
     first, second = Outcome(commits[1].sha, 1, 1, ()), Outcome(commits[4].sha, 4, 4, ())
